@@ -1,0 +1,26 @@
+from django.conf import settings
+from django.db import models
+
+
+class AccessToken(models.Model):
+    """A personal access token; only the SHA-256 digest of the raw token is stored."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="access_tokens")
+    digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12, help_text="First characters, to tell tokens apart.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(digest__regex=r"^[0-9a-f]{64}$"),
+                name="accesstoken_digest_is_sha256",
+                violation_error_message="The digest must be a SHA-256 hex digest.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"

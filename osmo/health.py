@@ -1,0 +1,69 @@
+"""`GET /api/health` (no auth) and `GET /api/whoami`."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import connection
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from osmo.accounts.roles import roles_for
+
+
+def database_ok() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "down"
+        connection.close_if_unusable_or_obsolete()
+        return False
+
+
+def broker_ok() -> bool:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=1,
+                                      socket_timeout=1)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+class HealthView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses=inline_serializer("Health", {
+        "status": serializers.CharField(), "database": serializers.CharField(),
+        "broker": serializers.CharField()}), summary="Liveness of the service and its parts")
+    def get(self, request):
+        parts = {"database": "ok" if database_ok() else "down",
+                 "broker": "ok" if broker_ok() else "down"}
+        healthy = all(v == "ok" for v in parts.values())
+        return Response({"status": "ok" if healthy else "degraded", **parts},
+                        status=200 if healthy else 503)
+
+
+class WhoAmIView(APIView):
+    @extend_schema(responses=inline_serializer("WhoAmI", {
+        "user": serializers.CharField(), "roles": serializers.ListField(),
+        "pools": serializers.DictField()}), summary="The caller, its roles and pool access")
+    def get(self, request):
+        from pools.selectors import visible_top_level_pools
+
+        roles = roles_for(request.user)
+        role_names = sorted(request.user.groups.values_list("name", flat=True))
+        if request.user.is_superuser:
+            role_names.insert(0, "superuser")
+        pools = {name: roles.pool_role(name) for name in
+                 visible_top_level_pools(roles=roles).values_list("name", flat=True)}
+        return Response({"user": request.user.get_username(), "roles": role_names,
+                         "pools": pools})

@@ -1,0 +1,21 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from .health import HealthView, WhoAmIView
+
+handler404 = "osmo.errors.json_not_found"
+handler500 = "osmo.errors.json_server_error"
+
+api = [
+    path("health", HealthView.as_view(), name="health"),
+    path("whoami", WhoAmIView.as_view(), name="whoami"),
+    path("schema", SpectacularAPIView.as_view(), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("", include("pools.api.urls")),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/", include(api)),
+]

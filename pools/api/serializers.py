@@ -1,0 +1,239 @@
+"""Shapes of the pool API: request bodies (DRF serializers) and response objects.
+
+Responses are built as plain dicts (the quota report renders thousands of rows per request); the
+response serializers below describe the same shapes for the OpenAPI document, and a test keeps
+the two in step.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from .. import quota
+from ..models import Pool, SubpoolState
+from ..selectors import PoolTree
+
+# --- requests --------------------------------------------------------------------------------
+
+
+class PlatformSerializer(serializers.Serializer):
+    description = serializers.CharField(required=False, allow_blank=True)
+    node_selector = serializers.DictField(child=serializers.CharField(), required=False)
+
+
+class PoolUpsertSerializer(serializers.Serializer):
+    """Body of `PUT /api/configs/pool/{name}`; absent optional fields keep their value."""
+
+    quota_gpus = serializers.IntegerField(min_value=0)
+    description = serializers.CharField(required=False, allow_blank=True)
+    limit_gpus = serializers.IntegerField(required=False, allow_null=True, min_value=-1,
+                                          help_text="-1 or null: no limit.")
+    weight = serializers.IntegerField(required=False, min_value=0)
+    priority = serializers.IntegerField(required=False)
+    platforms = serializers.DictField(child=PlatformSerializer(), required=False)
+    default_platform = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    status = serializers.ChoiceField(choices=["ONLINE", "OFFLINE", "MAINTENANCE"],
+                                     required=False)
+
+
+class SubpoolCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="Short name; the canonical name is {parent}--{name}.")
+    quota_gpus = serializers.IntegerField(min_value=0)
+
+
+class SubpoolUpdateSerializer(serializers.Serializer):
+    quota_gpus = serializers.IntegerField(min_value=0)
+
+
+# --- responses -------------------------------------------------------------------------------
+
+
+def _iso(value) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def subpool_object(subpool: Pool, usage: quota.Usage, drain: dict | None = None) -> dict:
+    effective = quota.effective_quota(subpool.subpool_state, subpool.quota_gpus)
+    body = {
+        "name": subpool.subpool_name,
+        "canonical_name": subpool.name,
+        "parent": subpool.parent_id,
+        "quota_gpus": effective,
+        "configured_quota_gpus": subpool.quota_gpus,
+        "state": subpool.subpool_state,
+        "used_gpus": usage.used_gpus,
+        "total_usage_gpus": usage.total_usage_gpus,
+        "available_gpus": quota.available(effective, usage.used_gpus),
+        "created_at": _iso(subpool.created_at),
+        "updated_at": _iso(subpool.updated_at),
+    }
+    if subpool.subpool_state == SubpoolState.DELETING:
+        body["drain"] = drain or {"running_workflows": 0, "gpus_held": 0}
+    return body
+
+
+def pool_object(pool: Pool, tree: PoolTree | None = None) -> dict:
+    """The Pool object; subpools show their parent's inherited settings."""
+    settings_source = pool.parent if pool.is_subpool else pool
+    body = {
+        "name": pool.name,
+        "parent": pool.parent_id,
+        "subpool_name": pool.subpool_name,
+        "subpool_state": pool.subpool_state,
+        "description": settings_source.description,
+        "quota_gpus": (quota.effective_quota(pool.subpool_state, pool.quota_gpus)
+                       if pool.is_subpool else pool.quota_gpus),
+        "limit_gpus": settings_source.limit_gpus,
+        "weight": settings_source.weight,
+        "priority": settings_source.priority,
+        "platforms": settings_source.platforms,
+        "default_platform": settings_source.default_platform or None,
+        "status": settings_source.status,
+        "created_at": _iso(pool.created_at),
+        "updated_at": _iso(pool.updated_at),
+    }
+    if tree is not None and not pool.is_subpool:
+        subpools = tree.subpools.get(pool.name, [])
+        body["unallocated_gpus"] = quota.unallocated(
+            pool.quota_gpus, [(s.subpool_state, s.quota_gpus) for s in subpools])
+        body["subpools"] = [subpool_object(s, tree.usage_of(s), tree.drain.get(s.pk))
+                            for s in subpools]
+    return body
+
+
+def quota_report(tree: PoolTree, *, include_archived: bool) -> dict:
+    """`GET /api/pool_quota`: one row per top-level pool with its subpools (seed 002)."""
+    rows = []
+    total = used = total_usage = 0
+    for parent in tree.parents:
+        subpools = tree.subpools.get(parent.name, [])
+        own = tree.usage_of(parent)
+        unallocated = quota.unallocated(parent.quota_gpus,
+                                        [(s.subpool_state, s.quota_gpus) for s in subpools])
+        sub_rows = []
+        for subpool in subpools:
+            if subpool.subpool_state == SubpoolState.ARCHIVED and not include_archived:
+                continue
+            usage = tree.usage_of(subpool)
+            effective = quota.effective_quota(subpool.subpool_state, subpool.quota_gpus)
+            sub_rows.append({
+                "name": subpool.name,
+                "status": parent.status,
+                "subpool_state": subpool.subpool_state,
+                "quota_gpus": effective,
+                "used_gpus": usage.used_gpus,
+                "total_usage_gpus": usage.total_usage_gpus,
+                "available_gpus": quota.available(effective, usage.used_gpus),
+            })
+            used += usage.used_gpus
+            total_usage += usage.total_usage_gpus
+        rows.append({
+            "name": parent.name,
+            "status": parent.status,
+            "subpool_state": None,
+            "total_quota_gpus": parent.quota_gpus,
+            "quota_gpus": unallocated,
+            "used_gpus": own.used_gpus,
+            "total_usage_gpus": own.total_usage_gpus,
+            "available_gpus": quota.available(unallocated, own.used_gpus),
+            "subpools": sub_rows,
+        })
+        total += parent.quota_gpus
+        used += own.used_gpus
+        total_usage += own.total_usage_gpus
+    return {
+        "pools": rows,
+        "resource_sum": {"total_quota_gpus": total, "used_gpus": used,
+                         "total_usage_gpus": total_usage,
+                         "available_gpus": quota.available(total, used)},
+    }
+
+
+def history_item(event) -> dict:
+    return {"at": _iso(event.at), "actor": event.actor_name, "action": event.action,
+            "pool": event.pool.name, "before": event.before, "after": event.after}
+
+
+# --- response shapes for the OpenAPI document ------------------------------------------------
+
+
+class DrainSerializer(serializers.Serializer):
+    running_workflows = serializers.IntegerField()
+    gpus_held = serializers.IntegerField()
+
+
+class SubpoolSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    canonical_name = serializers.CharField()
+    parent = serializers.CharField()
+    quota_gpus = serializers.IntegerField(help_text="Effective quota: 0 while DELETING.")
+    configured_quota_gpus = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=SubpoolState.values)
+    used_gpus = serializers.IntegerField()
+    total_usage_gpus = serializers.IntegerField()
+    available_gpus = serializers.IntegerField(help_text="May be negative while draining.")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    drain = DrainSerializer(required=False, help_text="DELETING subpools only.")
+
+
+class PoolSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    parent = serializers.CharField(allow_null=True)
+    subpool_name = serializers.CharField(allow_null=True)
+    subpool_state = serializers.CharField(allow_null=True)
+    description = serializers.CharField()
+    quota_gpus = serializers.IntegerField()
+    limit_gpus = serializers.IntegerField()
+    weight = serializers.IntegerField()
+    priority = serializers.IntegerField()
+    platforms = serializers.DictField(child=PlatformSerializer())
+    default_platform = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(choices=["ONLINE", "OFFLINE", "MAINTENANCE"])
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    unallocated_gpus = serializers.IntegerField(required=False, help_text="Top-level pools.")
+    subpools = SubpoolSerializer(many=True, required=False, help_text="Top-level pools.")
+
+
+class SubRowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    status = serializers.CharField()
+    subpool_state = serializers.CharField()
+    quota_gpus = serializers.IntegerField()
+    used_gpus = serializers.IntegerField()
+    total_usage_gpus = serializers.IntegerField()
+    available_gpus = serializers.IntegerField()
+
+
+class ParentRowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    status = serializers.CharField()
+    subpool_state = serializers.CharField(allow_null=True)
+    total_quota_gpus = serializers.IntegerField()
+    quota_gpus = serializers.IntegerField(help_text="Unallocated share.")
+    used_gpus = serializers.IntegerField()
+    total_usage_gpus = serializers.IntegerField()
+    available_gpus = serializers.IntegerField()
+    subpools = SubRowSerializer(many=True)
+
+
+class ResourceSumSerializer(serializers.Serializer):
+    total_quota_gpus = serializers.IntegerField()
+    used_gpus = serializers.IntegerField()
+    total_usage_gpus = serializers.IntegerField()
+    available_gpus = serializers.IntegerField()
+
+
+class PoolQuotaSerializer(serializers.Serializer):
+    pools = ParentRowSerializer(many=True)
+    resource_sum = ResourceSumSerializer()
+
+
+class HistoryItemSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    actor = serializers.CharField(allow_null=True)
+    action = serializers.CharField()
+    pool = serializers.CharField()
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)

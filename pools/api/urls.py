@@ -1,0 +1,15 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("configs/pool", views.PoolListView.as_view(), name="pool-list"),
+    path("configs/pool/<str:name>", views.PoolDetailView.as_view(), name="pool-detail"),
+    path("configs/pool/<str:name>/history", views.PoolHistoryView.as_view(),
+         name="pool-history"),
+    path("configs/pool/<str:parent>/subpool", views.SubpoolListView.as_view(),
+         name="subpool-list"),
+    path("configs/pool/<str:parent>/subpool/<str:subpool>", views.SubpoolDetailView.as_view(),
+         name="subpool-detail"),
+    path("pool_quota", views.PoolQuotaView.as_view(), name="pool-quota"),
+]

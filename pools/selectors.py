@@ -1,0 +1,142 @@
+"""Reads: pool lookups with visibility, the pool tree, and usage aggregated in one query."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Q, Sum
+
+from osmo.accounts.roles import Roles
+from osmo.errors import NotFound
+
+from . import quota
+from .models import Pool, PoolEvent, SubpoolState
+
+
+def pool_not_found(name: str) -> NotFound:
+    return NotFound("pool_not_found", f"Pool '{name}' does not exist.")
+
+
+def _live_pools():
+    """Pools that exist for users: archived top-level pools (and their subpools) are hidden."""
+    return Pool.objects.filter(archived_at__isnull=True).exclude(parent__archived_at__isnull=False)
+
+
+def pool_get(*, name: str, roles: Roles, for_update: bool = False) -> Pool:
+    """A live, visible pool by canonical name, else 404 `pool_not_found` (no existence leak)."""
+    queryset = _live_pools().select_related("parent")
+    if for_update:
+        queryset = queryset.select_for_update(of=("self",))
+    pool = queryset.filter(name=name).first()
+    if pool is None or not roles.can_view(pool.top_level_name):
+        raise pool_not_found(name)
+    return pool
+
+
+def subpool_get(*, parent: Pool, subpool_name: str) -> Pool:
+    subpool = Pool.objects.select_related("parent").filter(
+        parent=parent, subpool_name=subpool_name
+    ).first()
+    if subpool is None:
+        raise NotFound("subpool_not_found",
+                       f"Pool '{parent.name}' has no subpool '{subpool_name}'.")
+    return subpool
+
+
+def active_subpool_quota_sum(*, parent: Pool, exclude_pk: int | None = None) -> int:
+    queryset = Pool.objects.filter(parent=parent, subpool_state=SubpoolState.ACTIVE)
+    if exclude_pk is not None:
+        queryset = queryset.exclude(pk=exclude_pk)
+    return queryset.aggregate(total=Sum("quota_gpus"))["total"] or 0
+
+
+def visible_top_level_pools(*, roles: Roles):
+    queryset = _live_pools().filter(parent__isnull=True)
+    visible = roles.visible_q("name")
+    return queryset if visible is None else queryset.filter(visible)
+
+
+@dataclass
+class PoolTree:
+    """Visible top-level pools with their subpools and usage, built from a fixed query count."""
+
+    parents: list[Pool]
+    subpools: dict[str, list[Pool]] = field(default_factory=dict)
+    usage: dict[int, quota.Usage] = field(default_factory=dict)
+    drain: dict[int, dict] = field(default_factory=dict)
+
+    def usage_of(self, pool: Pool) -> quota.Usage:
+        return self.usage.get(pool.pk, quota.Usage())
+
+
+def pool_tree(*, roles: Roles, include_archived_subpools: bool = True,
+              only: str | None = None) -> PoolTree:
+    """One query for the pools, one for usage, one for drain progress."""
+    visible = roles.visible_q("name")
+    parent_visible = roles.visible_q("parent__name")
+    queryset = _live_pools().filter(
+        Q(parent__isnull=True) & (visible or Q())
+        | Q(parent__isnull=False) & (parent_visible or Q())
+    )
+    if only is not None:
+        queryset = queryset.filter(Q(name=only) | Q(parent_id=only))
+    if not include_archived_subpools:
+        queryset = queryset.exclude(subpool_state=SubpoolState.ARCHIVED)
+    pools = list(queryset.order_by("parent_id", "name"))
+    parents = [p for p in pools if p.parent_id is None]
+    by_name = {p.name: p for p in parents}
+    subpools: dict[str, list[Pool]] = defaultdict(list)
+    for pool in pools:
+        if pool.parent_id is not None and pool.parent_id in by_name:
+            pool.parent = by_name[pool.parent_id]  # no extra query for inherited settings
+            subpools[pool.parent_id].append(pool)
+    pool_ids = [p.pk for p in pools]
+    deleting = [p.pk for p in pools if p.subpool_state == SubpoolState.DELETING]
+    return PoolTree(parents=parents, subpools=dict(subpools), usage=usage_by_pool(pool_ids),
+                    drain=drain_progress(deleting))
+
+
+def usage_by_pool(pool_ids: list[int] | None = None) -> dict[int, quota.Usage]:
+    """GPUs held per pool, split by priority, in ONE aggregate query over bound tasks."""
+    from workflows.selectors import gpu_holding_tasks
+
+    if pool_ids is not None and not pool_ids:
+        return {}
+    tasks = gpu_holding_tasks()
+    if pool_ids is not None:
+        tasks = tasks.filter(group__workflow__pool_id__in=pool_ids)
+    rows = tasks.values("group__workflow__pool_id").annotate(
+        used=Sum("gpus", filter=Q(group__workflow__priority__in=["HIGH", "NORMAL"]),
+                 default=0),
+        total=Sum("gpus", default=0),
+    ).order_by()
+    return {row["group__workflow__pool_id"]: quota.Usage(row["used"], row["total"])
+            for row in rows}
+
+
+def drain_progress(pool_ids: list[int]) -> dict[int, dict]:
+    """For DELETING subpools: running workflows left and GPUs still held (one query)."""
+    from workflows.selectors import gpu_holding_tasks
+
+    if not pool_ids:
+        return {}
+    rows = gpu_holding_tasks().filter(group__workflow__pool_id__in=pool_ids).values(
+        "group__workflow__pool_id"
+    ).annotate(
+        running_workflows=Count("group__workflow", distinct=True), gpus_held=Sum("gpus")
+    ).order_by()
+    progress = {pk: {"running_workflows": 0, "gpus_held": 0} for pk in pool_ids}
+    for row in rows:
+        progress[row["group__workflow__pool_id"]] = {
+            "running_workflows": row["running_workflows"], "gpus_held": row["gpus_held"] or 0,
+        }
+    return progress
+
+
+def pool_history(*, pool: Pool):
+    """A pool's audit events, newest first; a parent's history includes its subpools'."""
+    condition = Q(pool=pool)
+    if pool.parent_id is None:
+        condition |= Q(pool__parent=pool)
+    return PoolEvent.objects.filter(condition).select_related("pool").order_by("-at", "-id")

@@ -1,0 +1,318 @@
+"""Every write to pools and subpools: atomic, under row locks, with an audit event.
+
+Lock order is fixed: the top-level pool row first, then a subpool row. Every change that can move
+Σ ACTIVE subpool quotas or the parent quota locks the parent row, so the invariant
+Σ ACTIVE subpool quotas ≤ parent quota holds under any concurrency.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from osmo.errors import Conflict, OsmoError
+
+from . import quota as quota_math
+from .models import NAME_PATTERN, SUBPOOL_DELIMITER, Pool, PoolEvent, PoolStatus, SubpoolState
+from .selectors import active_subpool_quota_sum
+
+_NAME_RE = re.compile(NAME_PATTERN)
+_LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
+                           r"[A-Za-z0-9])?$")
+
+
+# --- validation shared by the API, the admin and the dashboard -------------------------------
+
+def validate_name(name: Any, *, what: str = "pool") -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name) or SUBPOOL_DELIMITER in name:
+        raise OsmoError(
+            "invalid_name",
+            f"'{name}' is not a valid {what} name: use 1-40 lowercase letters, digits and '-', "
+            f"starting and ending with a letter or digit, and never '{SUBPOOL_DELIMITER}'.",
+            errors={"name": [f"Must match {NAME_PATTERN} and must not contain "
+                             f"'{SUBPOOL_DELIMITER}'."]},
+        )
+    return name
+
+
+def validate_quota(value: Any, *, field: str = "quota_gpus") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise OsmoError(
+            "invalid_quota",
+            f"{field} must be a non-negative whole number of GPUs, not {value!r}.",
+            errors={field: ["Must be a non-negative integer."]},
+        )
+    return value
+
+
+def _invalid(field: str, message: str) -> OsmoError:
+    return OsmoError("invalid_request", message, errors={field: [message]})
+
+
+def _validate_settings(changes: dict[str, Any], quota_gpus: int) -> None:
+    limit = changes.get("limit_gpus")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < -1:
+            raise OsmoError("invalid_quota", "limit_gpus must be -1 (no limit) or a GPU count.",
+                            errors={"limit_gpus": ["Must be -1 or a non-negative integer."]})
+        if limit != -1 and limit < quota_gpus:
+            raise OsmoError("invalid_quota",
+                            f"limit_gpus ({limit}) cannot be below quota_gpus ({quota_gpus}).",
+                            errors={"limit_gpus": ["Must be -1 or at least quota_gpus."]})
+    for field in ("weight", "priority"):
+        value = changes.get(field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or (field == "weight" and value < 0)):
+            raise _invalid(field, f"{field} must be a{' non-negative' * (field == 'weight')} "
+                                  f"integer.")
+    if changes.get("status") is not None and changes["status"] not in PoolStatus.values:
+        raise _invalid("status", f"status must be one of {', '.join(PoolStatus.values)}.")
+    if changes.get("description") is not None and not isinstance(changes["description"], str):
+        raise _invalid("description", "description must be a string.")
+    platforms = changes.get("platforms")
+    if platforms is not None:
+        _validate_platforms(platforms)
+
+
+def _validate_platforms(platforms: Any) -> None:
+    if not isinstance(platforms, dict):
+        raise _invalid("platforms", "platforms must be an object of name → "
+                                    "{description, node_selector}.")
+    for name, platform in platforms.items():
+        if not _NAME_RE.match(name):
+            raise _invalid(f"platforms.{name}", f"'{name}' is not a valid platform name.")
+        if not isinstance(platform, dict) or set(platform) - {"description", "node_selector"}:
+            raise _invalid(f"platforms.{name}",
+                           "A platform is {description, node_selector: {label: value}}.")
+        selector = platform.get("node_selector", {})
+        if not isinstance(selector, dict) or not all(
+            isinstance(k, str) and _LABEL_KEY_RE.match(k) and isinstance(v, str)
+            for k, v in selector.items()
+        ):
+            raise _invalid(f"platforms.{name}.node_selector",
+                           "node_selector maps label names to string values.")
+
+
+# --- audit -----------------------------------------------------------------------------------
+
+_TOP_LEVEL_FIELDS = ("quota_gpus", "limit_gpus", "weight", "priority", "description",
+                     "platforms", "default_platform", "status")
+
+
+def pool_snapshot(pool: Pool) -> dict[str, Any]:
+    if pool.is_subpool:
+        return {"name": pool.name, "subpool_name": pool.subpool_name,
+                "state": pool.subpool_state, "quota_gpus": pool.quota_gpus}
+    snapshot = {"name": pool.name, **{f: getattr(pool, f) for f in _TOP_LEVEL_FIELDS}}
+    snapshot["archived"] = pool.archived_at is not None
+    return snapshot
+
+
+def _audit(pool: Pool, action: str, actor, before: dict | None, after: dict | None) -> None:
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    PoolEvent.objects.create(pool=pool, action=action, actor=user,
+                             actor_name=user.get_username() if user else None,
+                             before=before, after=after)
+
+
+def _lock(pk: int) -> Pool:
+    return Pool.objects.select_for_update().get(pk=pk)
+
+
+def _lock_family(subpool: Pool) -> tuple[Pool, Pool]:
+    """Lock the parent row, then the subpool row (the fixed lock order)."""
+    parent = Pool.objects.select_for_update().get(name=subpool.parent_id)
+    subpool = _lock(subpool.pk)
+    subpool.parent = parent
+    return parent, subpool
+
+
+# --- top-level pools -------------------------------------------------------------------------
+
+@transaction.atomic
+def pool_upsert(*, actor, name: str, quota_gpus: Any, **changes: Any) -> tuple[Pool, bool]:
+    """Create, update or reactivate a top-level pool. Returns (pool, created)."""
+    validate_name(name)
+    quota_gpus = validate_quota(quota_gpus)
+    if "limit_gpus" in changes and changes["limit_gpus"] is None:
+        changes["limit_gpus"] = -1
+    pool = Pool.objects.select_for_update().filter(name=name, parent__isnull=True).first()
+    effective = {f: getattr(pool, f) for f in _TOP_LEVEL_FIELDS} if pool else {}
+    effective.update(changes)
+    _validate_settings(changes, quota_gpus)
+    default_platform = effective.get("default_platform") or ""
+    if default_platform and default_platform not in (effective.get("platforms") or {}):
+        raise _invalid("default_platform",
+                       f"default_platform '{default_platform}' is not one of the pool's "
+                       f"platforms.")
+    changes["default_platform"] = default_platform
+
+    if pool is None:
+        try:
+            with transaction.atomic():
+                pool = Pool.objects.create(name=name, quota_gpus=quota_gpus, **changes)
+        except IntegrityError:
+            # A concurrent creator won: fall through to an update of its row.
+            pool = Pool.objects.select_for_update().get(name=name, parent__isnull=True)
+        else:
+            _audit(pool, "pool_created", actor, None, pool_snapshot(pool))
+            return pool, True
+
+    before = pool_snapshot(pool)
+    allocated = active_subpool_quota_sum(parent=pool)
+    if quota_gpus < allocated:
+        raise Conflict(
+            "quota_exceeds_parent",
+            f"Pool '{name}' cannot go to {quota_gpus} GPUs: its ACTIVE subpools hold "
+            f"{allocated}. Shrink or delete subpools first.",
+        )
+    reactivated = pool.archived_at is not None
+    pool.quota_gpus = quota_gpus
+    for field, value in changes.items():
+        setattr(pool, field, value)
+    pool.archived_at = None
+    pool.save()
+    _audit(pool, "pool_reactivated" if reactivated else "pool_updated", actor, before,
+           pool_snapshot(pool))
+    return pool, False
+
+
+@transaction.atomic
+def pool_delete(*, actor, pool: Pool) -> Pool:
+    """Archive a top-level pool; refuse while it has alive workflows or live subpools."""
+    from workflows.selectors import alive_workflows
+
+    pool = _lock(pool.pk)
+    live_subpools = list(
+        pool.subpools.exclude(subpool_state=SubpoolState.ARCHIVED).values_list("name", flat=True)
+    )
+    pool_ids = [pool.pk, *pool.subpools.values_list("pk", flat=True)]
+    alive = alive_workflows(pool_ids=pool_ids).count()
+    if alive or live_subpools:
+        parts = []
+        if alive:
+            parts.append(f"{alive} alive workflow(s)")
+        if live_subpools:
+            parts.append(f"subpools not yet archived ({', '.join(sorted(live_subpools))})")
+        raise Conflict("pool_in_use", f"Pool '{pool.name}' is in use: {' and '.join(parts)}.")
+    before = pool_snapshot(pool)
+    pool.archived_at = timezone.now()
+    pool.save(update_fields=["archived_at", "updated_at"])
+    _audit(pool, "pool_archived", actor, before, pool_snapshot(pool))
+    return pool
+
+
+# --- subpools --------------------------------------------------------------------------------
+
+def _quota_exceeds_parent(parent: Pool, others: int, requested: int) -> Conflict:
+    unallocated = parent.quota_gpus - others
+    return Conflict(
+        "quota_exceeds_parent",
+        f"Pool '{parent.name}' has {parent.quota_gpus} GPUs, {others} of them already in ACTIVE "
+        f"subpools: {unallocated} unallocated, {requested} requested.",
+    )
+
+
+@transaction.atomic
+def subpool_create(*, actor, parent: Pool, subpool_name: Any, quota_gpus: Any
+                   ) -> tuple[Pool, bool]:
+    """Create a subpool, or reactivate an ARCHIVED one of that name. Returns (pool, created)."""
+    if parent.is_subpool:
+        raise OsmoError("parent_is_subpool",
+                        f"'{parent.name}' is a subpool; subpools cannot have subpools.")
+    validate_name(subpool_name, what="subpool")
+    quota_gpus = validate_quota(quota_gpus)
+    parent = _lock(parent.pk)
+    existing = Pool.objects.select_for_update().filter(
+        parent=parent, subpool_name=subpool_name
+    ).first()
+    if existing is not None and existing.subpool_state != SubpoolState.ARCHIVED:
+        raise Conflict("subpool_exists",
+                       f"Subpool '{existing.name}' already exists ({existing.subpool_state}).")
+    others = active_subpool_quota_sum(parent=parent)
+    if not quota_math.fits_in_parent(parent.quota_gpus, others, quota_gpus):
+        raise _quota_exceeds_parent(parent, others, quota_gpus)
+
+    if existing is None:
+        subpool = Pool.objects.create(
+            name=f"{parent.name}{SUBPOOL_DELIMITER}{subpool_name}", parent=parent,
+            subpool_name=subpool_name, subpool_state=SubpoolState.ACTIVE, quota_gpus=quota_gpus,
+        )
+        _audit(subpool, "subpool_created", actor, None, pool_snapshot(subpool))
+    else:
+        subpool, before = existing, pool_snapshot(existing)
+        subpool.subpool_state = SubpoolState.ACTIVE
+        subpool.quota_gpus = quota_gpus
+        subpool.save(update_fields=["subpool_state", "quota_gpus", "updated_at"])
+        _audit(subpool, "subpool_reactivated", actor, before, pool_snapshot(subpool))
+    subpool.parent = parent
+    return subpool, existing is None
+
+
+@transaction.atomic
+def subpool_update(*, actor, subpool: Pool, quota_gpus: Any) -> Pool:
+    """Change an ACTIVE subpool's quota. Decreases are soft: nothing running is evicted."""
+    quota_gpus = validate_quota(quota_gpus)
+    parent, subpool = _lock_family(subpool)
+    if subpool.subpool_state != SubpoolState.ACTIVE:
+        raise Conflict("subpool_not_active",
+                       f"Subpool '{subpool.name}' is {subpool.subpool_state}; only ACTIVE "
+                       f"subpools can change quota.")
+    others = active_subpool_quota_sum(parent=parent, exclude_pk=subpool.pk)
+    if not quota_math.fits_in_parent(parent.quota_gpus, others, quota_gpus):
+        raise _quota_exceeds_parent(parent, others, quota_gpus)
+    before = pool_snapshot(subpool)
+    if quota_gpus != subpool.quota_gpus:
+        subpool.quota_gpus = quota_gpus
+        subpool.save(update_fields=["quota_gpus", "updated_at"])
+        _audit(subpool, "subpool_quota_changed", actor, before, pool_snapshot(subpool))
+        return subpool
+
+
+@transaction.atomic
+def subpool_delete(*, actor, subpool: Pool) -> Pool:
+    """Smart delete: cancel what holds no GPUs yet; ARCHIVED at once if nothing runs, else
+    DELETING until the running workflows finish. Idempotent for DELETING/ARCHIVED."""
+    from workflows.selectors import workflows_holding_gpus
+    from workflows.services import workflows_cancel_not_started
+
+    parent, subpool = _lock_family(subpool)
+    if subpool.subpool_state != SubpoolState.ACTIVE:
+        return subpool
+    before = pool_snapshot(subpool)
+    workflows_cancel_not_started(pool=subpool, reason="subpool_deleted")
+    running = workflows_holding_gpus(pool_ids=[subpool.pk]).exists()
+    subpool.subpool_state = SubpoolState.DELETING if running else SubpoolState.ARCHIVED
+    subpool.save(update_fields=["subpool_state", "updated_at"])
+    _audit(subpool, "subpool_deleting" if running else "subpool_archived", actor, before,
+           pool_snapshot(subpool))
+    if running:
+        from . import tasks
+
+        tasks.drain_check_on_commit()
+    return subpool
+
+
+@transaction.atomic
+def subpool_archive_if_drained(*, subpool_id: int) -> bool:
+    """DELETING → ARCHIVED once no alive workflow remains; a conditional update makes repeated
+    or concurrent runs do the transition (and write the audit event) exactly once."""
+    from workflows.selectors import alive_workflows
+
+    subpool = Pool.objects.select_for_update(skip_locked=True).filter(
+        pk=subpool_id, subpool_state=SubpoolState.DELETING
+    ).first()
+    if subpool is None or alive_workflows(pool_ids=[subpool.pk]).exists():
+        return False
+    before = pool_snapshot(subpool)
+    changed = Pool.objects.filter(pk=subpool.pk, subpool_state=SubpoolState.DELETING).update(
+        subpool_state=SubpoolState.ARCHIVED, updated_at=timezone.now()
+    )
+    if not changed:
+        return False
+    subpool.subpool_state = SubpoolState.ARCHIVED
+    _audit(subpool, "subpool_archived", None, before, pool_snapshot(subpool))
+    return True

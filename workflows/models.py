@@ -1,0 +1,128 @@
+"""Workflows, their groups (one gang each) and tasks, with OSMO's status names."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Priority(models.TextChoices):
+    HIGH = "HIGH"
+    NORMAL = "NORMAL"
+    LOW = "LOW"
+
+
+# HIGH and NORMAL count toward quota; LOW is opportunistic and preemptible.
+QUOTA_PRIORITIES = (Priority.HIGH, Priority.NORMAL)
+
+
+class WorkflowStatus(models.TextChoices):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    FAILED_CANCELED = "FAILED_CANCELED"
+    FAILED_PREEMPTED = "FAILED_PREEMPTED"
+    FAILED_EVICTED = "FAILED_EVICTED"
+    FAILED_SUBMISSION = "FAILED_SUBMISSION"
+
+
+ALIVE_WORKFLOW_STATUSES = (WorkflowStatus.PENDING, WorkflowStatus.RUNNING)
+
+
+class TaskStatus(models.TextChoices):
+    WAITING = "WAITING"
+    SCHEDULING = "SCHEDULING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    FAILED_CANCELED = "FAILED_CANCELED"
+    FAILED_PREEMPTED = "FAILED_PREEMPTED"
+    FAILED_EVICTED = "FAILED_EVICTED"
+
+
+ALIVE_TASK_STATUSES = (TaskStatus.WAITING, TaskStatus.SCHEDULING, TaskStatus.RUNNING)
+
+
+class WorkflowKind(models.TextChoices):
+    WORKFLOW = "workflow"
+    WORKLOAD = "workload"
+
+
+class Workflow(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=8, choices=WorkflowKind.choices,
+                            default=WorkflowKind.WORKFLOW)
+    pool = models.ForeignKey("pools.Pool", on_delete=models.PROTECT, related_name="workflows")
+    priority = models.CharField(max_length=6, choices=Priority.choices,
+                                default=Priority.NORMAL)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                             related_name="workflows")
+    status = models.CharField(max_length=20, choices=WorkflowStatus.choices,
+                              default=WorkflowStatus.PENDING)
+    reason = models.CharField(max_length=60, null=True, blank=True)
+    spec = models.TextField(blank=True, default="", help_text="The submitted spec, as sent.")
+    gpus_requested = models.IntegerField(default=0)
+    submitted_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [models.Index(fields=["pool", "status"], name="workflow_pool_status")]
+        constraints = [
+            models.CheckConstraint(condition=Q(gpus_requested__gte=0),
+                                   name="workflow_gpus_non_negative",
+                                   violation_error_message="GPU counts cannot be negative."),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class WorkflowGroup(models.Model):
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="groups")
+    name = models.CharField(max_length=63)
+    position = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=20, choices=TaskStatus.choices,
+                              default=TaskStatus.WAITING)
+    reason = models.CharField(max_length=60, null=True, blank=True)
+    podgroup = models.CharField(max_length=63, blank=True, default="")
+
+    class Meta:
+        ordering = ["workflow", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "name"], name="group_unique_per_workflow",
+                                    violation_error_message="Group names are unique."),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}/{self.name}"
+
+
+class Task(models.Model):
+    group = models.ForeignKey(WorkflowGroup, on_delete=models.CASCADE, related_name="tasks")
+    name = models.CharField(max_length=63)
+    position = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=20, choices=TaskStatus.choices,
+                              default=TaskStatus.WAITING)
+    reason = models.CharField(max_length=60, null=True, blank=True)
+    gpus = models.IntegerField(default=0)
+    node_name = models.CharField(max_length=253, blank=True, default="",
+                                 help_text="Set once the task is bound: it then holds its GPUs.")
+    exit_code = models.IntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["group", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "name"], name="task_unique_per_group",
+                                    violation_error_message="Task names are unique."),
+            models.CheckConstraint(condition=Q(gpus__gte=0), name="task_gpus_non_negative",
+                                   violation_error_message="GPU counts cannot be negative."),
+        ]
+        indexes = [models.Index(fields=["status"], name="task_status",
+                                condition=Q(node_name__gt=""))]
+
+    def __str__(self) -> str:
+        return f"{self.group}/{self.name}"

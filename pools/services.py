@@ -174,9 +174,10 @@ def pool_upsert(*, actor, name: str, quota_gpus: Any, **changes: Any) -> tuple[P
     for field, value in changes.items():
         setattr(pool, field, value)
     pool.archived_at = None
-    pool.save()
-    _audit(pool, "pool_reactivated" if reactivated else "pool_updated", actor, before,
-           pool_snapshot(pool))
+    after = pool_snapshot(pool)
+    if after != before:  # a PUT that changes nothing writes nothing
+        pool.save()
+        _audit(pool, "pool_reactivated" if reactivated else "pool_updated", actor, before, after)
     return pool, False
 
 

@@ -1,0 +1,118 @@
+"""Σ ACTIVE subpool quotas ≤ parent quota under concurrency: real connections, one per thread."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+from django.db import connection
+from django.db.models import Sum
+
+from osmo.errors import OsmoError
+from pools import services
+from pools.models import Pool, PoolEvent
+from tests import factories
+
+THREADS = 12
+ROUNDS = 15
+
+
+def _race(worker) -> list[tuple[str, bool]]:
+    barrier = threading.Barrier(THREADS)
+    outcomes: list[tuple[str, bool]] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        rng = random.Random(index)
+        try:
+            barrier.wait()
+            for round_ in range(ROUNDS):
+                result = worker(index, round_, rng)
+                with lock:
+                    outcomes.append(result)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    return outcomes
+
+
+def _active_sum(parent: Pool) -> int:
+    return Pool.objects.filter(parent=parent, subpool_state="ACTIVE").aggregate(
+        s=Sum("quota_gpus"))["s"] or 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_creates_growth_and_parent_shrink_keep_the_invariant():
+    parent = factories.pool("team", 100)
+    events_before_id = PoolEvent.objects.order_by("-pk").values_list("pk", flat=True)[0]
+
+    def worker(index: int, round_: int, rng: random.Random) -> tuple[str, bool]:
+        action = rng.choice(["create", "grow", "grow", "shrink_parent", "delete"])
+        try:
+            current = Pool.objects.get(pk=parent.pk)
+            if action == "create":
+                services.subpool_create(actor=None, parent=current,
+                                        subpool_name=f"s{index}-{round_}",
+                                        quota_gpus=rng.randint(1, 15))
+            elif action == "grow":
+                subpools = list(Pool.objects.filter(parent=parent, subpool_state="ACTIVE"))
+                if not subpools:
+                    return action, False
+                target = rng.choice(subpools)
+                services.subpool_update(actor=None, subpool=target,
+                                        quota_gpus=target.quota_gpus + rng.randint(1, 10))
+            elif action == "shrink_parent":
+                services.pool_upsert(actor=None, name="team",
+                                     quota_gpus=max(0, current.quota_gpus - rng.randint(0, 8)))
+            else:
+                subpools = list(Pool.objects.filter(parent=parent, subpool_state="ACTIVE"))
+                if not subpools:
+                    return action, False
+                services.subpool_delete(actor=None, subpool=rng.choice(subpools))
+            return action, True
+        except OsmoError as exc:
+            assert exc.code in {"quota_exceeds_parent", "subpool_not_active"}, exc.code
+            return action, False
+
+    outcomes = _race(worker)
+    parent.refresh_from_db()
+    assert _active_sum(parent) <= parent.quota_gpus
+    succeeded = [a for a, ok in outcomes if ok]
+    assert any(a == "create" for a in succeeded) and any(a == "grow" for a in succeeded)
+    assert any(not ok for _, ok in outcomes)  # the race really hit the limit
+    # Every successful change wrote exactly one audit event, in the same transaction.
+    events = PoolEvent.objects.filter(pk__gt=events_before_id)
+    assert events.filter(action="subpool_created").count() == succeeded.count("create")
+    assert events.filter(action="subpool_quota_changed").count() == succeeded.count("grow")
+    assert events.filter(action="pool_updated").count() <= succeeded.count("shrink_parent")
+    gone = Pool.objects.filter(parent=parent).exclude(subpool_state="ACTIVE")
+    assert events.filter(action__in=["subpool_deleting", "subpool_archived"]).count() == (
+        gone.count())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_creates_of_one_name_make_one_subpool():
+    parent = factories.pool("team", 1000)
+
+    def worker(index: int, round_: int, rng: random.Random) -> tuple[str, bool]:
+        try:
+            services.subpool_create(actor=None, parent=Pool.objects.get(pk=parent.pk),
+                                    subpool_name=f"same{round_}", quota_gpus=1)
+            return "create", True
+        except OsmoError as exc:
+            assert exc.code == "subpool_exists"
+            return "create", False
+
+    outcomes = _race(worker)
+    assert sum(ok for _, ok in outcomes) == ROUNDS
+    assert Pool.objects.filter(parent=parent).count() == ROUNDS

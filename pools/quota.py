@@ -48,7 +48,4 @@ def fits_in_parent(parent_quota: int, other_active_quotas: int, new_quota: int) 
 class Usage:
     used_gpus: int = 0  # HIGH + NORMAL
     total_usage_gpus: int = 0  # all priorities, LOW included
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(self.used_gpus + other.used_gpus,
-                     self.total_usage_gpus + other.total_usage_gpus)
+    running_workflows: int = 0  # workflows holding any of these GPUs

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from django.db.models import Count, Q, Sum
 
 from osmo.accounts.roles import Roles
 from osmo.errors import NotFound
+from workflows.models import QUOTA_PRIORITIES
 
 from . import quota
 from .models import Pool, PoolEvent, SubpoolState
@@ -59,20 +61,32 @@ def visible_top_level_pools(*, roles: Roles):
 
 @dataclass
 class PoolTree:
-    """Visible top-level pools with their subpools and usage, built from a fixed query count."""
+    """Visible top-level pools with their subpools and usage, from a fixed number of queries.
 
-    parents: list[Pool]
-    subpools: dict[str, list[Pool]] = field(default_factory=dict)
+    `parents` and `subpools` hold Pool instances, or light `QuotaRow`s for the quota report,
+    which renders thousands of rows per request.
+    """
+
+    parents: list
+    subpools: dict[str, list] = field(default_factory=dict)
     usage: dict[int, quota.Usage] = field(default_factory=dict)
-    drain: dict[int, dict] = field(default_factory=dict)
 
-    def usage_of(self, pool: Pool) -> quota.Usage:
+    def usage_of(self, pool) -> quota.Usage:
         return self.usage.get(pool.pk, quota.Usage())
 
 
+class QuotaRow(NamedTuple):
+    pk: int
+    name: str
+    parent_id: str | None
+    subpool_state: str | None
+    quota_gpus: int
+    status: str
+
+
 def pool_tree(*, roles: Roles, include_archived_subpools: bool = True,
-              only: str | None = None) -> PoolTree:
-    """One query for the pools, one for usage, one for drain progress."""
+              only: str | None = None, light: bool = False) -> PoolTree:
+    """One query for the pools and one for their usage."""
     visible = roles.visible_q("name")
     parent_visible = roles.visible_q("parent__name")
     queryset = _live_pools().filter(
@@ -83,55 +97,42 @@ def pool_tree(*, roles: Roles, include_archived_subpools: bool = True,
         queryset = queryset.filter(Q(name=only) | Q(parent_id=only))
     if not include_archived_subpools:
         queryset = queryset.exclude(subpool_state=SubpoolState.ARCHIVED)
-    pools = list(queryset.order_by("parent_id", "name"))
+    queryset = queryset.order_by("parent_id", "name")
+    if light:
+        pools = [QuotaRow(*row) for row in queryset.values_list(*QuotaRow._fields)]
+    else:
+        pools = list(queryset)
     parents = [p for p in pools if p.parent_id is None]
     by_name = {p.name: p for p in parents}
-    subpools: dict[str, list[Pool]] = defaultdict(list)
+    subpools: dict[str, list] = defaultdict(list)
     for pool in pools:
         if pool.parent_id is not None and pool.parent_id in by_name:
-            pool.parent = by_name[pool.parent_id]  # no extra query for inherited settings
+            if not light:
+                pool.parent = by_name[pool.parent_id]  # inherited settings without a query
             subpools[pool.parent_id].append(pool)
-    pool_ids = [p.pk for p in pools]
-    deleting = [p.pk for p in pools if p.subpool_state == SubpoolState.DELETING]
-    return PoolTree(parents=parents, subpools=dict(subpools), usage=usage_by_pool(pool_ids),
-                    drain=drain_progress(deleting))
+    # Usage over every bound task is cheaper than a filter by a long list of pool ids.
+    usage = usage_by_pool(None if roles.platform_admin or len(pools) > 200
+                          else [p.pk for p in pools])
+    return PoolTree(parents=parents, subpools=dict(subpools), usage=usage)
 
 
 def usage_by_pool(pool_ids: list[int] | None = None) -> dict[int, quota.Usage]:
-    """GPUs held per pool, split by priority, in ONE aggregate query over bound tasks."""
+    """GPUs held per pool, split by priority, with the workflows holding them: ONE aggregate
+    over the partial index of bound tasks."""
     from workflows.selectors import gpu_holding_tasks
 
     if pool_ids is not None and not pool_ids:
         return {}
     tasks = gpu_holding_tasks()
     if pool_ids is not None:
-        tasks = tasks.filter(group__workflow__pool_id__in=pool_ids)
-    rows = tasks.values("group__workflow__pool_id").annotate(
-        used=Sum("gpus", filter=Q(group__workflow__priority__in=["HIGH", "NORMAL"]),
-                 default=0),
+        tasks = tasks.filter(pool_id__in=pool_ids)
+    rows = tasks.values_list("pool_id").annotate(
+        used=Sum("gpus", filter=Q(priority__in=QUOTA_PRIORITIES), default=0),
         total=Sum("gpus", default=0),
+        workflows=Count("workflow_id", distinct=True),
     ).order_by()
-    return {row["group__workflow__pool_id"]: quota.Usage(row["used"], row["total"])
-            for row in rows}
-
-
-def drain_progress(pool_ids: list[int]) -> dict[int, dict]:
-    """For DELETING subpools: running workflows left and GPUs still held (one query)."""
-    from workflows.selectors import gpu_holding_tasks
-
-    if not pool_ids:
-        return {}
-    rows = gpu_holding_tasks().filter(group__workflow__pool_id__in=pool_ids).values(
-        "group__workflow__pool_id"
-    ).annotate(
-        running_workflows=Count("group__workflow", distinct=True), gpus_held=Sum("gpus")
-    ).order_by()
-    progress = {pk: {"running_workflows": 0, "gpus_held": 0} for pk in pool_ids}
-    for row in rows:
-        progress[row["group__workflow__pool_id"]] = {
-            "running_workflows": row["running_workflows"], "gpus_held": row["gpus_held"] or 0,
-        }
-    return progress
+    return {pool_id: quota.Usage(used, total, workflows)
+            for pool_id, used, total, workflows in rows}
 
 
 def pool_history(*, pool: Pool):

@@ -37,7 +37,8 @@ def running_workflow(target: Pool, gpus: int, priority: str = "NORMAL", *, tasks
     share, rest = divmod(gpus, tasks)
     for index in range(tasks):
         Task.objects.create(
-            group=group, name=f"task-{index}", position=index,
+            group=group, workflow=workflow, pool=target, priority=priority,
+            name=f"task-{index}", position=index,
             gpus=share + (1 if index < rest else 0),
             status=TaskStatus.RUNNING if bound else TaskStatus.WAITING,
             node_name=f"node-{index}" if bound else "",

@@ -101,6 +101,11 @@ class WorkflowGroup(models.Model):
 
 class Task(models.Model):
     group = models.ForeignKey(WorkflowGroup, on_delete=models.CASCADE, related_name="tasks")
+    # Copied from the workflow at submission (they never change) so usage is a single-table
+    # aggregate over the partial index of bound tasks, not a three-table join.
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="tasks")
+    pool = models.ForeignKey("pools.Pool", on_delete=models.PROTECT, related_name="tasks")
+    priority = models.CharField(max_length=6, choices=Priority.choices)
     name = models.CharField(max_length=63)
     position = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=20, choices=TaskStatus.choices,
@@ -121,8 +126,10 @@ class Task(models.Model):
             models.CheckConstraint(condition=Q(gpus__gte=0), name="task_gpus_non_negative",
                                    violation_error_message="GPU counts cannot be negative."),
         ]
-        indexes = [models.Index(fields=["status"], name="task_status",
-                                condition=Q(node_name__gt=""))]
+        indexes = [models.Index(fields=["pool", "priority"], name="task_holding_gpus",
+                                include=["gpus", "workflow"],
+                                condition=Q(node_name__gt="",
+                                            status__in=["WAITING", "SCHEDULING", "RUNNING"]))]
 
     def __str__(self) -> str:
         return f"{self.group}/{self.name}"

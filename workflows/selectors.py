@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db.models import Exists, OuterRef
+
 from .models import ALIVE_TASK_STATUSES, ALIVE_WORKFLOW_STATUSES, Task, Workflow
 
 
@@ -17,5 +19,4 @@ def alive_workflows(*, pool_ids: list[int]):
 def workflows_holding_gpus(*, pool_ids: list[int]):
     """Alive workflows in these pools with at least one task holding GPUs."""
     return alive_workflows(pool_ids=pool_ids).filter(
-        groups__tasks__in=gpu_holding_tasks()
-    ).distinct()
+        Exists(gpu_holding_tasks().filter(workflow=OuterRef("pk"))))

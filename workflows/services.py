@@ -17,7 +17,7 @@ def workflows_cancel_not_started(*, pool, reason: str) -> list[str]:
     Rows are locked in id order so concurrent cancels and status reports cannot interleave.
     Returns the canceled workflow names.
     """
-    holding = gpu_holding_tasks().filter(group__workflow=OuterRef("pk"))
+    holding = gpu_holding_tasks().filter(workflow=OuterRef("pk"))
     workflows = list(
         alive_workflows(pool_ids=[pool.pk]).filter(~Exists(holding))
         .select_for_update().order_by("pk")
@@ -26,7 +26,7 @@ def workflows_cancel_not_started(*, pool, reason: str) -> list[str]:
         return []
     now = timezone.now()
     ids = [w.pk for w in workflows]
-    Task.objects.filter(group__workflow_id__in=ids, status__in=ALIVE_TASK_STATUSES).update(
+    Task.objects.filter(workflow_id__in=ids, status__in=ALIVE_TASK_STATUSES).update(
         status=TaskStatus.FAILED_CANCELED, reason=reason, finished_at=now
     )
     WorkflowGroup.objects.filter(workflow_id__in=ids, status__in=ALIVE_TASK_STATUSES).update(

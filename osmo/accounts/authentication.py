@@ -1,3 +1,5 @@
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework import authentication, exceptions
 
 from .models import AccessToken
@@ -30,3 +32,14 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return "Bearer"
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """Describes the bearer tokens in the OpenAPI document."""
+
+    target_class = BearerTokenAuthentication
+    name = "bearerToken"
+
+    def get_security_definition(self, auto_schema):
+        return build_bearer_security_scheme_object(header_name="Authorization",
+                                                   token_prefix="Bearer")

@@ -52,7 +52,7 @@ def _iso(value) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def subpool_object(subpool: Pool, usage: quota.Usage, drain: dict | None = None) -> dict:
+def subpool_object(subpool: Pool, usage: quota.Usage) -> dict:
     effective = quota.effective_quota(subpool.subpool_state, subpool.quota_gpus)
     body = {
         "name": subpool.subpool_name,
@@ -68,7 +68,8 @@ def subpool_object(subpool: Pool, usage: quota.Usage, drain: dict | None = None)
         "updated_at": _iso(subpool.updated_at),
     }
     if subpool.subpool_state == SubpoolState.DELETING:
-        body["drain"] = drain or {"running_workflows": 0, "gpus_held": 0}
+        body["drain"] = {"running_workflows": usage.running_workflows,
+                         "gpus_held": usage.total_usage_gpus}
     return body
 
 
@@ -96,7 +97,7 @@ def pool_object(pool: Pool, tree: PoolTree | None = None) -> dict:
         subpools = tree.subpools.get(pool.name, [])
         body["unallocated_gpus"] = quota.unallocated(
             pool.quota_gpus, [(s.subpool_state, s.quota_gpus) for s in subpools])
-        body["subpools"] = [subpool_object(s, tree.usage_of(s), tree.drain.get(s.pk))
+        body["subpools"] = [subpool_object(s, tree.usage_of(s))
                             for s in subpools]
     return body
 

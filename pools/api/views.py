@@ -112,7 +112,7 @@ class SubpoolListView(APIView):
         tree = selectors.pool_tree(roles=roles, only=parent_pool.top_level_name)
         subpools = [p for p in tree.subpools.get(parent_pool.name, [])
                     if state is None or p.subpool_state == state]
-        return Response([s.subpool_object(p, tree.usage_of(p), tree.drain.get(p.pk))
+        return Response([s.subpool_object(p, tree.usage_of(p))
                          for p in subpools])
 
     @extend_schema(request=s.SubpoolCreateSerializer,
@@ -131,10 +131,8 @@ class SubpoolListView(APIView):
 
 
 def _subpool_body(subpool) -> dict:
-    usage = selectors.usage_by_pool([subpool.pk]).get(subpool.pk)
-    drain = selectors.drain_progress([subpool.pk]).get(subpool.pk) if (
-        subpool.subpool_state == SubpoolState.DELETING) else None
-    return s.subpool_object(subpool, usage or quota.Usage(), drain)
+    usage = selectors.usage_by_pool([subpool.pk]).get(subpool.pk, quota.Usage())
+    return s.subpool_object(subpool, usage)
 
 
 class SubpoolDetailView(APIView):
@@ -173,5 +171,5 @@ class PoolQuotaView(APIView):
         include_archived = request.query_params.get("include_archived", "").lower() in {
             "1", "true", "yes"}
         tree = selectors.pool_tree(roles=roles_for(request.user),
-                                   include_archived_subpools=include_archived)
+                                   include_archived_subpools=include_archived, light=True)
         return Response(s.quota_report(tree, include_archived=include_archived))

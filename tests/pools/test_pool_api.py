@@ -436,3 +436,19 @@ def test_pool_list_carries_subpools(admin_client, team):
     listed = admin_client.get("/api/configs/pool").json()
     assert [(p["name"], p["unallocated_gpus"], [s["canonical_name"] for s in p["subpools"]])
             for p in listed] == [("other", 5, []), ("team", 90, ["team--a"])]
+
+
+@pytest.mark.parametrize("parents", [1, 12])
+def test_list_endpoints_use_a_fixed_number_of_queries(admin_client, django_assert_num_queries,
+                                                      parents):
+    for index in range(parents):
+        parent = factories.pool(f"p{index}", 100)
+        for sub in range(3):
+            factories.running_workflow(factories.subpool(parent, f"s{sub}", 10), 2)
+    # token + groups + pools + one usage aggregate, whatever the size
+    with django_assert_num_queries(4):
+        assert len(admin_client.get("/api/pool_quota").json()["pools"]) == parents
+    with django_assert_num_queries(4):
+        assert len(admin_client.get("/api/configs/pool").json()) == parents
+    with django_assert_num_queries(5):  # + the parent's lookup
+        assert len(admin_client.get("/api/configs/pool/p0/subpool").json()) == 3

@@ -1,0 +1,30 @@
+"""Bootstraps Django for a benchmark on a throwaway embedded PostgreSQL (or DATABASE_URL)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def bootstrap() -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    if "DATABASE_URL" not in os.environ:
+        os.environ["OSMO_DATA_DIR"] = tempfile.mkdtemp(prefix="osmo-bench-")
+    os.environ.setdefault("SECRET_KEY", "osmo-benchmark")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
+    os.environ.setdefault("OSMO_LOG_LEVEL", "WARNING")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", interactive=False, verbosity=0)
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]

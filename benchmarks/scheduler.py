@@ -1,0 +1,168 @@
+"""Cycle time of `scheduler.core.run_cycle` on synthetic clusters (a command, not a test).
+
+Run from the repository root: `.venv/bin/python benchmarks/scheduler.py [--quick]`.
+Snapshot construction is not timed; each figure is the median of several cycles on the same
+snapshot (the core is pure, so every run does the same work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scheduler.core.cycle import run_cycle  # noqa: E402
+from scheduler.core.model import (  # noqa: E402
+    Gang,
+    Node,
+    Pod,
+    Queue,
+    ResourceQuota,
+    Snapshot,
+    Topology,
+    TopologyConstraint,
+    TopologyLevel,
+)
+
+TOPOLOGY = Topology(levels=(TopologyLevel("zone"), TopologyLevel("rack")))
+
+
+def make_nodes(count: int, gpus: int = 8, cpu: int = 128_000, rack_size: int = 16,
+               zone_size: int = 256) -> tuple[Node, ...]:
+    return tuple(Node(f"node-{i:05d}", gpus=gpus, cpu=cpu, memory=2**40,
+                      labels={"zone": f"z{i // zone_size}", "rack": f"r{i // rack_size}"})
+                 for i in range(count))
+
+
+def make_queues(leaves: int, quota: int = -1) -> tuple[Queue, ...]:
+    queues = [Queue("osmo-default")]
+    for i in range(leaves):
+        queues.append(Queue(f"team-{i}", parent="osmo-default",
+                            gpu=ResourceQuota(quota=quota, over_quota_weight=1 + i % 3)))
+    return tuple(queues)
+
+
+def kai_sizes(nodes: int, jobs: int, seed: int = 7) -> Snapshot:
+    """KAI's benchmark shape: mixed small gangs on 8-GPU nodes, several queues."""
+    rng = random.Random(seed)
+    gangs = []
+    for j in range(jobs):
+        size = rng.choice([1, 1, 2, 4])
+        gpus = rng.choice([1, 1, 2, 4, 8])
+        gangs.append(Gang(f"job-{j:05d}", f"team-{j % 4}", created_at=float(j), min_member=size,
+                          pods=tuple(Pod(f"job-{j:05d}-{p}", gpus=gpus, cpu=1000)
+                                     for p in range(size))))
+    return Snapshot(make_nodes(nodes), make_queues(4), tuple(gangs), TOPOLOGY)
+
+
+def single_gpu_jobs(nodes: int = 500, jobs: int = 4000) -> Snapshot:
+    gangs = tuple(Gang(f"job-{j:05d}", f"team-{j % 8}", created_at=float(j),
+                       pods=(Pod(f"job-{j:05d}-0", gpus=1, cpu=1000),))
+                  for j in range(jobs))
+    return Snapshot(make_nodes(nodes), make_queues(8), gangs, TOPOLOGY)
+
+
+def big_topology_gang(nodes: int = 512) -> Snapshot:
+    pods = tuple(Pod(f"trainer-{p:04d}", gpus=8, cpu=64_000) for p in range(nodes))
+    gang = Gang("trainer", "team-0", min_member=nodes, pods=pods,
+                topology=TopologyConstraint(preferred_level="rack"))
+    return Snapshot(make_nodes(nodes), make_queues(1), (gang,), TOPOLOGY)
+
+
+def reclaim(nodes: int = 500, reclaimers: int = 100) -> Snapshot:
+    """Queue b borrows the whole cluster with LOW work; queue a reclaims its quota."""
+    cluster = make_nodes(nodes)
+    queues = (Queue("osmo-default"),
+              Queue("a", parent="osmo-default", gpu=ResourceQuota(quota=nodes * 4)),
+              Queue("b", parent="osmo-default", gpu=ResourceQuota(quota=0)))
+    gangs = []
+    for i in range(nodes * 2):
+        node = cluster[i // 2].name
+        gangs.append(Gang(f"borrow-{i:05d}", "b", priority=50, preemptible=True,
+                          created_at=float(i), running_since=float(i),
+                          pods=(Pod(f"borrow-{i:05d}-0", gpus=4, cpu=1000, node=node),)))
+    for j in range(reclaimers):
+        gangs.append(Gang(f"claim-{j:04d}", "a", created_at=10_000.0 + j,
+                          pods=(Pod(f"claim-{j:04d}-0", gpus=8, cpu=1000),)))
+    return Snapshot(cluster, queues, tuple(gangs), TOPOLOGY)
+
+
+def large_cluster(nodes: int, pods_total: int, pending_pods: int = 10_000) -> Snapshot:
+    """Mostly running pods (GPU gangs and CPU-only gangs of 10) plus a pending batch."""
+    rng = random.Random(nodes)
+    cluster = make_nodes(nodes)
+    queues = make_queues(10)
+    gangs = []
+    running = pods_total - pending_pods
+    gpu_pods = min(running // 4, nodes * 7)
+    index = 0
+    node_cursor = 0
+    while index < running:
+        name = f"run-{index:07d}"
+        gpu = index < gpu_pods
+        members = []
+        for p in range(10):
+            node = cluster[node_cursor % nodes].name
+            node_cursor += 1 if gpu else 3
+            members.append(Pod(f"{name}-{p}", gpus=1 if gpu else 0, cpu=500, node=node))
+        gangs.append(Gang(name, f"team-{rng.randrange(10)}", min_member=10,
+                          created_at=float(index), running_since=float(index),
+                          pods=tuple(members)))
+        index += 10
+    for j in range(pending_pods // 10):
+        name = f"new-{j:06d}"
+        gangs.append(Gang(name, f"team-{j % 10}", min_member=10, created_at=1e6 + j,
+                          pods=tuple(Pod(f"{name}-{p}", gpus=rng.choice([0, 1]), cpu=500)
+                                     for p in range(10))))
+    return Snapshot(cluster, queues, tuple(gangs), TOPOLOGY)
+
+
+def measure(label: str, snapshot: Snapshot, repeats: int, target: str = "") -> float:
+    times = []
+    result = None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = run_cycle(snapshot)
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times)
+    pods = sum(len(gang.pods) for gang in snapshot.gangs)
+    print(f"{label:<44} nodes={len(snapshot.nodes):>5} pods={pods:>7} "
+          f"cycle={median * 1000:>8.1f} ms  bound={len(result.bindings):>6} "
+          f"evicted={len(result.evictions):>5}  {target}", flush=True)
+    return median
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes, one run each")
+    args = parser.parse_args()
+    repeats = 1 if args.quick else 5
+    heavy_repeats = 1 if args.quick else 3
+    if args.quick:
+        measure("KAI 10 nodes / 50 jobs", kai_sizes(10, 50), repeats, "(KAI 110 ms)")
+        measure("single-GPU jobs", single_gpu_jobs(50, 400), repeats)
+        measure("one gang, preferred rack", big_topology_gang(64), repeats)
+        measure("reclaim", reclaim(50, 10), repeats)
+        measure("large cluster", large_cluster(200, 7_000, 500), repeats)
+        return
+    measure("KAI 10 nodes / 50 jobs", kai_sizes(10, 50), repeats, "(KAI 110 ms)")
+    measure("KAI 50 nodes / 200 jobs", kai_sizes(50, 200), repeats, "(KAI 120 ms)")
+    measure("KAI 100 nodes / 500 jobs", kai_sizes(100, 500), repeats, "(KAI 150 ms)")
+    measure("500x8 GPUs, 4,000 single-GPU jobs", single_gpu_jobs(), repeats, "(target < 1 s)")
+    measure("512-pod gang, preferred rack, 512 nodes", big_topology_gang(), repeats,
+            "(target < 1 s)")
+    measure("reclaim, 500 nodes, 100 gangs x 8 GPUs", reclaim(), repeats, "(KAI ~1.5 s)")
+    measure("4,000 nodes / 140,000 pods", large_cluster(4000, 140_000), heavy_repeats,
+            "(KAI ~2.4 s, target < 2 s)")
+    print("growth with cluster size (35 pods per node, 10,000 pending pods):")
+    for nodes in (1000, 2000, 3000, 4000):
+        measure(f"  {nodes} nodes", large_cluster(nodes, nodes * 35), heavy_repeats)
+
+
+if __name__ == "__main__":
+    main()

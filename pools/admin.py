@@ -1,0 +1,190 @@
+"""Django admin for pools: every write goes through pools.services, like the API.
+
+The admin saves a pool and its subpool rows in one request transaction; a domain error from a
+service (e.g. `quota_exceeds_parent`) rolls the whole save back and is shown as a message, so an
+admin can neither break the quota invariant nor skip the audit trail.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
+
+from osmo.errors import OsmoError
+
+from . import quota, services
+from .models import Pool, PoolEvent, SubpoolState
+
+
+def _field_check(check, value, **kwargs):
+    try:
+        return check(value, **kwargs)
+    except OsmoError as error:
+        raise forms.ValidationError(error.detail) from error
+
+
+class ServiceModelForm(forms.ModelForm):
+    """A ModelForm that only shapes input: validation and saving belong to the services."""
+
+    def _post_clean(self):
+        pass
+
+
+class PoolForm(ServiceModelForm):
+    class Meta:
+        model = Pool
+        fields = ["name", "quota_gpus", "limit_gpus", "weight", "priority", "description",
+                  "platforms", "default_platform", "status"]
+
+    def clean_name(self):
+        return _field_check(services.validate_name, self.cleaned_data["name"])
+
+    def clean_quota_gpus(self):
+        return _field_check(services.validate_quota, self.cleaned_data["quota_gpus"])
+
+
+class SubpoolForm(ServiceModelForm):
+    delete_subpool = forms.BooleanField(
+        required=False, label="Delete",
+        help_text="Archive at once, or drain (DELETING) while workflows still run.")
+
+    class Meta:
+        model = Pool
+        fields = ["subpool_name", "quota_gpus"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["subpool_name"].required = True
+        state = self.instance.subpool_state if self.instance.pk else None
+        if state is not None:
+            self.fields["subpool_name"].disabled = True
+        if state in (SubpoolState.DELETING, SubpoolState.ARCHIVED):
+            for field in self.fields.values():
+                field.disabled = True  # read-only: frozen while draining, kept for audit
+
+    def clean_subpool_name(self):
+        return _field_check(services.validate_name, self.cleaned_data["subpool_name"],
+                            what="subpool")
+
+    def clean_quota_gpus(self):
+        return _field_check(services.validate_quota, self.cleaned_data["quota_gpus"])
+
+
+class SubpoolInline(admin.TabularInline):
+    model = Pool
+    fk_name = "parent"
+    form = SubpoolForm
+    extra = 0
+    can_delete = False
+    verbose_name = "subpool"
+    verbose_name_plural = "subpools"
+    fields = ["subpool_name", "quota_gpus", "subpool_state", "delete_subpool"]
+    readonly_fields = ["subpool_state"]
+    ordering = ["subpool_name"]
+
+
+class PoolEventInline(admin.TabularInline):
+    model = PoolEvent
+    fields = ["at", "actor_name", "action", "before", "after"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    max_num = 0
+    ordering = ["-at"]
+    verbose_name_plural = "history"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Pool)
+class PoolAdmin(admin.ModelAdmin):
+    form = PoolForm
+    inlines = [SubpoolInline, PoolEventInline]
+    list_display = ["name", "quota_gpus", "unallocated_gpus", "subpool_count", "status",
+                    "archived"]
+    list_filter = ["status"]
+    search_fields = ["name", "description"]
+    actions = ["archive_pools"]
+
+    def get_queryset(self, request):
+        return (super().get_queryset(request).filter(parent__isnull=True)
+                .prefetch_related("subpools"))
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and obj.archived_at is not None:
+            return PoolForm.Meta.fields  # archived: read-only, reactivate through the API
+        return ["name"] if obj else []
+
+    @admin.display(description="unallocated GPUs")
+    def unallocated_gpus(self, pool: Pool) -> int:
+        return quota.unallocated(pool.quota_gpus, [(s.subpool_state, s.quota_gpus)
+                                                   for s in pool.subpools.all()])
+
+    @admin.display(description="subpools")
+    def subpool_count(self, pool: Pool) -> int:
+        return sum(s.subpool_state != SubpoolState.ARCHIVED for s in pool.subpools.all())
+
+    @admin.display(boolean=True)
+    def archived(self, pool: Pool) -> bool:
+        return pool.archived_at is not None
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # pools are archived (action below), never deleted
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except OsmoError as error:  # the admin's transaction was rolled back: nothing saved
+            self.message_user(request, f"Not saved: {error.detail}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    def save_model(self, request, obj, form, change):
+        data = dict(form.cleaned_data)
+        name = obj.name if change else data.pop("name")
+        data.pop("name", None)
+        saved, _ = services.pool_upsert(actor=request.user, name=name, **data)
+        obj.pk, obj.name = saved.pk, saved.name
+
+    def save_formset(self, request, form, formset, change):
+        # The admin's change log reads these; the audit trail is PoolEvent.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        if formset.model is not Pool:
+            return
+        parent = Pool.objects.get(pk=form.instance.pk)
+        # Shrinks and deletes first, so that quota they free is available to growth in the same
+        # save, as an admin moving GPUs between subpools would expect.
+        def order(subform):
+            instance = subform.instance
+            new_quota = subform.cleaned_data.get("quota_gpus")
+            frees = subform.cleaned_data.get("delete_subpool") or (
+                instance.pk and new_quota is not None and new_quota < instance.quota_gpus)
+            return 0 if frees else 1
+
+        for subform in sorted(formset.forms, key=order):
+            data = subform.cleaned_data
+            if not data or not subform.has_changed():
+                continue
+            instance = subform.instance
+            if instance.pk is None:
+                services.subpool_create(actor=request.user, parent=parent,
+                                        subpool_name=data["subpool_name"],
+                                        quota_gpus=data["quota_gpus"])
+            elif data.get("delete_subpool"):
+                services.subpool_delete(actor=request.user, subpool=instance)
+            elif instance.subpool_state == SubpoolState.ACTIVE:
+                services.subpool_update(actor=request.user, subpool=instance,
+                                        quota_gpus=data["quota_gpus"])
+
+    @admin.action(description="Archive selected pools (refused while in use)")
+    def archive_pools(self, request, queryset):
+        for pool in queryset:
+            try:
+                services.pool_delete(actor=request.user, pool=pool)
+                self.message_user(request, f"Archived {pool.name}.")
+            except OsmoError as error:
+                self.message_user(request, error.detail, messages.ERROR)

@@ -1,0 +1,585 @@
+"""The PodGroup webhook rules (SCHEDULING.md "PodGroup validation"), pure and stdlib only.
+
+A PodGroup manifest (a plain dict, as the API server or our builder hands it over) plus,
+optionally, its pods go in; errors and warnings come out as ``{path, message}`` items whose
+paths name the offending field (``spec.subGroups[2].minSubGroup``) and whose messages name the
+numbers. The API is KAI v0.17's (singular ``topologyConstraint``); seed 001's plural
+``topologyConstraints`` is folded into it first by :func:`normalize_topology_constraints`.
+
+Decisions where the documents are silent (each is tested):
+
+- Mutual exclusivity (seed 000) is reported on the ``minMember`` path, because ``minSubGroup``
+  is the explicit field a user keeps; when both are set and ``minMember`` is larger than what
+  ``minSubGroup`` children guarantee, seed 003's consistency warning is added as well.
+- ``minMember: 0`` counts as unset (seed 000: "must be 0 or unset").
+- A leaf's ``minMember`` of 0 or missing is an error (a leaf must gang on something).
+- The "guaranteed" pod count of ``minSubGroup = k`` is the sum of the k *largest* children's
+  required pods: the consistency warning fires only when ``minMember`` surely cannot be met by
+  the k required children at their minimum (the seed's 3 × 8 = 24 < 30 example).
+- Without subgroups, pods belong to KAI's implicit leaf ``default``; a pod label naming
+  anything else is an error. With subgroups every pod must name a leaf.
+- A preferred level coarser than the required level has no effect: warning. A constraint
+  without any level: warning. Unknown keys inside a constraint: error (KAI would drop them).
+- Several errors are reported at once (all rules run), in spec order, so a client sees
+  everything it must fix in one round trip.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
+PODGROUP_KIND = "PodGroup"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+QUEUE_LABEL = "kai.scheduler/queue"
+PODGROUP_ANNOTATION = "pod-group-name"
+IMPLICIT_SUBGROUP = "default"
+DEFAULT_TOPOLOGY_NAME = "osmo-topology"
+# Coarsest first, as the API contract's default Topology: (alias, node label).
+DEFAULT_TOPOLOGY_LEVELS: tuple[tuple[str | None, str], ...] = (
+    ("zone", "topology.osmo/zone"),
+    ("block", "topology.osmo/block"),
+    ("rack", "topology.osmo/rack"),
+    ("hostname", "kubernetes.io/hostname"),
+)
+CONSTRAINT_KEYS = ("preferredTopologyLevel", "requiredTopologyLevel", "topology")
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One finding: the field path and a human sentence naming the numbers."""
+
+    path: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    errors: tuple[Issue, ...]
+    warnings: tuple[Issue, ...]
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `POST /api/kai/podgroups/validate` response body."""
+        return {
+            "allowed": self.allowed,
+            "errors": [issue.as_dict() for issue in self.errors],
+            "warnings": [issue.as_dict() for issue in self.warnings],
+        }
+
+
+def is_dns_label(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= 63 and bool(_DNS_LABEL.match(value))
+
+
+def is_dns_subdomain(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= 253 and bool(_DNS_SUBDOMAIN.match(value))
+
+
+# --------------------------------------------------------------------------------------------
+# Topologies
+
+
+class Topology:
+    """A Topology's usable level names (aliases and node labels), coarsest first."""
+
+    def __init__(self, levels: Iterable[object]):
+        self._rank: dict[str, int] = {}
+        self.levels: list[tuple[str | None, str]] = []
+        for rank, level in enumerate(levels):
+            alias, label = _level_pair(level)
+            self.levels.append((alias, label))
+            self._rank[label] = rank
+            if alias:
+                self._rank[alias] = rank
+
+    def has(self, level: str) -> bool:
+        return level in self._rank
+
+    def rank(self, level: str) -> int:
+        """0 = coarsest."""
+        return self._rank[level]
+
+    def names(self) -> list[str]:
+        return [alias or label for alias, label in self.levels]
+
+
+def _level_pair(level: object) -> tuple[str | None, str]:
+    if isinstance(level, str):
+        return None, level
+    if isinstance(level, Mapping):
+        return level.get("alias") or None, str(level["nodeLabel"])
+    alias, label = level  # type: ignore[misc]
+    return alias, label
+
+
+def default_topologies() -> dict[str, Topology]:
+    return {DEFAULT_TOPOLOGY_NAME: Topology(DEFAULT_TOPOLOGY_LEVELS)}
+
+
+def _as_topologies(topologies: Mapping[str, object] | None) -> dict[str, Topology]:
+    if topologies is None:
+        return default_topologies()
+    return {
+        name: levels if isinstance(levels, Topology) else Topology(levels)  # type: ignore[arg-type]
+        for name, levels in topologies.items()
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Seed 001 plural form → KAI v0.17 singular form
+
+
+def normalize_topology_constraints(spec: Mapping[str, Any]) -> tuple[dict[str, Any], list[Issue]]:
+    """Fold seed 001's ``topologyConstraints`` into singular ``topologyConstraint`` fields.
+
+    ``global`` → the spec; a ``subGroups`` map entry → that subgroup; a ``subGroupSets`` entry →
+    the subgroup whose direct children are exactly the set (the spec itself when the set is
+    exactly the top-level subgroups). Returns a deep copy without the plural key, and the
+    errors found (paths under ``spec.topologyConstraints``). A spec without the plural key is
+    returned as an unchanged copy.
+    """
+    result = copy.deepcopy(dict(spec))
+    issues: list[Issue] = []
+    plural = result.pop("topologyConstraints", None)
+    if plural is None:
+        return result, issues
+    base = "spec.topologyConstraints"
+    if not isinstance(plural, Mapping):
+        return result, [Issue(base, "must be an object with global, subGroups, subGroupSets")]
+    for key in plural:
+        if key not in ("global", "subGroups", "subGroupSets"):
+            issues.append(Issue(f"{base}.{key}", f"unknown field '{key}'"))
+
+    subgroups = result.get("subGroups")
+    entries = [sg for sg in subgroups if isinstance(sg, dict)] \
+        if isinstance(subgroups, list) else []
+    by_name: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        by_name.setdefault(entry.get("name"), entry)  # type: ignore[arg-type]
+
+    def assign(target: dict[str, Any], constraint: object, path: str, what: str) -> None:
+        existing = target.get("topologyConstraint")
+        if existing is not None and existing != constraint:
+            issues.append(Issue(path,
+                                f"conflicts with the topologyConstraint already set on {what}"))
+            return
+        target["topologyConstraint"] = copy.deepcopy(constraint)
+
+    if "global" in plural:
+        assign(result, plural["global"], f"{base}.global", "the PodGroup")
+
+    per_subgroup = plural.get("subGroups")
+    if per_subgroup is not None:
+        if not isinstance(per_subgroup, Mapping):
+            issues.append(Issue(f"{base}.subGroups", "must map subgroup names to constraints"))
+        else:
+            for name, constraint in per_subgroup.items():
+                path = f"{base}.subGroups.{name}"
+                if name not in by_name:
+                    issues.append(Issue(path, f"subgroup '{name}' does not exist"))
+                    continue
+                assign(by_name[name], constraint, path, f"subgroup '{name}'")
+
+    sets = plural.get("subGroupSets")
+    if sets is not None:
+        if not isinstance(sets, list):
+            issues.append(Issue(f"{base}.subGroupSets", "must be a list"))
+            sets = []
+        children: dict[str | None, set[str]] = {}
+        for entry in entries:
+            children.setdefault(entry.get("parent"), set()).add(entry.get("name"))  # type: ignore[arg-type]
+        seen_in_set: dict[str, int] = {}
+        for index, item in enumerate(sets):
+            path = f"{base}.subGroupSets[{index}]"
+            if not isinstance(item, Mapping) or not isinstance(item.get("subGroups"), list):
+                issues.append(Issue(path,
+                                    "must be an object with subGroups (a list) and constraint"))
+                continue
+            members = [str(name) for name in item["subGroups"]]
+            for name in members:
+                if name in seen_in_set:
+                    issues.append(Issue(
+                        f"{path}.subGroups",
+                        f"subgroup '{name}' is already in subGroupSets[{seen_in_set[name]}]; "
+                        "a subgroup belongs to at most one set",
+                    ))
+                seen_in_set.setdefault(name, index)
+            missing = [name for name in members if name not in by_name]
+            if missing:
+                issues.append(Issue(f"{path}.subGroups",
+                                    f"unknown subgroups: {', '.join(missing)}"))
+                continue
+            wanted = set(members)
+            owners = [parent for parent, kids in children.items() if kids == wanted]
+            if not owners:
+                issues.append(Issue(
+                    f"{path}.subGroups",
+                    f"no subgroup has exactly the children {sorted(wanted)}; add a parent subgroup "
+                    "for them (parent: on each) and put the constraint on it",
+                ))
+                continue
+            owner = owners[0]
+            if owner is None:
+                assign(result, item.get("constraint"), f"{path}.constraint", "the PodGroup")
+            else:
+                assign(by_name[owner], item.get("constraint"), f"{path}.constraint",
+                       f"subgroup '{owner}'")
+    return result, issues
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+
+
+def _int_field(
+    container: Mapping[str, Any], key: str, path: str, errors: list[Issue]
+) -> int | None:
+    """Read an optional non-negative integer; report the wrong type once."""
+    if key not in container or container[key] is None:
+        return None
+    value = container[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors.append(Issue(f"{path}.{key}", f"{key} must be an integer, got {value!r}"))
+        return None
+    return value
+
+
+class _Node:
+    def __init__(self, index: int | None, name: str | None, raw: Mapping[str, Any]):
+        self.index = index
+        self.name = name
+        self.raw = raw
+        self.children: list[_Node] = []
+        self.min_member: int | None = None
+        self.min_sub_group: int | None = None
+        self.pods = 0
+
+    @property
+    def path(self) -> str:
+        return "spec" if self.index is None else f"spec.subGroups[{self.index}]"
+
+    @property
+    def label(self) -> str:
+        return "the PodGroup" if self.index is None else f"subgroup '{self.name}'"
+
+
+def validate_podgroup(
+    manifest: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    topologies: Mapping[str, object] | None = None,
+    default_topology: str = DEFAULT_TOPOLOGY_NAME,
+) -> ValidationResult:
+    """Apply the webhook rules to a PodGroup manifest (and, optionally, its pods).
+
+    ``topologies`` maps Topology names to their levels, coarsest first (each level a node-label
+    string, an ``(alias, nodeLabel)`` pair or a ``{alias, nodeLabel}`` dict); default: the
+    contract's ``osmo-topology``. A constraint without ``topology`` uses ``default_topology``.
+    """
+    errors: list[Issue] = []
+    warnings: list[Issue] = []
+    if not isinstance(manifest, Mapping):
+        return ValidationResult((Issue("", "a PodGroup manifest must be an object"),), ())
+    if manifest.get("apiVersion") != PODGROUP_API_VERSION:
+        errors.append(Issue("apiVersion", f"must be {PODGROUP_API_VERSION}, "
+                                          f"got {manifest.get('apiVersion')!r}"))
+    if manifest.get("kind") != PODGROUP_KIND:
+        errors.append(Issue("kind", f"must be {PODGROUP_KIND}, got {manifest.get('kind')!r}"))
+    metadata = manifest.get("metadata") or {}
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if name is None:
+        if not (isinstance(metadata, Mapping) and metadata.get("generateName")):
+            errors.append(Issue("metadata.name", "a PodGroup needs a name"))
+    elif not is_dns_subdomain(name):
+        errors.append(Issue("metadata.name", f"'{name}' is not a valid DNS-1123 subdomain "
+                                             "(lowercase alphanumerics, '-', '.'; ≤ 253)"))
+    raw_spec = manifest.get("spec")
+    if not isinstance(raw_spec, Mapping):
+        errors.append(Issue("spec", "a PodGroup needs a spec object"))
+        return ValidationResult(tuple(errors), tuple(warnings))
+
+    spec, plural_issues = normalize_topology_constraints(raw_spec)
+    errors.extend(plural_issues)
+    known_topologies = _as_topologies(topologies)
+
+    root = _Node(None, None, spec)
+    root.min_member = _int_field(spec, "minMember", "spec", errors)
+    root.min_sub_group = _int_field(spec, "minSubGroup", "spec", errors)
+    nodes = _collect_subgroups(spec, errors)
+    tree_ok = _link_tree(root, nodes, errors)
+
+    _check_counts(root, errors)
+    for node in nodes:
+        _check_counts(node, errors)
+
+    _check_constraint(root, known_topologies, default_topology, errors, warnings)
+    for node in nodes:
+        _check_constraint(node, known_topologies, default_topology, errors, warnings)
+
+    if pods is not None:
+        _check_pods(name, spec, root, nodes, pods, errors, warnings)
+    if tree_ok:
+        _check_reachability(root, pods is not None, warnings)
+    return ValidationResult(tuple(errors), tuple(warnings))
+
+
+def _collect_subgroups(spec: Mapping[str, Any], errors: list[Issue]) -> list[_Node]:
+    raw = spec.get("subGroups")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        errors.append(Issue("spec.subGroups", "must be a list of subgroups"))
+        return []
+    nodes: list[_Node] = []
+    first_index: dict[str, int] = {}
+    for index, entry in enumerate(raw):
+        path = f"spec.subGroups[{index}]"
+        if not isinstance(entry, Mapping):
+            errors.append(Issue(path, "a subgroup must be an object"))
+            continue
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            errors.append(Issue(f"{path}.name", "a subgroup needs a name"))
+            continue
+        if not is_dns_label(name):
+            errors.append(Issue(f"{path}.name", f"'{name}' is not a DNS label (lowercase "
+                                                "alphanumerics and '-', ≤ 63 characters)"))
+        if name in first_index:
+            errors.append(Issue(f"{path}.name", f"duplicate subgroup name '{name}' "
+                                                f"(first at spec.subGroups[{first_index[name]}])"))
+            continue
+        first_index[name] = index
+        node = _Node(index, name, entry)
+        node.min_member = _int_field(entry, "minMember", path, errors)
+        node.min_sub_group = _int_field(entry, "minSubGroup", path, errors)
+        nodes.append(node)
+    return nodes
+
+
+def _link_tree(root: _Node, nodes: list[_Node], errors: list[Issue]) -> bool:
+    """Attach children to parents; report missing parents and cycles. True when a tree."""
+    by_name = {node.name: node for node in nodes}
+    ok = True
+    parent_of: dict[str, str] = {}
+    for node in nodes:
+        parent = node.raw.get("parent")
+        if parent is None or parent == "":
+            root.children.append(node)
+            continue
+        if not isinstance(parent, str) or parent not in by_name:
+            errors.append(Issue(f"{node.path}.parent",
+                                f"parent '{parent}' of subgroup '{node.name}' does not exist"))
+            ok = False
+            continue
+        parent_of[node.name] = parent  # type: ignore[index]
+        by_name[parent].children.append(node)
+    reported: set[str] = set()
+    for node in nodes:
+        chain = [node.name]
+        current = parent_of.get(node.name)  # type: ignore[arg-type]
+        while current is not None and current not in chain:
+            chain.append(current)
+            current = parent_of.get(current)
+        if current is None:
+            continue
+        cycle = chain[chain.index(current):]
+        if reported.intersection(cycle):
+            continue
+        reported.update(cycle)  # type: ignore[arg-type]
+        ok = False
+        errors.append(Issue(f"{node.path}.parent", "parent cycle: "
+                            + " -> ".join([*cycle, current])))  # type: ignore[list-item]
+    return ok
+
+
+def _check_counts(node: _Node, errors: list[Issue]) -> None:
+    is_root = node.index is None
+    count = len(node.children)
+    member, sub_group = node.min_member, node.min_sub_group
+    if member is not None and member < 0:
+        errors.append(Issue(f"{node.path}.minMember", f"minMember must be ≥ 0, got {member}"))
+    both = member is not None and member > 0 and sub_group is not None
+    if both:
+        errors.append(Issue(
+            f"{node.path}.minMember",
+            f"minMember ({member}) and minSubGroup ({sub_group}) are mutually exclusive on "
+            f"{node.label}; keep minSubGroup and drop minMember",
+        ))
+    if sub_group is not None:
+        if count == 0:
+            where = "a PodGroup without subGroups" if is_root else f"leaf {node.label}"
+            errors.append(Issue(f"{node.path}.minSubGroup",
+                                f"minSubGroup ({sub_group}) is set on {where}; it counts direct "
+                                "child subgroups and there are none"))
+        elif sub_group <= 0:
+            errors.append(Issue(f"{node.path}.minSubGroup",
+                                f"minSubGroup must be > 0, got {sub_group}"))
+        elif sub_group > count:
+            errors.append(Issue(f"{node.path}.minSubGroup",
+                                f"minSubGroup ({sub_group}) exceeds the number of direct child "
+                                f"subgroups ({count}) of {node.label}"))
+    if is_root:
+        return
+    if count == 0:
+        if member is None or member <= 0:
+            errors.append(Issue(f"{node.path}.minMember",
+                                f"leaf {node.label} needs minMember > 0 "
+                                f"(got {'nothing' if member is None else member})"))
+    elif member is not None and member > 0 and not both:
+        errors.append(Issue(f"{node.path}.minMember",
+                            f"minMember ({member}) is set on mid-level {node.label}, which has "
+                            f"{count} child subgroups; use minSubGroup (1..{count}) instead"))
+
+
+def _check_constraint(
+    node: _Node,
+    topologies: dict[str, Topology],
+    default_topology: str,
+    errors: list[Issue],
+    warnings: list[Issue],
+) -> None:
+    constraint = node.raw.get("topologyConstraint")
+    if constraint is None:
+        return
+    path = f"{node.path}.topologyConstraint"
+    if not isinstance(constraint, Mapping):
+        errors.append(Issue(path, "must be an object"))
+        return
+    for key in constraint:
+        if key not in CONSTRAINT_KEYS:
+            errors.append(Issue(f"{path}.{key}", f"unknown field '{key}' (known: "
+                                                 f"{', '.join(CONSTRAINT_KEYS)})"))
+    topology_name = constraint.get("topology") or default_topology
+    topology = topologies.get(topology_name)
+    if topology is None:
+        errors.append(Issue(f"{path}.topology", f"unknown Topology '{topology_name}' (known: "
+                                                f"{', '.join(sorted(topologies))})"))
+        return
+    levels: dict[str, str] = {}
+    for key in ("requiredTopologyLevel", "preferredTopologyLevel"):
+        level = constraint.get(key)
+        if level in (None, ""):
+            continue
+        if not isinstance(level, str) or not topology.has(level):
+            errors.append(Issue(f"{path}.{key}",
+                                f"level '{level}' is not in Topology '{topology_name}' "
+                                f"(levels: {', '.join(topology.names())})"))
+            continue
+        levels[key] = level
+    if not constraint.get("requiredTopologyLevel") and not constraint.get("preferredTopologyLevel"):
+        warnings.append(Issue(path, "names no requiredTopologyLevel or preferredTopologyLevel; "
+                                    "it has no effect"))
+    required = levels.get("requiredTopologyLevel")
+    preferred = levels.get("preferredTopologyLevel")
+    if required and preferred and topology.rank(preferred) < topology.rank(required):
+        warnings.append(Issue(f"{path}.preferredTopologyLevel",
+                              f"preferred level '{preferred}' is coarser than required level "
+                              f"'{required}'; it has no effect"))
+
+
+def _label_path(index: int, key: str) -> str:
+    return f"pods[{index}].metadata.labels['{key}']"
+
+
+def _check_pods(
+    podgroup_name: object,
+    spec: Mapping[str, Any],
+    root: _Node,
+    nodes: list[_Node],
+    pods: Sequence[Mapping[str, Any]],
+    errors: list[Issue],
+    warnings: list[Issue],
+) -> None:
+    by_name = {node.name: node for node in nodes}
+    queue = spec.get("queue")
+    for index, pod in enumerate(pods):
+        metadata = pod.get("metadata") or {} if isinstance(pod, Mapping) else {}
+        pod_name = metadata.get("name", f"#{index}")
+        labels = metadata.get("labels") or {}
+        annotations = metadata.get("annotations") or {}
+        owner = annotations.get(PODGROUP_ANNOTATION)
+        if podgroup_name is not None and owner != podgroup_name:
+            errors.append(Issue(f"pods[{index}].metadata.annotations['{PODGROUP_ANNOTATION}']",
+                                f"pod '{pod_name}' names PodGroup {owner!r}, "
+                                f"not '{podgroup_name}'"))
+        pod_queue = labels.get(QUEUE_LABEL)
+        if queue and pod_queue is not None and pod_queue != queue:
+            warnings.append(Issue(_label_path(index, QUEUE_LABEL),
+                                  f"pod '{pod_name}' is labelled queue '{pod_queue}' but the "
+                                  f"PodGroup's queue is '{queue}'; the PodGroup's wins"))
+        subgroup = labels.get(SUBGROUP_LABEL)
+        if not nodes:
+            root.pods += 1  # the implicit leaf; with subgroups pods are counted per leaf
+            if subgroup not in (None, IMPLICIT_SUBGROUP):
+                errors.append(Issue(_label_path(index, SUBGROUP_LABEL),
+                                    f"pod '{pod_name}' names subgroup '{subgroup}', which does "
+                                    "not exist (the PodGroup has no subGroups)"))
+            continue
+        if subgroup is None:
+            errors.append(Issue(_label_path(index, SUBGROUP_LABEL),
+                                f"pod '{pod_name}' has no subgroup label; with subGroups every "
+                                "pod must name a leaf subgroup"))
+        elif subgroup not in by_name:
+            errors.append(Issue(_label_path(index, SUBGROUP_LABEL),
+                                f"pod '{pod_name}' names subgroup '{subgroup}', which does "
+                                "not exist"))
+        elif by_name[subgroup].children:
+            errors.append(Issue(_label_path(index, SUBGROUP_LABEL),
+                                f"pod '{pod_name}' names subgroup '{subgroup}', which is not a "
+                                f"leaf (it has {len(by_name[subgroup].children)} child "
+                                "subgroups)"))
+        else:
+            by_name[subgroup].pods += 1
+
+
+def _required_pods(node: _Node) -> int:
+    """Pods a node needs at its minimum: leaf minMember, or its required children's sum."""
+    if not node.children:
+        return max(node.min_member or 0, 0)
+    needed = sorted((_required_pods(child) for child in node.children), reverse=True)
+    wanted = node.min_sub_group if node.min_sub_group is not None else len(needed)
+    return sum(needed[: max(wanted, 0)])
+
+
+def _subtree_pods(node: _Node) -> int:
+    return node.pods + sum(_subtree_pods(child) for child in node.children)
+
+
+def _check_reachability(root: _Node, pods_known: bool, warnings: list[Issue]) -> None:
+    """Warnings: minMember above the pods that exist, or above what minSubGroup guarantees."""
+    stack = [root]
+    while stack:
+        node = stack.pop(0)
+        stack[0:0] = node.children
+        member = node.min_member
+        if member is None or member <= 0:
+            continue
+        if pods_known:
+            total = _subtree_pods(node)
+            if member > total:
+                warnings.append(Issue(f"{node.path}.minMember",
+                                      f"minMember ({member}) cannot be reached: {node.label} has "
+                                      f"only {total} pods"))
+        if node.children and node.min_sub_group is not None and node.min_sub_group > 0:
+            guaranteed = _required_pods(node)
+            if member > guaranteed:
+                warnings.append(Issue(
+                    f"{node.path}.minMember",
+                    f"minMember ({member}) is inconsistent with minSubGroup "
+                    f"({node.min_sub_group}): the required child subgroups need only "
+                    f"{guaranteed} pods at their minimum",
+                ))

@@ -1,0 +1,295 @@
+"""Workflow group → KAI PodGroup (``scheduling.run.ai/v2alpha2``) and its Pods. Pure.
+
+As SCHEDULING.md "Workflow → PodGroup" says: one PodGroup per group in the pool's leaf queue,
+``priorityClassName`` osmo-high/normal/low with an explicit ``preemptibility``, the gang fields
+from the group (``GroupSpec.podgroup_spec_fields``: ``minMember`` = all pods by default, or the
+``scheduling:`` block verbatim), pods labelled ``kai.scheduler/queue`` and
+``kai.scheduler/subgroup-name`` (a leaf, or KAI's implicit ``default`` leaf when the group has
+no subGroups), annotated ``pod-group-name`` and ``kai.scheduler/skip-podgrouper: "true"``.
+
+Decisions where the documents are silent:
+
+- Names: PodGroup ``{workflow}-{group}``, Pod ``{podgroup}-{task}`` (``-{i}`` per replica
+  when ``replicas`` > 1), containers ``{task}``; every one a DNS label. A name that is too long
+  or had to be altered (uppercase, ``_``) becomes ``<truncated>-<8 hex of sha256(original)>``,
+  so it is deterministic and two originals never meet in one cleaned name.
+- Label values are shortened the same way; full names ride in ``osmo/*`` annotations.
+- Resources: requests for cpu / memory / ``ephemeral-storage`` when the spec gives them (else
+  the pool's defaults apply elsewhere), ``nvidia.com/gpu`` in requests and limits (Kubernetes
+  requires equal GPU limits). ``restartPolicy: Never``: OSMO does not retry failed tasks.
+- Files, inputs and outputs are the OSMO runtime's business; the Pod keeps the command line.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from workflows.spec.model import GroupSpec, TaskSpec, WorkflowSpec
+from workflows.spec.units import format_bytes, format_cpu
+
+PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
+DEFAULT_SCHEDULER_NAME = "kai-scheduler"
+IMPLICIT_SUBGROUP = "default"
+QUEUE_LABEL = "kai.scheduler/queue"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+PODGROUP_ANNOTATION = "pod-group-name"
+SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class PriorityClass:
+    name: str
+    value: int
+    preemptibility: str
+
+
+PRIORITY_CLASSES: dict[str, PriorityClass] = {
+    "HIGH": PriorityClass("osmo-high", 125, "non-preemptible"),
+    "NORMAL": PriorityClass("osmo-normal", 100, "non-preemptible"),
+    "LOW": PriorityClass("osmo-low", 50, "preemptible"),
+}
+
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+_NOT_LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]+")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+
+
+def dns_label(name: str, max_length: int = 63) -> str:
+    """A valid DNS label for ``name``: unchanged when already valid, else cleaned + hashed."""
+    if len(name) <= max_length and _DNS_LABEL.match(name):
+        return name
+    cleaned = _NOT_DNS.sub("-", name.lower()).strip("-")
+    head = cleaned[: max_length - 9].strip("-")
+    return f"{head}-{_digest(name)}" if head else _digest(name)
+
+
+def label_value(value: str) -> str:
+    """A valid Kubernetes label value (≤ 63, alphanumeric ends), shortened like dns_label."""
+    if len(value) <= 63 and _LABEL_VALUE.match(value):
+        return value
+    cleaned = _NOT_LABEL_VALUE.sub("-", value).strip("-_.")
+    head = cleaned[:54].strip("-_.")
+    return f"{head}-{_digest(value)}" if head else _digest(value)
+
+
+def podgroup_name(workflow_name: str, group_name: str) -> str:
+    return dns_label(f"{workflow_name}-{group_name}")
+
+
+def pod_name(podgroup: str, task_name: str, replica: int | None = None) -> str:
+    suffix = "" if replica is None else f"-{replica}"
+    return dns_label(f"{podgroup}-{task_name}{suffix}")
+
+
+def priority_class(priority: str) -> PriorityClass:
+    try:
+        return PRIORITY_CLASSES[priority.upper()]
+    except (KeyError, AttributeError):
+        raise ValueError(f"priority must be HIGH, NORMAL or LOW, got {priority!r}") from None
+
+
+@dataclass(frozen=True)
+class GroupManifests:
+    podgroup: dict[str, Any]
+    pods: tuple[dict[str, Any], ...]
+
+    def all(self) -> list[dict[str, Any]]:
+        """PodGroup first, then its pods (the order to create them in)."""
+        return [self.podgroup, *self.pods]
+
+
+def build_podgroup(
+    group: GroupSpec,
+    *,
+    workflow_name: str,
+    namespace: str,
+    queue: str,
+    priority: str = "NORMAL",
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The PodGroup manifest of one workflow group."""
+    pclass = priority_class(priority)
+    name = podgroup_name(workflow_name, group.name)
+    spec: dict[str, Any] = {
+        "queue": queue,
+        "priorityClassName": pclass.name,
+        "preemptibility": pclass.preemptibility,
+    }
+    spec.update(group.podgroup_spec_fields())
+    return {
+        "apiVersion": PODGROUP_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                **dict(labels or {}),
+                "osmo.workflow": label_value(workflow_name),
+                "osmo.group": label_value(group.name),
+                QUEUE_LABEL: label_value(queue),
+            },
+            "annotations": {
+                "osmo/workflow-name": workflow_name,
+                "osmo/group-name": group.name,
+            },
+        },
+        "spec": spec,
+    }
+
+
+def _resources(task: TaskSpec) -> dict[str, dict[str, str]]:
+    resource = task.resource
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if resource.cpu_millicores is not None:
+        requests["cpu"] = format_cpu(resource.cpu_millicores)
+    if resource.memory_bytes is not None:
+        requests["memory"] = format_bytes(resource.memory_bytes)
+    if resource.storage_bytes is not None:
+        requests["ephemeral-storage"] = format_bytes(resource.storage_bytes)
+    if resource.gpus:
+        requests[GPU_RESOURCE] = str(resource.gpus)
+        limits[GPU_RESOURCE] = str(resource.gpus)
+    out: dict[str, dict[str, str]] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def _node_selector(task: TaskSpec, platforms: Mapping[str, Any] | None) -> dict[str, str]:
+    if task.platform is None:
+        return {}
+    if platforms is None:
+        return {}
+    if task.platform not in platforms:
+        raise ValueError(f"task '{task.name}' runs on platform '{task.platform}', which the "
+                         f"pool does not define (platforms: {', '.join(sorted(platforms))})")
+    platform = platforms[task.platform] or {}
+    selector = platform.get("node_selector", platform.get("nodeSelector", {})) or {}
+    return {str(k): str(v) for k, v in selector.items()}
+
+
+def build_pods(
+    group: GroupSpec,
+    *,
+    workflow_name: str,
+    namespace: str,
+    queue: str,
+    priority: str = "NORMAL",
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+    platforms: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], ...]:
+    """The Pods of one workflow group, tasks in spec order, replicas in index order.
+
+    ``platforms``: the pool's ``{name: {description, node_selector}}``; a task's platform
+    selects the nodeSelector.
+    """
+    pclass = priority_class(priority)
+    group_pg = podgroup_name(workflow_name, group.name)
+    pods: list[dict[str, Any]] = []
+    for task in group.tasks:
+        selector = _node_selector(task, platforms)
+        subgroup = task.subgroup or IMPLICIT_SUBGROUP
+        container: dict[str, Any] = {"name": dns_label(task.name), "image": task.image}
+        if task.command:
+            container["command"] = list(task.command)
+        if task.args:
+            container["args"] = list(task.args)
+        if task.environment:
+            container["env"] = [{"name": k, "value": v} for k, v in task.environment.items()]
+        resources = _resources(task)
+        if resources:
+            container["resources"] = resources
+        replicas = range(task.replicas) if task.replicas > 1 else [None]
+        for replica in replicas:
+            annotations = {
+                PODGROUP_ANNOTATION: group_pg,
+                SKIP_PODGROUPER_ANNOTATION: "true",
+                "osmo/workflow-name": workflow_name,
+                "osmo/group-name": group.name,
+                "osmo/task-name": task.name,
+            }
+            if replica is not None:
+                annotations["osmo/replica-index"] = str(replica)
+            spec: dict[str, Any] = {
+                "schedulerName": scheduler_name,
+                "priorityClassName": pclass.name,
+                "restartPolicy": "Never",
+                "containers": [copy.deepcopy(container)],
+            }
+            if selector:
+                spec["nodeSelector"] = dict(selector)
+            pods.append({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": pod_name(group_pg, task.name, replica),
+                    "namespace": namespace,
+                    "labels": {
+                        **dict(labels or {}),
+                        QUEUE_LABEL: label_value(queue),
+                        SUBGROUP_LABEL: subgroup,
+                        "osmo.workflow": label_value(workflow_name),
+                        "osmo.group": label_value(group.name),
+                        "osmo.task": label_value(task.name),
+                    },
+                    "annotations": annotations,
+                },
+                "spec": spec,
+            })
+    return tuple(pods)
+
+
+def build_group_manifests(
+    group: GroupSpec,
+    *,
+    workflow_name: str,
+    namespace: str,
+    queue: str,
+    priority: str = "NORMAL",
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+    platforms: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> GroupManifests:
+    """The PodGroup and Pods of one workflow group."""
+    return GroupManifests(
+        podgroup=build_podgroup(group, workflow_name=workflow_name, namespace=namespace,
+                                queue=queue, priority=priority, labels=labels),
+        pods=build_pods(group, workflow_name=workflow_name, namespace=namespace, queue=queue,
+                        priority=priority, scheduler_name=scheduler_name, platforms=platforms,
+                        labels=labels),
+    )
+
+
+def build_workflow_manifests(
+    workflow: WorkflowSpec,
+    *,
+    workflow_name: str,
+    namespace: str,
+    queue: str,
+    priority: str = "NORMAL",
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+    platforms: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> list[GroupManifests]:
+    """One GroupManifests per group, in spec order. ``workflow_name``: the unique run name."""
+    return [
+        build_group_manifests(group, workflow_name=workflow_name, namespace=namespace,
+                              queue=queue, priority=priority, scheduler_name=scheduler_name,
+                              platforms=platforms, labels=labels)
+        for group in workflow.groups
+    ]

@@ -1,0 +1,64 @@
+"""`osmo standalone` end to end: one command, real processes, clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from osmo.embedded import free_port
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        return response.status, json.loads(response.read())
+
+
+@pytest.mark.timeout(240)
+def test_standalone_runs_everything_and_stops_cleanly(tmp_path: Path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
+    osmo = Path(sys.executable).with_name("osmo")
+    process = subprocess.Popen(
+        [str(osmo), "standalone", "--port", str(port), "--data-dir", str(tmp_path / "data"),
+         "--demo"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        ready = process.stdout.readline().strip()
+        token_line = process.stdout.readline().strip()
+        assert ready == f"OSMO ready: http://127.0.0.1:{port}/"
+        assert token_line.startswith("token: osmo_")
+        token = token_line.removeprefix("token: ")
+        descendants = psutil.Process(process.pid).children(recursive=True)
+        names = " ".join(" ".join(p.cmdline()) for p in descendants)
+        assert "gunicorn" in names and "worker" in names and "beat" in names
+        assert "valkey-server" in names or "valkey" in names
+
+        assert _get(f"http://127.0.0.1:{port}/api/health") == (
+            200, {"status": "ok", "database": "ok", "broker": "ok"})
+        status, report = _get(f"http://127.0.0.1:{port}/api/pool_quota", token)
+        assert status == 200
+        team = next(row for row in report["pools"] if row["name"] == "team")
+        assert (team["total_quota_gpus"], team["quota_gpus"]) == (100, 10)
+        postgres = [p for p in psutil.process_iter(["name", "cmdline"])
+                    if p.info["name"] == "postgres"
+                    and str(tmp_path / "data") in " ".join(p.info["cmdline"] or [])]
+        assert postgres, "the embedded PostgreSQL should run under the data folder"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    time.sleep(1)
+    leftovers = [p for p in descendants + postgres if p.is_running()
+                 and p.status() != psutil.STATUS_ZOMBIE]
+    assert leftovers == []

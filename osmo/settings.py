@@ -29,8 +29,9 @@ ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "*").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 # One app list: INSTALLED_APPS and the top-level migrations package are both built from it.
-OSMO_APPS = ["accounts", "pools", "workflows"]
-OSMO_APP_MODULES = {"accounts": "osmo.accounts", "pools": "pools", "workflows": "workflows"}
+OSMO_APPS = ["accounts", "pools", "workflows", "scheduler"]
+OSMO_APP_MODULES = {"accounts": "osmo.accounts", "pools": "pools", "workflows": "workflows",
+                    "scheduler": "scheduler"}
 MIGRATION_MODULES = {label: f"migrations.{label}" for label in OSMO_APPS}
 
 INSTALLED_APPS = [

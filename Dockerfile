@@ -1,0 +1,17 @@
+# One image for every production process (web, worker, beat, scheduler); see docker-compose.yml.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY osmo osmo
+COPY pools pools
+COPY workflows workflows
+COPY scheduler scheduler
+COPY migrations migrations
+COPY templates templates
+COPY manage.py ./
+RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput || true
+RUN useradd --system --uid 1000 osmo && chown -R osmo /app
+USER osmo
+EXPOSE 8000
+CMD ["gunicorn", "osmo.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4"]

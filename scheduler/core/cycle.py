@@ -1,0 +1,346 @@
+"""One scheduling cycle: `run_cycle(snapshot) -> CycleResult`, the core's single entry point.
+
+Order of actions (KAI's: allocate, reclaim, preempt, stale eviction - stale first here so its
+capacity is usable in the same cycle):
+
+1. build every gang's tree; usage of bound pods per node; stale gangs past their grace are
+   evicted whole;
+2. fair share per queue and resource (`fair_share`);
+3. allocation, phase A: queues in order (`QueueBook.pick_leaf`, re-evaluated after every
+   gang), gangs by priority then FIFO; each gang's minimum is placed all-or-nothing and kept
+   only if the capacity gates pass on its leaf queue and every ancestor;
+4. phase B: elastic growth of ready gangs, in the same queue order. Choice: growth comes after
+   every gang's minimum, so elastic pods never take the room a waiting gang needs to start;
+5. reclaim, then preempt, for gangs still pending;
+6. explanations for every gang left pending; per-queue figures.
+
+Determinism: nodes, queues and gangs are sorted by name, pods by natural name order within a
+leaf; nothing iterates an unordered collection. Same snapshot (in any input order) -> same
+result.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from scheduler.core.cluster import Cluster
+from scheduler.core.explain import explain
+from scheduler.core.fair_share import fair_shares, subtree_requests
+from scheduler.core.gang_run import GangRun, amount_of
+from scheduler.core.model import RESOURCES, Snapshot
+from scheduler.core.placement import GangWork, Placer
+from scheduler.core.queue_book import QueueBook
+from scheduler.core.readiness import InvalidGang, build_tree, ready_counts
+from scheduler.core.reclaim import Evictor, VictimUnit, is_victim_candidate, victim_order_key
+from scheduler.core.reclaim import victim_units as build_victim_units
+from scheduler.core.results import (
+    PREEMPTED,
+    RECLAIMED,
+    STALE,
+    Binding,
+    CycleResult,
+    Eviction,
+    GangExplanation,
+    QueueStatus,
+    Reason,
+    ResourceFigures,
+    StaleGang,
+)
+from scheduler.core.stale import judge_stale
+
+
+class _Cycle:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.config = snapshot.config
+        self.nodes = sorted(snapshot.nodes, key=lambda node: node.name)
+        self.queues = sorted(snapshot.queues, key=lambda queue: queue.name)
+        self.gangs = sorted(snapshot.gangs, key=lambda gang: gang.name)
+        self.bindings: list[Binding] = []
+        self.evictions: list[Eviction] = []
+        self.stale: list[StaleGang] = []
+        self.fail_cache: dict[tuple, Reason] = {}
+
+    # --- setup ------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        node_position = {node.name: i for i, node in enumerate(self.nodes)}
+        queue_names = {queue.name for queue in self.queues}
+        trees = {}
+        invalid: dict[str, str] = {}
+        for gang in self.gangs:
+            try:
+                trees[gang.name] = build_tree(gang)
+            except InvalidGang as error:
+                invalid[gang.name] = str(error)
+        stale_evicted: set[str] = set()
+        for gang in self.gangs:
+            tree = trees.get(gang.name)
+            if tree is None:
+                continue
+            verdict = judge_stale(gang, tree, ready_counts(tree), self.snapshot.now, self.config)
+            if verdict is None:
+                continue
+            self.stale.append(StaleGang(gang.name, verdict.since, verdict.evict_at,
+                                        verdict.evict))
+            if verdict.evict:
+                stale_evicted.add(gang.name)
+                for pod in sorted(gang.pods, key=lambda pod: pod.name):
+                    if pod.node is not None:
+                        self.evictions.append(Eviction(pod.name, gang.name, pod.node, STALE))
+        used = [[0, 0, 0] for _ in self.nodes]
+        for gang in self.gangs:
+            if gang.name in stale_evicted:
+                continue
+            for pod in gang.pods:
+                if pod.node is not None:
+                    position = node_position.get(pod.node)
+                    if position is not None:
+                        usage = used[position]
+                        usage[0] += pod.gpus
+                        usage[1] += pod.cpu
+                        usage[2] += pod.memory
+        self.cluster = Cluster(self.nodes, self.snapshot.topology, used, self.config.placement)
+        self.placer = Placer(self.cluster, self.snapshot.topology, self.config.max_domain_attempts)
+
+        requested: dict[str, dict[str, int]] = {}
+        self.runs: list[GangRun] = []
+        leaf_queues = {q.name for q in self.queues} - {q.parent for q in self.queues}
+        for gang in self.gangs:
+            tree = trees.get(gang.name)
+            queue_ok = gang.queue in leaf_queues
+            work = None if tree is None else GangWork(gang, tree, self.cluster,
+                                                      self.snapshot.topology)
+            run = GangRun(gang, tree, work, queue_ok)
+            if gang.name in stale_evicted:
+                run.evicted = True
+            if tree is None:
+                run.reasons.append(Reason("invalid_podgroup",
+                                          f"gang {gang.name!r} is invalid: {invalid[gang.name]}",
+                                          queue=gang.queue))
+            if gang.queue not in queue_names:
+                run.reasons.append(Reason("queue_not_found",
+                                          f"queue {gang.queue!r} does not exist",
+                                          queue=gang.queue))
+            elif not queue_ok:
+                run.reasons.append(Reason("queue_not_leaf",
+                                          f"queue {gang.queue!r} has child queues; only leaf "
+                                          "queues hold jobs", queue=gang.queue))
+            if work is not None and work.bad_levels:
+                levels = ", ".join(sorted(set(work.bad_levels)))
+                run.reasons.append(Reason("topology_unknown_level",
+                                          f"topology level(s) {levels} are not levels of "
+                                          f"topology {self.snapshot.topology.name!r}"))
+            self.runs.append(run)
+            if queue_ok and not run.evicted:
+                own = requested.setdefault(gang.queue, {r: 0 for r in RESOURCES})
+                total = amount_of(gang.pods)
+                for i, resource in enumerate(RESOURCES):
+                    own[resource] += total[i]
+        capacity = dict(zip(RESOURCES, self.cluster.capacity, strict=True))
+        shares = fair_shares(self.queues, capacity, requested)
+        self.requested = subtree_requests(self.queues, requested)
+        self.book = QueueBook(self.queues, shares, self.requested)
+        for run in self.runs:
+            if run.queue_ok and not run.evicted:
+                core, surplus = run.bound_split()
+                core_amount = amount_of(core)
+                surplus_amount = amount_of(surplus)
+                total = [a + b for a, b in zip(core_amount, surplus_amount, strict=True)]
+                if run.gang.preemptible:
+                    non_preemptible = [0, 0, 0]
+                elif run.gang.semi_preemptible:
+                    non_preemptible = core_amount
+                else:
+                    non_preemptible = total
+                self.book.add(run.gang.queue, total, non_preemptible)
+
+    # --- allocation -------------------------------------------------------------------------
+
+    def schedulable(self, run: GangRun) -> bool:
+        return (run.work is not None and run.queue_ok and not run.evicted
+                and not run.work.bad_levels)
+
+    def by_queue_order(self, runs: list[GangRun], attempt) -> None:
+        """Attempt runs queue by queue in the fair order, re-picking after every gang."""
+        queues: dict[str, deque[GangRun]] = {}
+        for run in sorted(runs, key=lambda run: run.order_key):
+            queues.setdefault(run.gang.queue, deque()).append(run)
+        remaining = {name: 0 for name in self.book.queues}
+        for name, items in queues.items():
+            for ancestor in self.book.paths[name]:
+                remaining[ancestor] += len(items)
+        while True:
+            leaf = self.book.pick_leaf(remaining)
+            if leaf is None:
+                return
+            run = queues[leaf].popleft()
+            for ancestor in self.book.paths[leaf]:
+                remaining[ancestor] -= 1
+            attempt(run)
+
+    def place_minimum(self, run: GangRun) -> None:
+        work = run.work
+        if work.ready():
+            return
+        cache_key = self._cache_key(run)
+        if cache_key is not None and cache_key in self.fail_cache:
+            run.reasons.append(self.fail_cache[cache_key])
+            return
+        lower = work.demand(0)
+        if lower is None:
+            self.placer.place_subtree(work, 0, None)  # records the reason
+            return
+        gate = self.book.gate(run.gang.queue, lower, run.non_preemptible_share(list(lower), True))
+        if gate is not None:
+            run.reasons.append(gate)
+            return
+        if any(self.cluster.total_free[r] < lower[r] for r in range(3)):
+            return
+        mark = work.mark()
+        if not self.placer.place_minimum(work):
+            if cache_key is not None and work.notes:
+                self.fail_cache[cache_key] = work.notes[0]
+            return
+        placed = amount_of(pod for _leaf, pod, _node in work.tentative)
+        non_preemptible = run.non_preemptible_share(placed, core=True)
+        gate = self.book.gate(run.gang.queue, placed, non_preemptible)
+        if gate is not None:
+            work.rollback(mark)
+            run.reasons.append(gate)
+            return
+        self._commit(run, placed, non_preemptible)
+
+    def _cache_key(self, run: GangRun) -> tuple | None:
+        """Simple gangs (one leaf, no topology) that failed fail again until capacity frees."""
+        tree = run.tree
+        if len(tree.nodes) != 1 or run.work.required[0] is not None:
+            return None
+        pending = run.work.pending[0]
+        if not pending or run.work.counts[0]:
+            return None
+        first = pending[0]
+        signature = (first.gpus, first.cpu, first.memory, first.node_selector)
+        if any((p.gpus, p.cpu, p.memory, p.node_selector) != signature for p in pending):
+            return None
+        return (signature, tree.root.leaf_minimum(), run.work.preferred[0],
+                self.cluster.release_epoch)
+
+    def _commit(self, run: GangRun, placed: list[int], non_preemptible: list[int]) -> None:
+        self.book.add(run.gang.queue, placed, non_preemptible)
+        for _leaf, pod, node_index in run.work.commit():
+            run.new_pods.append((pod, node_index))
+            self.bindings.append(Binding(pod.name, run.gang.name, self.cluster.names[node_index]))
+
+    def grow(self, run: GangRun) -> None:
+        work = run.work
+        if not work.ready() or not work.has_pending():
+            return
+        work.collect_notes = False
+
+        def accept(work: GangWork, mark: tuple[int, int]) -> bool:
+            added = amount_of(pod for _leaf, pod, _node in work.new_since(mark))
+            non_preemptible = run.non_preemptible_share(added, core=False)
+            if self.book.gate(run.gang.queue, added, non_preemptible) is not None:
+                return False
+            self._commit(run, added, non_preemptible)
+            return True
+
+        self.placer.grow(work, accept)
+        work.collect_notes = True
+
+    # --- eviction ---------------------------------------------------------------------------
+
+    def evict_for(self, mode: str) -> None:
+        pending = [run for run in self.runs if self.schedulable(run) and not run.work.ready()]
+        if not pending:
+            return
+        evictor = Evictor(self.cluster, self.book, self.placer)
+        failed: set[tuple] = set()
+        everyone = sorted((victim for victim in self.runs if is_victim_candidate(victim)),
+                          key=lambda victim: victim_order_key(victim, self.book))
+        if not everyone:
+            return
+
+        def attempt(run: GangRun) -> None:
+            candidates = [victim for victim in everyone if is_victim_candidate(victim)
+                          and victim is not run and self._eligible(run, victim, mode)]
+            if not candidates:
+                return
+            key = self._cache_key(run)
+            if key is not None and (key, run.gang.queue) in failed:
+                return
+            units = build_victim_units(candidates)
+            if not evictor.attempt(run, units, mode, lambda r, taken: self._won(r, taken, mode)):
+                if key is not None:
+                    failed.add((key, run.gang.queue))
+
+        self.by_queue_order(pending, attempt)
+
+    def _eligible(self, run: GangRun, victim: GangRun, mode: str) -> bool:
+        if mode == PREEMPTED:
+            return (victim.gang.queue == run.gang.queue
+                    and victim.gang.priority < run.gang.priority)
+        return victim.gang.queue != run.gang.queue
+
+    def _won(self, run: GangRun, taken: list[tuple[VictimUnit, list]], mode: str) -> None:
+        for unit, pods in taken:
+            if unit.whole:
+                unit.run.evicted = True
+            for pod in pods:
+                self.evictions.append(Eviction(pod.name, unit.run.gang.name, pod.node, mode,
+                                               by_gang=run.gang.name))
+        self.cluster.release_epoch += 1
+        placed = amount_of(pod for _leaf, pod, _node in run.work.tentative)
+        self._commit(run, placed, run.non_preemptible_share(placed, core=True))
+
+    # --- result -----------------------------------------------------------------------------
+
+    def result(self) -> CycleResult:
+        explanations = []
+        for run in self.runs:
+            if run.evicted:
+                continue
+            reasons = explain(run, self.cluster, self.book)
+            if reasons:
+                explanations.append(GangExplanation(run.gang.name, run.gang.queue,
+                                                    tuple(reasons)))
+        statuses = []
+        for queue in self.queues:
+            figures = []
+            for i, resource in enumerate(RESOURCES):
+                settings = queue.resource(resource)
+                figures.append(ResourceFigures(
+                    resource=resource, deserved=settings.quota, limit=settings.limit,
+                    fair_share=self.book.fair_share[queue.name][i],
+                    allocated=self.book.allocated[queue.name][i],
+                    allocated_non_preemptible=self.book.allocated_np[queue.name][i],
+                    requested=self.requested[queue.name][resource]))
+            statuses.append(QueueStatus(queue.name, queue.parent, queue.priority,
+                                        tuple(figures)))
+        evictions = sorted(self.evictions, key=lambda e: (e.gang, e.pod))
+        ready_now = {run.gang.name for run in self.runs
+                     if run.work is not None and not run.evicted and run.work.ready()}
+        stale = [entry for entry in self.stale if entry.evicted or entry.gang not in ready_now]
+        return CycleResult(
+            now=self.snapshot.now,
+            bindings=tuple(sorted(self.bindings, key=lambda b: (b.gang, b.pod))),
+            evictions=tuple(evictions),
+            explanations=tuple(explanations),
+            queues=tuple(statuses),
+            stale=tuple(stale))
+
+
+def run_cycle(snapshot: Snapshot) -> CycleResult:
+    """Schedule one cycle over `snapshot`; pure and deterministic."""
+    cycle = _Cycle(snapshot)
+    cycle.prepare()
+    schedulable = [run for run in cycle.runs if cycle.schedulable(run)]
+    cycle.by_queue_order([run for run in schedulable if not run.work.ready()],
+                         cycle.place_minimum)
+    cycle.by_queue_order([run for run in schedulable if run.work.has_pending()], cycle.grow)
+    if cycle.config.reclaim:
+        cycle.evict_for(RECLAIMED)
+    if cycle.config.preempt:
+        cycle.evict_for(PREEMPTED)
+    return cycle.result()

@@ -1,0 +1,226 @@
+"""The snapshot the scheduler reads: frozen dataclasses, nothing else.
+
+The Django layer builds one `Snapshot` per cycle (nodes, queues, gangs, topology, `now`, config)
+and hands it to `scheduler.core.cycle.run_cycle`. Nothing here knows about a database or a clock:
+time is `Snapshot.now` (seconds, any epoch, as long as every timestamp uses the same one).
+
+Units: GPUs are whole devices, CPU is millicores, memory is bytes. Every request and capacity is
+an `int`, so the arithmetic is exact and results are reproducible.
+
+Mappings in the input (node labels, pod node selectors) are frozen into sorted tuples of
+`(key, value)` pairs so that snapshots hash, compare and iterate deterministically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+RESOURCES = ("gpu", "cpu", "memory")
+UNLIMITED = -1
+
+PREEMPTIBLE = "preemptible"
+NON_PREEMPTIBLE = "non-preemptible"
+SEMI_PREEMPTIBLE = "semi-preemptible"
+
+BINPACK = "binpack"
+SPREAD = "spread"
+
+
+def freeze_pairs(value: Mapping[str, str] | tuple | list | None) -> tuple[tuple[str, str], ...]:
+    """A mapping or an iterable of pairs as a sorted tuple of `(key, value)` pairs."""
+    if value is None:
+        return ()
+    items = value.items() if isinstance(value, Mapping) else value
+    return tuple(sorted((str(key), str(val)) for key, val in items))
+
+
+@dataclass(frozen=True)
+class Node:
+    """A schedulable machine. `labels` carry the topology levels (e.g. rack, zone)."""
+
+    name: str
+    gpus: int
+    cpu: int = 0
+    memory: int = 0
+    labels: tuple[tuple[str, str], ...] = ()
+    schedulable: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", freeze_pairs(self.labels))
+
+    def label(self, key: str) -> str | None:
+        for label_key, label_value in self.labels:
+            if label_key == key:
+                return label_value
+        return None
+
+
+@dataclass(frozen=True)
+class ResourceQuota:
+    """KAI Queue v2 per-resource settings. `quota`/`limit` -1 mean unlimited / no limit."""
+
+    quota: int = UNLIMITED
+    limit: int = UNLIMITED
+    over_quota_weight: int = 1
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A KAI queue. Only leaf queues hold gangs; `parent=None` marks a top-level queue.
+
+    `created_at` orders otherwise equal queues (older first), then the name does.
+    """
+
+    name: str
+    parent: str | None = None
+    priority: int = 100
+    gpu: ResourceQuota = ResourceQuota()
+    cpu: ResourceQuota = ResourceQuota()
+    memory: ResourceQuota = ResourceQuota()
+    created_at: float = 0.0
+
+    def resource(self, resource: str) -> ResourceQuota:
+        return getattr(self, resource)
+
+
+@dataclass(frozen=True)
+class TopologyLevel:
+    """One level of a KAI Topology: the node label that names its domains, and an alias."""
+
+    node_label: str
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Levels ordered coarsest (e.g. zone) to finest (e.g. hostname), as in KAI v1alpha1."""
+
+    name: str = "osmo-topology"
+    levels: tuple[TopologyLevel, ...] = ()
+
+    def level_index(self, level: str | None) -> int | None:
+        """Index of a level named by node label or alias; None when unset or unknown."""
+        if not level:
+            return None
+        for index, topology_level in enumerate(self.levels):
+            if level in (topology_level.node_label, topology_level.alias):
+                return index
+        return None
+
+    def level_name(self, index: int) -> str:
+        level = self.levels[index]
+        return level.alias or level.node_label
+
+
+@dataclass(frozen=True)
+class TopologyConstraint:
+    """KAI `topologyConstraint`: levels by node label or alias of the snapshot's topology."""
+
+    required_level: str | None = None
+    preferred_level: str | None = None
+
+
+@dataclass(frozen=True)
+class SubGroup:
+    """One PodGroup v2alpha2 subgroup. Leaves use `min_member`, mid-levels `min_subgroup`."""
+
+    name: str
+    parent: str | None = None
+    min_member: int | None = None
+    min_subgroup: int | None = None
+    topology: TopologyConstraint | None = None
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod of a gang. `node` is the node it is bound to (running), None while pending.
+
+    `subgroup` names a leaf subgroup; None for gangs without subgroups.
+    """
+
+    name: str
+    subgroup: str | None = None
+    gpus: int = 0
+    cpu: int = 0
+    memory: int = 0
+    node_selector: tuple[tuple[str, str], ...] = ()
+    node: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "node_selector", freeze_pairs(self.node_selector))
+
+
+@dataclass(frozen=True)
+class Gang:
+    """One PodGroup: the unit of gang scheduling.
+
+    - `priority` is the PriorityClass value (osmo-high 125, osmo-normal 100, osmo-low 50).
+    - `preemptible`: may this gang be evicted by preempt/reclaim? `semi_preemptible=True` (with
+      `preemptible=False`) makes only the required core non-preemptible and the elastic surplus
+      preemptible (seed 003).
+    - `min_member` / `min_subgroup`: the root's gang rule (see `readiness`).
+    - `created_at`: creation timestamp, FIFO order within a priority (then `name`).
+    - `running_since`: when the gang last became ready (None if never); newest-started victims
+      are evicted first because they lose the least work.
+    - `below_min_since`: since when a running gang has been below its required members (the
+      Django layer keeps it from `CycleResult.stale`); None when not known to be stale.
+    - `staleness_grace_seconds`: per-gang override of the stale grace period; negative disables.
+    """
+
+    name: str
+    queue: str
+    priority: int = 100
+    preemptible: bool = False
+    semi_preemptible: bool = False
+    created_at: float = 0.0
+    min_member: int | None = None
+    min_subgroup: int | None = None
+    subgroups: tuple[SubGroup, ...] = ()
+    topology: TopologyConstraint | None = None
+    pods: tuple[Pod, ...] = ()
+    running_since: float | None = None
+    below_min_since: float | None = None
+    staleness_grace_seconds: float | None = None
+
+    @property
+    def preemptibility(self) -> str:
+        if self.preemptible:
+            return PREEMPTIBLE
+        return SEMI_PREEMPTIBLE if self.semi_preemptible else NON_PREEMPTIBLE
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Knobs of one cycle.
+
+    - `placement`: `binpack` (fill the fullest node that fits; default, keeps whole nodes free for
+      large pods) or `spread` (emptiest node first).
+    - `stale_grace_seconds`: how long a running gang may stay below its minimum (KAI: 60 s).
+    - `max_domain_attempts`: how many topology domains one (sub)group tries before giving up;
+      bounds backtracking on large clusters. Domains whose aggregate free capacity cannot hold
+      the group are skipped without counting.
+    - `reclaim` / `preempt`: enable the eviction actions.
+    """
+
+    placement: str = BINPACK
+    stale_grace_seconds: float = 60.0
+    max_domain_attempts: int = 16
+    reclaim: bool = True
+    preempt: bool = True
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one cycle needs. Input order does not matter: the core sorts by name.
+
+    Names must be unique per kind across the snapshot (nodes, queues, gangs, pods): use
+    `namespace/name` for gangs and pods.
+    """
+
+    nodes: tuple[Node, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    gangs: tuple[Gang, ...] = ()
+    topology: Topology = Topology()
+    now: float = 0.0
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)

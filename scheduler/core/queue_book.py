@@ -1,0 +1,145 @@
+"""Per-queue allocation bookkeeping, the capacity gates and the queue order.
+
+Amounts are 3-tuples/lists in `RESOURCES` order (gpu, cpu millicores, memory bytes). Every
+change to a leaf is applied to all its ancestors, so gates and ordering read any level in O(1).
+
+Gates (SCHEDULING.md step 4), checked on the leaf AND every ancestor:
+- `allocated + new <= limit` (limit -1: none);
+- non-preemptible: `allocated_non_preemptible + new_non_preemptible <= quota` (quota -1: none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+
+from scheduler.core.model import RESOURCES, UNLIMITED, Queue
+from scheduler.core.results import Reason
+
+Amount = Sequence[int]
+ZERO = (0, 0, 0)
+
+
+def describe(resource: str, value: int) -> str:
+    """A resource amount as people read it: `8 GPUs`, `4 CPU cores`, `16 GiB memory`."""
+    if resource == "gpu":
+        return f"{value} GPU" if value == 1 else f"{value} GPUs"
+    if resource == "cpu":
+        cores = value / 1000
+        return f"{cores:g} CPU cores"
+    return f"{value / 2**30:.4g} GiB memory"
+
+
+class QueueBook:
+    """Allocated and non-preemptible-allocated amounts per queue, plus the fair shares."""
+
+    def __init__(self, queues: Iterable[Queue], fair_share: Mapping[str, Mapping[str, int]],
+                 requested: Mapping[str, Mapping[str, int]]) -> None:
+        self.queues = {queue.name: queue for queue in sorted(queues, key=lambda q: q.name)}
+        self.paths: dict[str, tuple[str, ...]] = {}
+        for name in self.queues:
+            path = [name]
+            parent = self.queues[name].parent
+            while parent is not None and parent in self.queues and parent not in path:
+                path.append(parent)
+                parent = self.queues[parent].parent
+            self.paths[name] = tuple(path)
+        self.children: dict[str | None, list[str]] = {}
+        for name, queue in self.queues.items():
+            parent = queue.parent if queue.parent in self.queues else None
+            self.children.setdefault(parent, []).append(name)
+        self.fair_share = {name: [fair_share.get(name, {}).get(r, 0) for r in RESOURCES]
+                           for name in self.queues}
+        self.requested = {name: [requested.get(name, {}).get(r, 0) for r in RESOURCES]
+                          for name in self.queues}
+        self.allocated = {name: [0, 0, 0] for name in self.queues}
+        self.allocated_np = {name: [0, 0, 0] for name in self.queues}
+        self.quota = {name: [q.resource(r).quota for r in RESOURCES]
+                      for name, q in self.queues.items()}
+        self.limit = {name: [q.resource(r).limit for r in RESOURCES]
+                      for name, q in self.queues.items()}
+
+    def is_leaf(self, name: str) -> bool:
+        return name in self.queues and not self.children.get(name)
+
+    def add(self, leaf: str, amount: Amount, non_preemptible: Amount = ZERO, sign: int = 1
+            ) -> None:
+        for name in self.paths[leaf]:
+            allocated = self.allocated[name]
+            allocated_np = self.allocated_np[name]
+            for i in range(3):
+                allocated[i] += sign * amount[i]
+                allocated_np[i] += sign * non_preemptible[i]
+
+    def gate(self, leaf: str, amount: Amount, non_preemptible: Amount = ZERO) -> Reason | None:
+        """The first gate the addition would break (leaf first, then ancestors), or None."""
+        for name in self.paths[leaf]:
+            for i, resource in enumerate(RESOURCES):
+                limit = self.limit[name][i]
+                used = self.allocated[name][i]
+                if amount[i] and limit != UNLIMITED and used + amount[i] > limit:
+                    return Reason(
+                        "queue_over_limit",
+                        f"queue {name!r} would use {describe(resource, used + amount[i])}, above"
+                        f" its limit of {describe(resource, limit)} ({describe(resource, used)}"
+                        f" in use, this gang needs {describe(resource, amount[i])})",
+                        queue=name)
+                quota = self.quota[name][i]
+                used_np = self.allocated_np[name][i]
+                if (non_preemptible[i] and quota != UNLIMITED
+                        and used_np + non_preemptible[i] > quota):
+                    return Reason(
+                        "queue_over_quota",
+                        f"non-preemptible work in queue {name!r} would use "
+                        f"{describe(resource, used_np + non_preemptible[i])}, above its quota of "
+                        f"{describe(resource, quota)} ({describe(resource, used_np)} in use, this"
+                        f" gang needs {describe(resource, non_preemptible[i])}); only "
+                        "preemptible (LOW priority) work may borrow beyond quota",
+                        queue=name)
+        return None
+
+    def dominant_share(self, name: str) -> Fraction:
+        """max over resources of allocated / fair share (0 share with use counts as infinite)."""
+        share = Fraction(0)
+        for allocated, fair in zip(self.allocated[name], self.fair_share[name], strict=True):
+            if allocated <= 0:
+                continue
+            if fair <= 0:
+                return Fraction(10**18)
+            share = max(share, Fraction(allocated, fair))
+        return share
+
+    def order_key(self, name: str) -> tuple:
+        """Queue order (step 3): below fair share, starved in quota, priority, share, age.
+
+        "Below fair share" uses the dominant share over all resources; "starved in quota"
+        looks at GPUs (allocated < a positive GPU quota), the resource quotas are about.
+        """
+        share = self.dominant_share(name)
+        gpu_quota = self.quota[name][0]
+        starved = gpu_quota > 0 and self.allocated[name][0] < gpu_quota
+        queue = self.queues[name]
+        return (share >= 1, not starved, -queue.priority, share, queue.created_at, name)
+
+    def pick_leaf(self, has_work: Mapping[str, bool]) -> str | None:
+        """Walk from the top, choosing the best child that still has work below it."""
+        parent: str | None = None
+        while True:
+            options = [name for name in self.children.get(parent, []) if has_work.get(name)]
+            if not options:
+                return None
+            best = min(options, key=self.order_key)
+            if not self.children.get(best):
+                return best
+            parent = best
+
+    def divergence(self, leaf_a: str, leaf_b: str) -> tuple[str, str] | None:
+        """The two siblings where the paths of two leaves part (None for the same leaf)."""
+        path_a = self.paths[leaf_a]
+        path_b = self.paths[leaf_b]
+        common = set(path_a) & set(path_b)
+        below_a = [name for name in path_a if name not in common]
+        below_b = [name for name in path_b if name not in common]
+        if not below_a or not below_b:
+            return None
+        return below_a[-1], below_b[-1]

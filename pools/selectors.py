@@ -9,7 +9,7 @@ from typing import NamedTuple
 from django.db.models import Count, Q, Sum
 
 from osmo.accounts.roles import Roles
-from osmo.errors import NotFound
+from osmo.errors import Forbidden, NotFound
 from workflows.models import QUOTA_PRIORITIES
 
 from . import quota
@@ -33,6 +33,17 @@ def pool_get(*, name: str, roles: Roles, for_update: bool = False) -> Pool:
     pool = queryset.filter(name=name).first()
     if pool is None or not roles.can_view(pool.top_level_name):
         raise pool_not_found(name)
+    return pool
+
+
+def pool_get_for_write(*, name: str, roles: Roles) -> Pool:
+    """Like pool_get, but a known pool the caller may not use is 403 (API.md: acceptable for
+    writes), so a user learns to ask for access rather than to check the name."""
+    pool = _live_pools().select_related("parent").filter(name=name).first()
+    if pool is None:
+        raise pool_not_found(name)
+    if not roles.can_view(pool.top_level_name):
+        raise Forbidden(f"You have no role on pool '{pool.top_level_name}'.")
     return pool
 
 

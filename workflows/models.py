@@ -41,6 +41,10 @@ class TaskStatus(models.TextChoices):
 
 
 ALIVE_TASK_STATUSES = (TaskStatus.WAITING, TaskStatus.SCHEDULING, TaskStatus.RUNNING)
+FINAL_TASK_STATUSES = tuple(s for s in TaskStatus if s not in ALIVE_TASK_STATUSES)
+
+# A task holds its GPUs once it runs or is bound to a node, until it ends.
+HOLDS_GPUS = Q(status="RUNNING") | Q(node_name__gt="", status__in=["WAITING", "SCHEDULING"])
 
 
 class WorkflowKind(models.TextChoices):
@@ -61,6 +65,10 @@ class Workflow(models.Model):
                               default=WorkflowStatus.PENDING)
     reason = models.CharField(max_length=60, null=True, blank=True)
     spec = models.TextField(blank=True, default="", help_text="The submitted spec, as sent.")
+    rendered_spec = models.TextField(blank=True, default="",
+                                     help_text="The spec after template rendering.")
+    set_variables = models.JSONField(default=list, blank=True)
+    set_string_variables = models.JSONField(default=list, blank=True)
     gpus_requested = models.IntegerField(default=0)
     submitted_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -87,6 +95,12 @@ class WorkflowGroup(models.Model):
                               default=TaskStatus.WAITING)
     reason = models.CharField(max_length=60, null=True, blank=True)
     podgroup = models.CharField(max_length=63, blank=True, default="")
+    depends_on = models.JSONField(default=list, blank=True,
+                                  help_text="Names of the groups that must complete first.")
+    lead_task = models.CharField(max_length=63, blank=True, default="")
+    gpus = models.IntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["workflow", "position"]
@@ -106,7 +120,9 @@ class Task(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="tasks")
     pool = models.ForeignKey("pools.Pool", on_delete=models.PROTECT, related_name="tasks")
     priority = models.CharField(max_length=6, choices=Priority.choices)
-    name = models.CharField(max_length=63)
+    name = models.CharField(max_length=63, help_text="`{task}`, or `{task}-{i}` for replicas.")
+    spec_task = models.CharField(max_length=63, blank=True, default="")
+    replica = models.PositiveIntegerField(null=True, blank=True)
     position = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=20, choices=TaskStatus.choices,
                               default=TaskStatus.WAITING)
@@ -127,9 +143,17 @@ class Task(models.Model):
                                    violation_error_message="GPU counts cannot be negative."),
         ]
         indexes = [models.Index(fields=["pool", "priority"], name="task_holding_gpus",
-                                include=["gpus", "workflow"],
-                                condition=Q(node_name__gt="",
-                                            status__in=["WAITING", "SCHEDULING", "RUNNING"]))]
+                                include=["gpus", "workflow"], condition=HOLDS_GPUS)]
 
     def __str__(self) -> str:
         return f"{self.group}/{self.name}"
+
+
+class WorkflowNameCounter(models.Model):
+    """Per spec name, the last number given: workflows are named `{spec name}-{n}`."""
+
+    spec_name = models.CharField(max_length=90, unique=True)
+    value = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.spec_name}: {self.value}"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Prefetch, Q
 
-from .models import ALIVE_TASK_STATUSES, ALIVE_WORKFLOW_STATUSES, Task, Workflow
+from osmo.accounts.roles import Roles
+from osmo.errors import NotFound
+
+from .models import ALIVE_WORKFLOW_STATUSES, HOLDS_GPUS, Task, Workflow, WorkflowGroup
 
 
 def gpu_holding_tasks():
-    """Tasks that hold GPUs on the cluster: bound to a node and not finished."""
-    return Task.objects.filter(node_name__gt="", status__in=ALIVE_TASK_STATUSES)
+    """Tasks that hold GPUs on the cluster: running or bound to a node, not finished."""
+    return Task.objects.filter(HOLDS_GPUS)
 
 
 def alive_workflows(*, pool_ids: list[int]):
@@ -20,3 +23,24 @@ def workflows_holding_gpus(*, pool_ids: list[int]):
     """Alive workflows in these pools with at least one task holding GPUs."""
     return alive_workflows(pool_ids=pool_ids).filter(
         Exists(gpu_holding_tasks().filter(workflow=OuterRef("pk"))))
+
+
+def visible_workflows(*, roles: Roles, user):
+    """Workflows in pools the caller can view, plus the caller's own; groups and tasks
+    prefetched (a fixed number of queries whatever the page size)."""
+    queryset = Workflow.objects.select_related("pool", "user").prefetch_related(
+        Prefetch("groups", queryset=WorkflowGroup.objects.order_by("position")),
+        Prefetch("groups__tasks", queryset=Task.objects.order_by("position")),
+    )
+    visible = roles.visible_q("pool__name")
+    if visible is None:
+        return queryset
+    parent_visible = roles.visible_q("pool__parent__name")
+    return queryset.filter(visible | parent_visible | Q(user=user))
+
+
+def workflow_get(*, name: str, roles: Roles, user) -> Workflow:
+    workflow = visible_workflows(roles=roles, user=user).filter(name=name).first()
+    if workflow is None:
+        raise NotFound("workflow_not_found", f"Workflow '{name}' does not exist.")
+    return workflow

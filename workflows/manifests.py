@@ -1,0 +1,26 @@
+"""The KAI PodGroup and Pod manifests of a workflow (dry runs and `GET .../kai`)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from scheduler.kai.podgroups import build_workflow_manifests, label_value
+from scheduler.kai.queues import queue_name_for
+
+from .spec import WorkflowSpec, parse_workflow_spec
+
+
+def stored_spec(workflow) -> WorkflowSpec:
+    """Re-read a stored workflow's spec: the rendered text, so no template runs again."""
+    return parse_workflow_spec(workflow.rendered_spec or workflow.spec)
+
+
+def manifests_for(*, spec: WorkflowSpec, workflow_name: str, pool, priority: str) -> list[dict]:
+    settings_pool = pool.parent if pool.is_subpool else pool
+    groups = build_workflow_manifests(
+        spec, workflow_name=workflow_name, namespace=settings.OSMO_NAMESPACE,
+        queue=queue_name_for(pool, settings.OSMO_NAMESPACE), priority=priority,
+        platforms=settings_pool.platforms or {},
+        labels={"osmo.workflow": label_value(workflow_name), "osmo.pool": label_value(pool.name)},
+    )
+    return [manifest for group in groups for manifest in group.all()]

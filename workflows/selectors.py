@@ -33,7 +33,7 @@ def visible_workflows(*, roles: Roles, user):
         Prefetch("groups__tasks", queryset=Task.objects.order_by("position")),
     )
     visible = roles.visible_q("pool__name")
-    if visible is None:
+    if visible is None or roles.backend:  # cluster backends report on every workflow
         return queryset
     parent_visible = roles.visible_q("pool__parent__name")
     return queryset.filter(visible | parent_visible | Q(user=user))

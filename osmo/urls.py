@@ -20,4 +20,5 @@ api = [
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include(api)),
+    path("webhooks/", include("scheduler.api.webhook_urls")),
 ]

@@ -16,6 +16,7 @@ from django.utils import timezone
 from osmo.errors import Conflict, OsmoError
 
 from . import quota as quota_math
+from .locking import lock_pool_family
 from .models import NAME_PATTERN, SUBPOOL_DELIMITER, Pool, PoolEvent, PoolStatus, SubpoolState
 from .selectors import active_subpool_quota_sum
 
@@ -118,14 +119,22 @@ def _audit(pool: Pool, action: str, actor, before: dict | None, after: dict | No
                              before=before, after=after)
 
 
+def _queues_changed() -> None:
+    """Keep the cluster's KAI queue hierarchy in step, once this change commits."""
+    from scheduler.tasks import queue_sync_on_commit
+
+    queue_sync_on_commit()
+
+
 def _lock(pk: int) -> Pool:
+    lock_pool_family(pk, shared=False)
     return Pool.objects.select_for_update().get(pk=pk)
 
 
 def _lock_family(subpool: Pool) -> tuple[Pool, Pool]:
-    """Lock the parent row, then the subpool row (the fixed lock order)."""
-    parent = Pool.objects.select_for_update().get(name=subpool.parent_id)
-    subpool = _lock(subpool.pk)
+    """Lock the family, the parent row, then the subpool row (the fixed lock order)."""
+    parent = _lock(subpool.parent.pk)
+    subpool = Pool.objects.select_for_update().get(pk=subpool.pk)
     subpool.parent = parent
     return parent, subpool
 
@@ -139,7 +148,8 @@ def pool_upsert(*, actor, name: str, quota_gpus: Any, **changes: Any) -> tuple[P
     quota_gpus = validate_quota(quota_gpus)
     if "limit_gpus" in changes and changes["limit_gpus"] is None:
         changes["limit_gpus"] = -1
-    pool = Pool.objects.select_for_update().filter(name=name, parent__isnull=True).first()
+    existing = Pool.objects.filter(name=name, parent__isnull=True).values_list("pk", flat=True)
+    pool = _lock(existing[0]) if existing else None
     effective = {f: getattr(pool, f) for f in _TOP_LEVEL_FIELDS} if pool else {}
     effective.update(changes)
     _validate_settings(changes, quota_gpus)
@@ -156,9 +166,10 @@ def pool_upsert(*, actor, name: str, quota_gpus: Any, **changes: Any) -> tuple[P
                 pool = Pool.objects.create(name=name, quota_gpus=quota_gpus, **changes)
         except IntegrityError:
             # A concurrent creator won: fall through to an update of its row.
-            pool = Pool.objects.select_for_update().get(name=name, parent__isnull=True)
+            pool = _lock(Pool.objects.get(name=name, parent__isnull=True).pk)
         else:
             _audit(pool, "pool_created", actor, None, pool_snapshot(pool))
+            _queues_changed()
             return pool, True
 
     before = pool_snapshot(pool)
@@ -178,6 +189,7 @@ def pool_upsert(*, actor, name: str, quota_gpus: Any, **changes: Any) -> tuple[P
     if after != before:  # a PUT that changes nothing writes nothing
         pool.save()
         _audit(pool, "pool_reactivated" if reactivated else "pool_updated", actor, before, after)
+        _queues_changed()
     return pool, False
 
 
@@ -203,6 +215,7 @@ def pool_delete(*, actor, pool: Pool) -> Pool:
     pool.archived_at = timezone.now()
     pool.save(update_fields=["archived_at", "updated_at"])
     _audit(pool, "pool_archived", actor, before, pool_snapshot(pool))
+    _queues_changed()
     return pool
 
 
@@ -250,6 +263,7 @@ def subpool_create(*, actor, parent: Pool, subpool_name: Any, quota_gpus: Any
         subpool.save(update_fields=["subpool_state", "quota_gpus", "updated_at"])
         _audit(subpool, "subpool_reactivated", actor, before, pool_snapshot(subpool))
     subpool.parent = parent
+    _queues_changed()
     return subpool, existing is None
 
 
@@ -270,6 +284,7 @@ def subpool_update(*, actor, subpool: Pool, quota_gpus: Any) -> Pool:
         subpool.quota_gpus = quota_gpus
         subpool.save(update_fields=["quota_gpus", "updated_at"])
         _audit(subpool, "subpool_quota_changed", actor, before, pool_snapshot(subpool))
+        _queues_changed()
         return subpool
 
 
@@ -294,6 +309,7 @@ def subpool_delete(*, actor, subpool: Pool) -> Pool:
         from . import tasks
 
         tasks.drain_check_on_commit()
+    _queues_changed()
     return subpool
 
 
@@ -316,4 +332,5 @@ def subpool_archive_if_drained(*, subpool_id: int) -> bool:
         return False
     subpool.subpool_state = SubpoolState.ARCHIVED
     _audit(subpool, "subpool_archived", None, before, pool_snapshot(subpool))
+    _queues_changed()
     return True

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
+from pools.locking import LOCK_SHARED_SQL, POOL_FAMILY_LOCK
 from pools.models import Pool, PoolStatus, SubpoolState
-from pools.selectors import active_subpool_quota_sum
 from scheduler.kai.podgroups import podgroup_name
 
 from .models import (
@@ -42,7 +43,7 @@ class Admission:
     workflow: Workflow
     groups: list[WorkflowGroup]
     tasks: list[Task]
-    spec: WorkflowSpec
+    spec: WorkflowSpec | None  # None for a workload (its manifests are stored instead)
 
 
 def validate_priority(priority: str | None) -> str:
@@ -72,8 +73,19 @@ def parse_for_pool(pool: Pool, source, *, set_variables=(), set_string_variables
                         ) from error
 
 
-def _lock_for_share(pk: int) -> Pool:
-    return next(iter(Pool.objects.raw("SELECT * FROM pools WHERE id = %s FOR SHARE", [pk])))
+def _lock_for_share(pk: int, family_pk: int) -> Pool:
+    """The family lock (shared, fairly queued), then the row FOR SHARE, in one round trip."""
+    return next(iter(Pool.objects.raw(LOCK_SHARED_SQL, [POOL_FAMILY_LOCK, family_pk, pk])))
+
+
+def _active_partition(parent: Pool) -> tuple[int, int]:
+    """(count, Σ quota) of the parent's ACTIVE subpools. A separate statement on purpose: in
+    READ COMMITTED it takes a fresh snapshot after the lock above was granted, so it sees any
+    subpool change that committed while this submission waited for the lock."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), coalesce(sum(quota_gpus), 0) FROM pools "
+                       "WHERE parent_pool = %s AND subpool_state = 'ACTIVE'", [parent.name])
+        return cursor.fetchone()
 
 
 def check_quota(*, target: Pool, parent: Pool, spec_total: int, largest_group: int,
@@ -93,8 +105,8 @@ def check_quota(*, target: Pool, parent: Pool, spec_total: int, largest_group: i
     if target.is_subpool:
         quota, what = target.quota_gpus, f"subpool '{target.name}' quota"
     else:
-        allocated = active_subpool_quota_sum(parent=parent)
-        has_subpools = parent.subpools.filter(subpool_state=SubpoolState.ACTIVE).exists()
+        active_subpools, allocated = _active_partition(parent)
+        has_subpools = active_subpools > 0
         quota = parent.quota_gpus - allocated if has_subpools else parent.quota_gpus
         what = (f"unallocated share of pool '{parent.name}'" if has_subpools
                 else f"pool '{parent.name}' quota")
@@ -163,32 +175,88 @@ def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, s
     return Admission(workflow, groups, tasks, spec)
 
 
+def _locked_target(pool: Pool) -> Pool:
+    """Lock the family (shared) and the pool rows FOR SHARE; the target with its parent."""
+    family = pool.parent.pk if pool.is_subpool else pool.pk
+    parent = _lock_for_share(family, family)
+    if not pool.is_subpool:
+        return parent
+    target = next(iter(Pool.objects.raw("SELECT * FROM pools WHERE id = %s FOR SHARE",
+                                        [pool.pk])))
+    target.parent = parent
+    return target
+
+
+def _save(admission: Admission) -> Admission:
+    admission.workflow.save()
+    WorkflowGroup.objects.bulk_create(admission.groups)
+    Task.objects.bulk_create(admission.tasks)  # foreign keys taken from the saved parents
+    return admission
+
+
 def workflow_submit(*, actor, pool: Pool, source, priority: str | None = None,
-                    set_variables=(), set_string_variables=(), dry_run: bool = False,
-                    kind: str = WorkflowKind.WORKFLOW, spec: WorkflowSpec | None = None
+                    set_variables=(), set_string_variables=(), dry_run: bool = False
                     ) -> Admission:
     """Admit a workflow into `pool` (top-level or subpool); see the module docstring."""
     priority = validate_priority(priority)
-    if spec is None:
-        spec = parse_for_pool(pool, source, set_variables=set_variables,
-                              set_string_variables=set_string_variables)
+    spec = parse_for_pool(pool, source, set_variables=set_variables,
+                          set_string_variables=set_string_variables)
     with transaction.atomic():
-        parent = _lock_for_share(pool.parent.pk if pool.is_subpool else pool.pk)
-        target = _lock_for_share(pool.pk) if pool.is_subpool else parent
-        if target.is_subpool:
-            target.parent = parent
-        check_quota(target=target, parent=parent, spec_total=spec.total_gpus,
-                    largest_group=spec.max_group_gpus, priority=priority)
-        if dry_run:
-            return _build(spec, name=_peek_name(spec.name), pool=target, priority=priority,
-                          actor=actor, source=source, set_variables=set_variables,
-                          set_string_variables=set_string_variables, kind=kind)
-        admission = _build(spec, name=_next_name(spec.name), pool=target, priority=priority,
-                           actor=actor, source=source, set_variables=set_variables,
-                           set_string_variables=set_string_variables, kind=kind)
-        admission.workflow.save()
-        WorkflowGroup.objects.bulk_create(admission.groups)
-        for task in admission.tasks:
-            task.group_id, task.workflow_id = task.group.pk, admission.workflow.pk
-        Task.objects.bulk_create(admission.tasks)
-    return admission
+        target = _locked_target(pool)
+        check_quota(target=target, parent=target.parent if target.is_subpool else target,
+                    spec_total=spec.total_gpus, largest_group=spec.max_group_gpus,
+                    priority=priority)
+        name = _peek_name(spec.name) if dry_run else _next_name(spec.name)
+        admission = _build(spec, name=name, pool=target, priority=priority, actor=actor,
+                           source=source, set_variables=set_variables,
+                           set_string_variables=set_string_variables,
+                           kind=WorkflowKind.WORKFLOW)
+        return admission if dry_run else _save(admission)
+
+
+def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None) -> Admission:
+    """Admit a Kubernetes workload: the pod grouper makes its PodGroups and pods, tracked as a
+    workflow of kind "workload" (one group per PodGroup, one task per pod). The number in its
+    name is taken before admission, so a refused workload leaves a gap in the numbering."""
+    from scheduler.kai.queues import queue_name_for
+    from scheduler.podgrouper import WorkloadError, group_workload, pod_gpus
+
+    if priority is not None:
+        priority = validate_priority(priority)
+    items = manifest.get("items") if isinstance(manifest, dict) and manifest.get(
+        "kind") == "List" else [manifest]
+    first = items[0] if items and isinstance(items[0], dict) else {}
+    base = podgroup_name(str(first.get("kind", "workload")).lower(),
+                         str((first.get("metadata") or {}).get("name", "workload")))[:50]
+    with transaction.atomic():
+        name = _next_name(base)
+    leaf = queue_name_for(pool.name, settings.OSMO_NAMESPACE)
+    try:
+        grouping = group_workload(manifest, namespace=settings.OSMO_NAMESPACE,
+                                  default_queue=leaf, allowed_queues={leaf}, priority=priority,
+                                  name_prefix=name)
+    except WorkloadError as error:
+        raise OsmoError(error.code, error.detail, errors=error.errors) from error
+    with transaction.atomic():
+        target = _locked_target(pool)
+        check_quota(target=target, parent=target.parent if target.is_subpool else target,
+                    spec_total=grouping.gpus,
+                    largest_group=max((g.gpus for g in grouping.groups), default=0),
+                    priority=grouping.priority)
+        workflow = Workflow(name=name, kind=WorkflowKind.WORKLOAD, pool=target,
+                            priority=grouping.priority,
+                            user=actor if getattr(actor, "is_authenticated", False) else None,
+                            status=WorkflowStatus.PENDING, gpus_requested=grouping.gpus,
+                            manifests=grouping.manifests())
+        groups, tasks = [], []
+        for index, unit in enumerate(grouping.groups):
+            group = WorkflowGroup(workflow=workflow, name=unit.name, position=index,
+                                  status=TaskStatus.SCHEDULING, podgroup=unit.name,
+                                  gpus=unit.gpus, lead_task=unit.pod_names[0])
+            groups.append(group)
+            for pod in unit.manifests.pods:
+                tasks.append(Task(group=group, workflow=workflow, pool=target,
+                                  priority=grouping.priority, name=pod["metadata"]["name"],
+                                  spec_task=pod["metadata"]["name"], position=len(tasks),
+                                  status=TaskStatus.SCHEDULING, gpus=pod_gpus(pod)))
+        return _save(Admission(workflow, groups, tasks, spec=None))

@@ -69,6 +69,8 @@ class Workflow(models.Model):
                                      help_text="The spec after template rendering.")
     set_variables = models.JSONField(default=list, blank=True)
     set_string_variables = models.JSONField(default=list, blank=True)
+    manifests = models.JSONField(null=True, blank=True,
+                                 help_text="A workload's PodGroup and Pod manifests, as grouped.")
     gpus_requested = models.IntegerField(default=0)
     submitted_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -44,6 +44,7 @@ class Roles:
     backend: bool
     admin_patterns: tuple[str, ...]
     user_patterns: tuple[str, ...]
+    group_names: tuple[str, ...] = ()
 
     def pool_role(self, top_level_name: str) -> str | None:
         """"admin", "user" or None for a top-level pool name."""
@@ -94,6 +95,7 @@ def roles_for(user) -> Roles:
         backend=BACKEND_GROUP in names,
         admin_patterns=tuple(admin_patterns),
         user_patterns=tuple(user_patterns),
+        group_names=tuple(names),
     )
     user._osmo_roles = roles
     return roles

@@ -1,3 +1,11 @@
-from django.urls import path  # noqa: F401
+"""Routes under /api/ (included by osmo/urls.py)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("kai/queues", views.KaiQueuesView.as_view(), name="kai-queues"),
+    path("kai/podgroups/validate", views.PodGroupValidateView.as_view(),
+         name="kai-podgroup-validate"),
+]

@@ -4,6 +4,7 @@ subpool creation and deletion never leave the database inconsistent."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from django.db import connection
@@ -42,9 +43,15 @@ def run_threads(*targets) -> list[BaseException]:
 def test_parent_submissions_never_exceed_the_unallocated_share_at_their_time():
     team = factories.pool("team", 100)
     outcomes: list[tuple[str, str]] = []
+    carved = threading.Event()
 
     def submitter():
-        for _ in range(12):
+        # Keep submitting while the subpools are carved out, then three more times.
+        after, deadline = 0, time.monotonic() + 60
+        while time.monotonic() < deadline:
+            after += carved.is_set()
+            if after > 3:
+                break
             try:
                 admitted = workflow_submit(actor=None, pool=Pool.objects.get(pk=team.pk),
                                            source=gpu_spec(11, "big"), priority="NORMAL")
@@ -54,8 +61,10 @@ def test_parent_submissions_never_exceed_the_unallocated_share_at_their_time():
 
     def carve():
         for name, quota in (("a", 60), ("b", 30)):
+            time.sleep(0.05)
             pool_services.subpool_create(actor=None, parent=Pool.objects.get(pk=team.pk),
                                          subpool_name=name, quota_gpus=quota)
+        carved.set()
 
     assert run_threads(submitter, submitter, submitter, carve) == []
     codes = {code for code, _ in outcomes}

@@ -4,6 +4,7 @@ from . import views
 
 urlpatterns = [
     path("pool/<str:pool>/workflow", views.WorkflowSubmitView.as_view(), name="workflow-submit"),
+    path("pool/<str:pool>/workload", views.WorkloadSubmitView.as_view(), name="workload-submit"),
     path("workflow", views.WorkflowListView.as_view(), name="workflow-list"),
     path("workflow/<str:name>", views.WorkflowDetailView.as_view(), name="workflow-detail"),
     path("workflow/<str:name>/cancel", views.WorkflowCancelView.as_view(),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+import yaml
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, status
+from rest_framework import serializers as drf_serializers
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -64,14 +66,12 @@ class WorkflowSubmitView(APIView):
             actor=request.user, pool=target, source=source,
             priority=request.query_params.get("priority"), set_variables=set_variables,
             set_string_variables=set_string_variables, dry_run=dry_run)
+        body = s.workflow_object(result.workflow, groups=result.groups, tasks=result.tasks)
         if dry_run:
-            body = s.workflow_object(result.workflow, groups=result.groups, tasks=result.tasks)
             manifests = manifests_for(spec=result.spec, workflow_name=result.workflow.name,
                                       pool=target, priority=result.workflow.priority)
             return Response({"workflow": body, "manifests": manifests})
-        workflow = selectors.workflow_get(name=result.workflow.name, roles=roles,
-                                          user=request.user)
-        return Response(s.workflow_object(workflow), status=status.HTTP_201_CREATED)
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class WorkflowListView(generics.ListAPIView):
@@ -120,8 +120,11 @@ class WorkflowKaiView(APIView):
                    summary="The PodGroup and Pod manifests of a workflow's groups")
     def get(self, request, name: str):
         workflow = _workflow(request, name)
-        manifests = manifests_for(spec=stored_spec(workflow), workflow_name=workflow.name,
-                                  pool=workflow.pool, priority=workflow.priority)
+        if workflow.manifests is not None:  # a workload: its manifests as grouped
+            manifests = workflow.manifests
+        else:
+            manifests = manifests_for(spec=stored_spec(workflow), workflow_name=workflow.name,
+                                      pool=workflow.pool, priority=workflow.priority)
         return Response({"workflow": s.workflow_object(workflow), "manifests": manifests})
 
 
@@ -147,3 +150,37 @@ class TaskStatusView(APIView):
                                     exit_code=exit_code, node=body.get("node") or None,
                                     reason=body.get("reason") or None)
         return Response(s.workflow_object(_workflow(request, name)))
+
+
+class WorkloadSubmitView(APIView):
+    parser_classes = [JSONParser, YAMLTextParser, TextYAMLParser, XYAMLParser]
+
+    @extend_schema(
+        request={"application/json": dict, "application/yaml": str},
+        responses={201: inline_serializer("WorkloadAdmitted", {
+            "name": drf_serializers.CharField(),
+            "podgroups": drf_serializers.ListField(child=drf_serializers.CharField()),
+            "pods": drf_serializers.ListField(child=drf_serializers.CharField())})},
+        parameters=[OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"])],
+        summary="Submit a Kubernetes workload; the pod grouper makes its PodGroups and pods")
+    def post(self, request, pool: str):
+        roles = roles_for(request.user)
+        target = pool_selectors.pool_get_for_write(name=pool, roles=roles)
+        manifest = request.data
+        if isinstance(manifest, str):
+            try:
+                documents = [d for d in yaml.safe_load_all(manifest) if d is not None]
+            except yaml.YAMLError as error:
+                raise OsmoError("invalid_spec", f"The workload is not valid YAML: {error}",
+                                errors={"body": [str(error)]}) from error
+            manifest = documents[0] if len(documents) == 1 else {
+                "apiVersion": "v1", "kind": "List", "items": documents}
+        if not isinstance(manifest, dict) or not manifest:
+            raise OsmoError("invalid_spec", "Send a Kubernetes object or a List of them.",
+                            errors={"body": ["An object with apiVersion and kind."]})
+        result = admission.workload_submit(actor=request.user, pool=target, manifest=manifest,
+                                           priority=request.query_params.get("priority"))
+        return Response({"name": result.workflow.name,
+                         "podgroups": [g.podgroup for g in result.groups],
+                         "pods": [t.name for t in result.tasks]},
+                        status=status.HTTP_201_CREATED)

@@ -1,0 +1,204 @@
+"""KAI object endpoints (API.md "KAI objects"): shape and permissions only.
+
+- ``GET /api/kai/queues``: platform admins see the whole hierarchy; anyone else sees the root
+  and the queues of the pools they can view (their subpools included), so pool names and
+  quotas of other tenants do not leak. ``?format=yaml`` (or ``Accept: application/yaml``)
+  renders a multi-document YAML stream.
+- ``POST /api/kai/podgroups/validate``: the webhook rules on a PodGroup manifest, or on
+  ``{"podgroup": manifest, "pods": [pod, ...]}`` to check the pods' subgroup labels too.
+- ``POST /webhooks/podgroups/validate``: a Kubernetes validating admission webhook
+  (``admission.k8s.io/v1``). No token: the API server calls it (protect it with TLS and a
+  network policy). Objects that are not PodGroups, and DELETE/CONNECT operations, are allowed
+  unchecked: the webhook configuration decides what is sent here, and an unrelated object must
+  never be blocked by us.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import renderers, serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from osmo.accounts.roles import roles_for
+from osmo.errors import OsmoError
+from scheduler.core.podgroup_validation import (
+    PODGROUP_API_VERSION,
+    PODGROUP_KIND,
+    validate_podgroup,
+)
+from scheduler.kai import selectors
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+ADMISSION_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+
+
+class YAMLRenderer(renderers.BaseRenderer):
+    """A list becomes a multi-document YAML stream; anything else one document."""
+
+    media_type = "application/yaml"
+    format = "yaml"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        if data is None:
+            return b""
+        if isinstance(data, list):
+            text = yaml.safe_dump_all(data, sort_keys=False, explicit_start=True)
+        else:
+            text = yaml.safe_dump(data, sort_keys=False)
+        return text.encode("utf-8")
+
+
+# --- OpenAPI shapes --------------------------------------------------------------------------
+
+class KaiIssueSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="Field path, e.g. spec.subGroups[2].minSubGroup.")
+    message = serializers.CharField()
+
+
+class PodGroupValidationSerializer(serializers.Serializer):
+    allowed = serializers.BooleanField()
+    errors = KaiIssueSerializer(many=True)
+    warnings = KaiIssueSerializer(many=True)
+
+
+class AdmissionStatusSerializer(serializers.Serializer):
+    code = serializers.IntegerField(required=False, help_text="403 when denied.")
+    message = serializers.CharField()
+
+
+class AdmissionResponseSerializer(serializers.Serializer):
+    uid = serializers.CharField()
+    allowed = serializers.BooleanField()
+    status = AdmissionStatusSerializer()
+    warnings = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class AdmissionReviewSerializer(serializers.Serializer):
+    apiVersion = serializers.CharField()  # noqa: N815 - the Kubernetes field name
+    kind = serializers.CharField()
+    response = AdmissionResponseSerializer()
+
+
+def _object_body(request) -> dict:
+    if not isinstance(request.data, dict):
+        raise OsmoError("invalid_request", "The body must be a JSON object.")
+    return request.data
+
+
+# --- views -----------------------------------------------------------------------------------
+
+class KaiQueuesView(APIView):
+    renderer_classes = [renderers.JSONRenderer, YAMLRenderer]
+
+    @extend_schema(
+        summary="The KAI Queue hierarchy (scheduling.run.ai/v2) of a namespace",
+        parameters=[
+            OpenApiParameter("namespace", str, description="Default: OSMO_NAMESPACE."),
+            OpenApiParameter("format", str, enum=["json", "yaml"],
+                             description="yaml: a multi-document YAML stream."),
+        ],
+        responses={(200, "application/json"): OpenApiResponse(
+                       response=OpenApiTypes.OBJECT,
+                       description="A JSON array of Queue manifests, parents first."),
+                   (200, "application/yaml"): OpenApiResponse(
+                       response=OpenApiTypes.STR,
+                       description="The same manifests as YAML documents.")},
+    )
+    def get(self, request):
+        namespace = request.query_params.get("namespace") or settings.OSMO_NAMESPACE
+        if not _DNS_LABEL.match(namespace):
+            raise OsmoError("invalid_request",
+                            f"'{namespace}' is not a valid namespace (a DNS label).",
+                            errors={"namespace": ["Must be a DNS label (≤ 63 characters)."]})
+        roles = roles_for(request.user)
+        return Response(selectors.queue_manifests(namespace=namespace, roles=roles))
+
+
+class PodGroupValidateView(APIView):
+    @extend_schema(
+        summary="Check a PodGroup against the webhook rules",
+        description="Body: a PodGroup manifest, or {\"podgroup\": manifest, \"pods\": [...]} "
+                    "to check the pods' subgroup labels as well.",
+        request=OpenApiTypes.OBJECT,
+        responses=PodGroupValidationSerializer,
+    )
+    def post(self, request):
+        body = _object_body(request)
+        pods = None
+        manifest = body
+        if "podgroup" in body and "apiVersion" not in body:
+            manifest = body["podgroup"]
+            pods = body.get("pods")
+            if pods is not None and (not isinstance(pods, list)
+                                     or not all(isinstance(p, dict) for p in pods)):
+                raise OsmoError("invalid_request", "pods must be a list of Pod objects.",
+                                errors={"pods": ["Must be a list of objects."]})
+        return Response(validate_podgroup(manifest, pods).as_dict())
+
+
+def _issue_text(issue) -> str:
+    return f"{issue.path}: {issue.message}" if issue.path else issue.message
+
+
+def admission_response(review: dict) -> dict:
+    """The AdmissionReview answer to ``review`` (already checked to carry a request uid)."""
+    request = review["request"]
+    uid = request["uid"]
+    kind = request.get("kind") or {}
+    obj = request.get("object")
+    is_podgroup = (kind.get("kind") == PODGROUP_KIND
+                   and f"{kind.get('group')}/{kind.get('version')}" == PODGROUP_API_VERSION) \
+        or (isinstance(obj, dict) and obj.get("kind") == PODGROUP_KIND
+            and obj.get("apiVersion") == PODGROUP_API_VERSION)
+    operation = request.get("operation", "CREATE")
+    response: dict = {"uid": uid}
+    if not is_podgroup or operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        response.update(allowed=True, status={"message": "not checked: not a PodGroup "
+                                                         "create or update"})
+    else:
+        result = validate_podgroup(obj)
+        name = (obj.get("metadata") or {}).get("name") or "(unnamed)"
+        if result.allowed:
+            response.update(allowed=True, status={"message": f"PodGroup {name} is valid"})
+        else:
+            details = "; ".join(_issue_text(issue) for issue in result.errors)
+            response.update(allowed=False, status={
+                "code": 403, "message": f"PodGroup {name} is invalid: {details}"})
+        if result.warnings:
+            response["warnings"] = [_issue_text(issue) for issue in result.warnings]
+    return {"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response}
+
+
+class PodGroupAdmissionWebhookView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        summary="Validating admission webhook for PodGroups (Kubernetes AdmissionReview)",
+        description="No token: the Kubernetes API server calls it. Protect it with TLS and a "
+                    "network policy in production.",
+        request=OpenApiTypes.OBJECT,
+        responses=AdmissionReviewSerializer,
+        auth=[],
+    )
+    def post(self, request):
+        review = _object_body(request)
+        if review.get("apiVersion") not in ADMISSION_API_VERSIONS \
+                or review.get("kind") != "AdmissionReview":
+            raise OsmoError("invalid_request", "The body must be an AdmissionReview "
+                                               "(admission.k8s.io/v1).",
+                            errors={"apiVersion": [f"Must be one of "
+                                                   f"{', '.join(ADMISSION_API_VERSIONS)}."]})
+        request_part = review.get("request")
+        if not isinstance(request_part, dict) or not request_part.get("uid"):
+            raise OsmoError("invalid_request", "The AdmissionReview has no request uid.",
+                            errors={"request.uid": ["Required."]})
+        return Response(admission_response(review))

@@ -1,0 +1,252 @@
+"""The KAI Queue hierarchy (``scheduling.run.ai/v2``) and the default Topology. Pure.
+
+Exactly SCHEDULING.md "Queue hierarchy"::
+
+    osmo-default-{ns}                     root: gpu quota -1, limit -1
+    └── osmo-pool-{ns}-{pool}             gpu quota = pool quota, limit = pool limit (-1 = none)
+        ├── osmo-pool-{ns}-{pool}.shared  gpu quota = unallocated (pool − Σ ACTIVE subpool quotas)
+        └── osmo-pool-{ns}-{pool}--{sub}  gpu quota = subpool quota (0 while DELETING)
+
+Input is plain data (:class:`PoolData`), never the ORM, so the builder is shared by the REST
+view, the cluster sync, the benchmark and tests.
+
+Decisions where the documents are silent:
+
+- Every queue carries gpu, cpu and memory with explicit quota/limit/overQuotaWeight; cpu and
+  memory are -1/-1/1 everywhere. The root's gpu overQuotaWeight is 1 and its priority 100
+  (KAI's default), so the root never competes with anything.
+- The ``.shared`` quota is clamped at 0: the services keep Σ ACTIVE ≤ pool quota, but a
+  negative quota would be rejected by KAI, and the clamp makes the builder total.
+- Pool ``status`` (ONLINE/OFFLINE/MAINTENANCE) does not remove queues: running work keeps its
+  queue; admission is what stops new work.
+- Names longer than 63 characters (a label value) are shortened with
+  :func:`scheduler.kai.podgroups.label_value` (truncate + ``-`` + 8 hex of sha256 of the full
+  name), the same function the pod labels use, so ``spec.queue``, the pods'
+  ``kai.scheduler/queue`` label and the Queue name always agree. Every non-root queue carries
+  annotation ``osmo/pool-name`` (the canonical pool name, never shortened); a shortened queue
+  also carries ``osmo/queue-name`` (its full name). ``osmo.pool`` (label) is shortened alike.
+- The root has label ``osmo.namespace`` but no ``osmo.pool``; the ``.shared`` leaf has the
+  parent's ``osmo.pool``. All OSMO objects carry ``app.kubernetes.io/managed-by: osmo``.
+- Order of the output: root, then per pool (by name) the pool queue, ``.shared``, then its
+  subpool leaves by name — parents always before children (the order to create them in).
+- The Topology is cluster-scoped and named ``osmo-topology``; it carries ``osmo.namespace`` so
+  the sync finds it, and its levels are ``{alias, nodeLabel}`` coarsest first (CRD v1alpha1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.podgroup_validation import DEFAULT_TOPOLOGY_LEVELS, DEFAULT_TOPOLOGY_NAME
+from scheduler.kai.podgroups import label_value
+
+QUEUE_API_VERSION = "scheduling.run.ai/v2"
+QUEUE_KIND = "Queue"
+TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
+TOPOLOGY_KIND = "Topology"
+NAMESPACE_LABEL = "osmo.namespace"
+POOL_LABEL = "osmo.pool"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "osmo"
+POOL_NAME_ANNOTATION = "osmo/pool-name"
+QUEUE_NAME_ANNOTATION = "osmo/queue-name"
+SHARED_SUFFIX = ".shared"
+SUBPOOL_DELIMITER = "--"
+UNLIMITED = -1
+DEFAULT_QUEUE_PRIORITY = 100
+
+ACTIVE, DELETING, ARCHIVED = "ACTIVE", "DELETING", "ARCHIVED"
+
+
+@dataclass(frozen=True)
+class SubpoolData:
+    """A subpool as the builder needs it. ``name`` is the canonical ``{parent}--{sub}``."""
+
+    name: str
+    state: str
+    quota_gpus: int
+
+
+@dataclass(frozen=True)
+class PoolData:
+    """A top-level pool and its subpools (any state; ARCHIVED ones are skipped)."""
+
+    name: str
+    quota_gpus: int
+    limit_gpus: int = UNLIMITED
+    weight: int = 1
+    priority: int = DEFAULT_QUEUE_PRIORITY
+    subpools: tuple[SubpoolData, ...] = field(default_factory=tuple)
+    archived: bool = False
+
+    @property
+    def unallocated_gpus(self) -> int:
+        """Pool quota − Σ ACTIVE subpool quotas (seed 002), never below 0."""
+        allocated = sum(s.quota_gpus for s in self.subpools if s.state == ACTIVE)
+        return max(0, self.quota_gpus - allocated)
+
+
+# --- names ----------------------------------------------------------------------------------
+
+def root_queue_full_name(namespace: str) -> str:
+    return f"osmo-default-{namespace}"
+
+
+def pool_queue_full_name(pool: str, namespace: str) -> str:
+    """``pool``: a canonical name, top-level (``team``) or subpool (``team--a``)."""
+    return f"osmo-pool-{namespace}-{pool}"
+
+
+def shared_queue_full_name(pool: str, namespace: str) -> str:
+    return f"{pool_queue_full_name(pool, namespace)}{SHARED_SUFFIX}"
+
+
+def root_queue_name(namespace: str) -> str:
+    return label_value(root_queue_full_name(namespace))
+
+
+def pool_queue_name(pool: str, namespace: str) -> str:
+    """The (possibly shortened) Queue name of a pool's container queue or a subpool leaf."""
+    return label_value(pool_queue_full_name(pool, namespace))
+
+
+def shared_queue_name(pool: str, namespace: str) -> str:
+    return label_value(shared_queue_full_name(pool, namespace))
+
+
+def queue_name_for(pool: Any, namespace: str) -> str:
+    """The LEAF queue a workflow submitted to ``pool`` goes to.
+
+    ``pool``: a canonical name (or anything with ``.name``). A subpool's workflows go to its
+    own leaf; a top-level pool's own workflows go to its ``.shared`` leaf, whether or not it
+    has subpools, so creating a subpool never moves running work.
+    """
+    name = getattr(pool, "name", pool)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a pool name is needed, got {pool!r}")
+    if SUBPOOL_DELIMITER in name:
+        return pool_queue_name(name, namespace)
+    return shared_queue_name(name, namespace)
+
+
+# --- manifests ------------------------------------------------------------------------------
+
+def _resources(gpu_quota: int, gpu_limit: int, gpu_weight: int) -> dict[str, dict[str, int]]:
+    unbounded = {"quota": UNLIMITED, "limit": UNLIMITED, "overQuotaWeight": 1}
+    return {
+        "gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": gpu_weight},
+        "cpu": dict(unbounded),
+        "memory": dict(unbounded),
+    }
+
+
+def _queue(full_name: str, *, namespace: str, parent: str | None, pool: str | None,
+           resources: dict[str, Any], priority: int) -> dict[str, Any]:
+    name = label_value(full_name)
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, NAMESPACE_LABEL: namespace}
+    annotations: dict[str, str] = {}
+    if pool is not None:
+        labels[POOL_LABEL] = label_value(pool)
+        annotations[POOL_NAME_ANNOTATION] = pool
+    if name != full_name:
+        annotations[QUEUE_NAME_ANNOTATION] = full_name
+    metadata: dict[str, Any] = {"name": name, "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    spec: dict[str, Any] = {}
+    if parent is not None:
+        spec["parentQueue"] = parent
+    spec["priority"] = priority
+    spec["resources"] = resources
+    return {"apiVersion": QUEUE_API_VERSION, "kind": QUEUE_KIND, "metadata": metadata,
+            "spec": spec}
+
+
+def build_root_queue(namespace: str) -> dict[str, Any]:
+    return _queue(root_queue_full_name(namespace), namespace=namespace, parent=None, pool=None,
+                  resources=_resources(UNLIMITED, UNLIMITED, 1),
+                  priority=DEFAULT_QUEUE_PRIORITY)
+
+
+def build_pool_queues(pool: PoolData, namespace: str) -> list[dict[str, Any]]:
+    """The container queue of a live top-level pool, its ``.shared`` leaf and its subpool
+    leaves (ACTIVE and DELETING; none for ARCHIVED). ``[]`` for an archived pool."""
+    if pool.archived:
+        return []
+    container = pool_queue_name(pool.name, namespace)
+    limit = UNLIMITED if pool.limit_gpus is None or pool.limit_gpus < 0 else pool.limit_gpus
+    queues = [
+        _queue(pool_queue_full_name(pool.name, namespace), namespace=namespace,
+               parent=root_queue_name(namespace), pool=pool.name,
+               resources=_resources(pool.quota_gpus, limit, pool.weight),
+               priority=pool.priority),
+        _queue(shared_queue_full_name(pool.name, namespace), namespace=namespace,
+               parent=container, pool=pool.name,
+               resources=_resources(pool.unallocated_gpus, UNLIMITED, pool.weight),
+               priority=pool.priority),
+    ]
+    for subpool in sorted(pool.subpools, key=lambda s: s.name):
+        if subpool.state not in (ACTIVE, DELETING):
+            continue
+        quota = subpool.quota_gpus if subpool.state == ACTIVE else 0
+        queues.append(_queue(pool_queue_full_name(subpool.name, namespace), namespace=namespace,
+                             parent=container, pool=subpool.name,
+                             resources=_resources(quota, UNLIMITED, pool.weight),
+                             priority=pool.priority))
+    return queues
+
+
+def build_queue_hierarchy(pools: Iterable[PoolData], namespace: str) -> list[dict[str, Any]]:
+    """Root, then every live pool's queues, parents before children."""
+    queues = [build_root_queue(namespace)]
+    for pool in sorted(pools, key=lambda p: p.name):
+        queues.extend(build_pool_queues(pool, namespace))
+    return queues
+
+
+def build_topology(namespace: str, *, name: str = DEFAULT_TOPOLOGY_NAME,
+                   levels: Sequence[tuple[str | None, str] | Mapping[str, str]]
+                   = DEFAULT_TOPOLOGY_LEVELS) -> dict[str, Any]:
+    """The cluster Topology (``kai.scheduler/v1alpha1``), levels coarsest first."""
+    spec_levels = []
+    for level in levels:
+        if isinstance(level, Mapping):
+            alias, label = level.get("alias"), level["nodeLabel"]
+        else:
+            alias, label = level
+        spec_levels.append({"alias": alias, "nodeLabel": label} if alias
+                           else {"nodeLabel": label})
+    return {
+        "apiVersion": TOPOLOGY_API_VERSION,
+        "kind": TOPOLOGY_KIND,
+        "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY,
+                                              NAMESPACE_LABEL: namespace}},
+        "spec": {"levels": spec_levels},
+    }
+
+
+def parent_of(queue: Mapping[str, Any]) -> str | None:
+    return (queue.get("spec") or {}).get("parentQueue")
+
+
+def depth_order(queues: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Queue name → depth (root 0) within ``queues``; unknown parents count as roots."""
+    by_name = {q["metadata"]["name"]: q for q in queues}
+    depths: dict[str, int] = {}
+
+    def depth(name: str, seen: frozenset[str] = frozenset()) -> int:
+        if name in depths:
+            return depths[name]
+        parent = parent_of(by_name[name])
+        if parent is None or parent not in by_name or parent in seen:
+            result = 0
+        else:
+            result = depth(parent, seen | {name}) + 1
+        depths[name] = result
+        return result
+
+    for name in by_name:
+        depth(name)
+    return depths

@@ -1,0 +1,68 @@
+"""Reads for the KAI objects: the live pool tree as plain data for :mod:`scheduler.kai.queues`.
+
+One query, whatever the number of pools: rows come back as tuples (no model instances), which
+keeps 5,000-row trees cheap. Archived top-level pools (and their subpools) and ARCHIVED
+subpools are not read at all: they have no queue.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import Q
+
+from osmo.accounts.roles import Roles
+from pools.models import Pool, SubpoolState
+
+from .queues import PoolData, SubpoolData, build_queue_hierarchy, build_topology
+
+_FIELDS = ("name", "parent_id", "subpool_state", "quota_gpus", "limit_gpus", "weight",
+           "priority")
+
+
+def queue_pool_data(*, roles: Roles | None = None) -> list[PoolData]:
+    """Live top-level pools with their ACTIVE/DELETING subpools, as plain data.
+
+    ``roles``: only the pools the caller can view (and their subpools); ``None`` = all.
+    """
+    queryset = (
+        Pool.objects.filter(archived_at__isnull=True)
+        .exclude(parent__archived_at__isnull=False)
+        .exclude(subpool_state=SubpoolState.ARCHIVED)
+    )
+    if roles is not None:
+        visible = roles.visible_q("name")
+        parent_visible = roles.visible_q("parent__name")
+        if visible is not None:
+            queryset = queryset.filter(Q(parent__isnull=True) & visible
+                                       | Q(parent__isnull=False) & parent_visible)
+    rows = list(queryset.order_by("parent_id", "name").values_list(*_FIELDS))
+    subpools: dict[str, list[SubpoolData]] = defaultdict(list)
+    parents = []
+    for name, parent, state, quota, limit, weight, priority in rows:
+        if parent is None:
+            parents.append((name, quota, limit, weight, priority))
+        else:
+            subpools[parent].append(SubpoolData(name=name, state=state, quota_gpus=quota))
+    return [
+        PoolData(name=name, quota_gpus=quota, limit_gpus=limit, weight=weight,
+                 priority=priority, subpools=tuple(subpools.get(name, ())))
+        for name, quota, limit, weight, priority in parents
+    ]
+
+
+def queue_manifests(*, namespace: str, roles: Roles | None = None) -> list[dict[str, Any]]:
+    """The Queue hierarchy of ``namespace`` (the pools ``roles`` may view; None = all)."""
+    return build_queue_hierarchy(queue_pool_data(roles=roles), namespace)
+
+
+def topology_manifest(*, namespace: str) -> dict[str, Any]:
+    """The cluster Topology. The default levels until the cluster topology is stored
+    (``PUT /api/cluster/topology``); then this is the one place to read it from."""
+    return build_topology(namespace)
+
+
+def desired_cluster_objects(*, namespace: str) -> list[dict[str, Any]]:
+    """Everything the sync keeps in step: the whole Queue hierarchy and the Topology."""
+    return [*queue_manifests(namespace=namespace), topology_manifest(namespace=namespace)]

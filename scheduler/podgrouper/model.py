@@ -1,0 +1,100 @@
+"""Plain data of the pod grouper (no Django): what a plugin decides, and the domain error."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+QUEUE_LABEL = "kai.scheduler/queue"
+PRIORITY_LABEL = "priorityClassName"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
+REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-required-placement"
+PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-preferred-placement"
+TRAIN, INFERENCE = "train", "inference"
+
+
+class WorkloadError(Exception):
+    """A workload the grouper cannot turn into PodGroups. ``code`` is a contract code
+    (``invalid_spec`` for a malformed workload, ``invalid_podgroup`` when a PodGroup breaks the
+    webhook rules); ``errors`` maps a field path to messages. The API maps it to 400."""
+
+    def __init__(self, code: str, detail: str, errors: dict[str, list[str]] | None = None):
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.errors = errors or {}
+
+
+@dataclass(frozen=True)
+class SubGroupMeta:
+    name: str
+    min_member: int | None = None
+    parent: str | None = None
+    min_sub_group: int | None = None
+
+    def as_spec(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.parent is not None:
+            out["parent"] = self.parent
+        if self.min_member is not None:
+            out["minMember"] = self.min_member
+        if self.min_sub_group is not None:
+            out["minSubGroup"] = self.min_sub_group
+        return out
+
+
+@dataclass(frozen=True)
+class TopologyMeta:
+    topology: str | None = None
+    required: str | None = None
+    preferred: str | None = None
+
+    def as_spec(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.preferred:
+            out["preferredTopologyLevel"] = self.preferred
+        if self.required:
+            out["requiredTopologyLevel"] = self.required
+        if self.topology:
+            out["topology"] = self.topology
+        return out
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    api_version: str
+    kind: str
+    name: str
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> OwnerRef:
+        return cls(str(obj.get("apiVersion", "")), str(obj.get("kind", "")),
+                   str((obj.get("metadata") or {}).get("name", "")))
+
+
+@dataclass(frozen=True)
+class PodGroupMeta:
+    """One pod's PodGroup, as a plugin and the common rules decide it.
+
+    ``subgroup``: the leaf this pod belongs to (None without subgroups). ``queue`` is None
+    when neither the top owner nor the pod names one (the caller's default applies).
+    """
+
+    name: str
+    min_member: int
+    priority_class: str
+    owner: OwnerRef
+    grouper: str
+    subgroups: tuple[SubGroupMeta, ...] = ()
+    subgroup: str | None = None
+    queue: str | None = None
+    preemptibility: str | None = None
+    topology: TopologyMeta | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)

@@ -1,0 +1,151 @@
+"""Plugin registry: one small module per workload kind registers a :class:`Grouper`.
+
+Adding a kind = a module in ``plugins/`` with a ``@register("group", "Kind")`` subclass of
+:class:`Grouper` (override :meth:`Grouper.metadata` for the gang and :meth:`Grouper.expand`
+for the pods it creates), imported from ``plugins/__init__.py``. Kinds match by API group and
+kind, any version. Unknown kinds get :class:`Grouper` itself: the default grouper.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scheduler.kai.podgroups import dns_label
+
+from .model import TRAIN, OwnerRef, PodGroupMeta, SubGroupMeta, WorkloadError
+from .owners import OwnerChain, group_kind
+
+_REGISTRY: dict[tuple[str, str], Grouper] = {}
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def podgroup_name_for(base: str) -> str:
+    """KAI's ``pg-<name>`` (KAI appends the owner's UID; a submitted manifest has none, and
+    the caller makes ``base`` unique), shortened to a DNS label when needed."""
+    return dns_label(f"pg-{base}")
+
+
+def int_field(value: Any, path: str, *, minimum: int = 0) -> int:
+    """An integer manifest field (ints or digit strings), else ``invalid_spec``."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise WorkloadError("invalid_spec", f"{path} must be an integer ≥ {minimum}, "
+                                            f"got {value!r}", {path: [f"Must be ≥ {minimum}."]})
+    return value
+
+
+def nested(obj: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, Mapping) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def make_pod(owner: Mapping[str, Any], template: Mapping[str, Any] | None, name: str, *,
+             labels: Mapping[str, str] | None = None,
+             owner_ref: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A Pod from a pod template, owned by ``owner_ref`` (default: ``owner``)."""
+    template = template or {}
+    metadata = template.get("metadata") or {}
+    ref_source = owner_ref if owner_ref is not None else owner
+    spec = copy.deepcopy(dict(template.get("spec") or {}))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": dns_label(name),
+            "labels": {**dict(metadata.get("labels") or {}), **dict(labels or {})},
+            "annotations": dict(metadata.get("annotations") or {}),
+            "ownerReferences": [{"apiVersion": ref_source.get("apiVersion"),
+                                 "kind": ref_source.get("kind"),
+                                 "name": name_of(ref_source), "controller": True}],
+        },
+        "spec": spec,
+    }
+
+
+def make_owner(owner: Mapping[str, Any], api_version: str, kind: str, name: str,
+               labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """An intermediate object a controller would create (ReplicaSet, Job, PodClique)."""
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": dns_label(name), "labels": dict(labels or {}),
+                         "ownerReferences": [{"apiVersion": owner.get("apiVersion"),
+                                              "kind": owner.get("kind"), "name": name_of(owner),
+                                              "controller": True}]}}
+
+
+class Grouper:
+    """The default grouper: one PodGroup per top owner, minMember 1, class ``train``."""
+
+    name = "default"
+    default_priority_class = TRAIN
+
+    def metadata(self, top: Mapping[str, Any], pod: Mapping[str, Any],
+                 chain: OwnerChain) -> PodGroupMeta:
+        return self.meta(top, name=podgroup_name_for(name_of(top)), min_member=1)
+
+    def meta(self, top: Mapping[str, Any], *, name: str, min_member: int,
+             subgroups: tuple[SubGroupMeta, ...] = (), subgroup: str | None = None
+             ) -> PodGroupMeta:
+        return PodGroupMeta(name=name, min_member=min_member,
+                            priority_class=self.default_priority_class, owner=OwnerRef.of(top),
+                            grouper=self.name, subgroups=subgroups, subgroup=subgroup)
+
+    def expand(self, owner: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The objects the owner's controller would create: intermediate owners and Pods.
+
+        Default: a pod template at ``spec.template`` × ``spec.replicas`` (default 1);
+        anything else cannot be expanded (``invalid_spec``)."""
+        template = nested(owner, "spec", "template")
+        if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
+            group, kind = group_kind(owner)
+            raise WorkloadError(
+                "invalid_spec",
+                f"cannot tell which pods a {kind or 'manifest'} ({group or 'core'}) creates: "
+                "submit a supported kind, its pods, or a PodGroup with its pods",
+                {"kind": [f"Unsupported kind {kind!r}."]})
+        replicas = nested(owner, "spec", "replicas")
+        count = 1 if replicas is None else int_field(replicas, "spec.replicas")
+        return [make_pod(owner, template, f"{name_of(owner)}-{i}") for i in range(count)]
+
+
+DEFAULT_GROUPER = Grouper()
+
+
+def register(group: str, kind: str, *more: tuple[str, str]) -> Callable[[type], type]:
+    """Class decorator: one instance serves ``(group, kind)`` and every pair in ``more``."""
+
+    def wrap(cls: type) -> type:
+        instance = cls()
+        for key in ((group, kind), *more):
+            _REGISTRY[key] = instance
+        return cls
+
+    return wrap
+
+
+def grouper_for(obj: Mapping[str, Any]) -> Grouper:
+    from . import plugins  # noqa: F401 - registers the built-in kinds
+
+    return _REGISTRY.get(group_kind(obj), DEFAULT_GROUPER)
+
+
+def registered_kinds() -> dict[tuple[str, str], str]:
+    from . import plugins  # noqa: F401
+
+    return {key: grouper.name for key, grouper in sorted(_REGISTRY.items())}

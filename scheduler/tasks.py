@@ -1,0 +1,55 @@
+"""Background jobs for the KAI objects: keep the cluster's Queues in step with the pool tree.
+
+``queue_sync_on_commit()`` is what pool services call after a change; it does nothing unless a
+cluster is configured (``OSMO_KAI_SYNC``), and a broker outage never fails the caller: the
+task is a full reconcile (idempotent), so the next successful run catches up with every
+change it missed, and a periodic run (beat) can be scheduled as a safety net.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    import urllib3.exceptions
+
+    from scheduler.kai.sync import KaiSyncError
+
+    return (KaiSyncError, urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
+
+
+@shared_task(acks_late=True, autoretry_for=_retryable(), retry_backoff=True,
+             retry_backoff_max=300, retry_jitter=True, max_retries=6)
+def kai_queue_sync(namespace: str | None = None) -> dict:
+    """Reconcile the namespace's Queues and Topology; returns the summary (JSON)."""
+    from scheduler.kai.sync import sync_enabled, sync_namespace
+
+    if not sync_enabled():
+        return {"skipped": True}
+    summary = sync_namespace(namespace=namespace or settings.OSMO_NAMESPACE)
+    if summary.changed:
+        logger.info("kai queue sync: %s", summary.counts())
+    return summary.as_dict()
+
+
+def queue_sync_on_commit(namespace: str | None = None) -> None:
+    """Ask for a queue sync once the current transaction commits (no-op without a cluster)."""
+    from scheduler.kai.sync import sync_enabled
+
+    if not sync_enabled():
+        return
+
+    def dispatch() -> None:
+        try:
+            kai_queue_sync.apply_async(kwargs={"namespace": namespace}, retry=False)
+        except Exception:  # noqa: BLE001 - the next sync (or the beat run) reconciles anyway
+            logger.warning("kai queue sync not queued: broker unavailable")
+
+    transaction.on_commit(dispatch)

@@ -145,6 +145,19 @@ def _next_name(spec_name: str) -> str:
         return f"{spec_name}-{cursor.fetchone()[0]}"
 
 
+def sleep_seconds(command, args=()) -> int | None:
+    """`sleep N` (as a command list or a shell string): how long the embedded cluster runs it."""
+    words = [str(w) for w in (*command, *args)]
+    if len(words) == 1:
+        words = words[0].split()
+    if len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "sleep":
+        try:
+            return max(0, int(float(words[1])))
+        except ValueError:
+            return None
+    return None
+
+
 def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, source: str,
            set_variables, set_string_variables, kind: str) -> Admission:
     workflow = Workflow(
@@ -155,22 +168,30 @@ def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, s
         set_string_variables=list(set_string_variables or ()), gpus_requested=spec.total_gpus,
     )
     workflow.submitted_at = timezone.now()
+    settings_pool = pool.parent if pool.is_subpool else pool
+    platforms = settings_pool.platforms or {}
     groups, tasks = [], []
     for group_index, group_spec in enumerate(spec.groups):
         status = TaskStatus.WAITING if group_spec.depends_on else TaskStatus.SCHEDULING
         group = WorkflowGroup(workflow=workflow, name=group_spec.name, position=group_index,
                               status=status, depends_on=list(group_spec.depends_on),
                               lead_task=group_spec.lead, gpus=group_spec.gpus,
-                              podgroup=podgroup_name(name, group_spec.name))
+                              podgroup=podgroup_name(name, group_spec.name),
+                              gang=group_spec.podgroup_spec_fields())
         groups.append(group)
         for task_spec in group_spec.tasks:
             replicas = [None] if task_spec.replicas == 1 else range(task_spec.replicas)
+            selector = (platforms.get(task_spec.platform) or {}).get("node_selector") or {}
             for replica in replicas:
                 tasks.append(Task(
                     group=group, workflow=workflow, pool=pool, priority=priority,
                     name=task_spec.name if replica is None else f"{task_spec.name}-{replica}",
                     spec_task=task_spec.name, replica=replica, position=len(tasks),
                     status=status, gpus=task_spec.resource.gpus,
+                    cpu_millis=task_spec.resource.cpu_millicores or 0,
+                    memory_bytes=task_spec.resource.memory_bytes or 0,
+                    node_selector=dict(selector), subgroup=task_spec.subgroup or "",
+                    run_seconds=sleep_seconds(task_spec.command, task_spec.args),
                 ))
     return Admission(workflow, groups, tasks, spec)
 
@@ -250,13 +271,46 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                             manifests=grouping.manifests())
         groups, tasks = [], []
         for index, unit in enumerate(grouping.groups):
+            spec = unit.manifests.podgroup["spec"]
+            gang = {key: spec[key] for key in GANG_FIELDS if key in spec}
             group = WorkflowGroup(workflow=workflow, name=unit.name, position=index,
                                   status=TaskStatus.SCHEDULING, podgroup=unit.name,
-                                  gpus=unit.gpus, lead_task=unit.pod_names[0])
+                                  gpus=unit.gpus, lead_task=unit.pod_names[0], gang=gang)
             groups.append(group)
             for pod in unit.manifests.pods:
-                tasks.append(Task(group=group, workflow=workflow, pool=target,
-                                  priority=grouping.priority, name=pod["metadata"]["name"],
-                                  spec_task=pod["metadata"]["name"], position=len(tasks),
-                                  status=TaskStatus.SCHEDULING, gpus=pod_gpus(pod)))
+                cpu, memory = pod_requests(pod)
+                labels = pod["metadata"].get("labels") or {}
+                tasks.append(Task(
+                    group=group, workflow=workflow, pool=target, priority=grouping.priority,
+                    name=pod["metadata"]["name"], spec_task=pod["metadata"]["name"],
+                    position=len(tasks), status=TaskStatus.SCHEDULING, gpus=pod_gpus(pod),
+                    cpu_millis=cpu, memory_bytes=memory,
+                    node_selector=dict(pod["spec"].get("nodeSelector") or {}),
+                    subgroup=labels.get(SUBGROUP_LABEL, "") if gang.get("subGroups") else "",
+                    run_seconds=sleep_seconds(*_first_command(pod))))
         return _save(Admission(workflow, groups, tasks, spec=None))
+
+
+GANG_FIELDS = ("minMember", "minSubGroup", "subGroups", "topologyConstraint")
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+
+
+def pod_requests(pod: dict) -> tuple[int, int]:
+    """(CPU millicores, memory bytes) a pod requests: Σ over its containers."""
+    from workflows.spec.units import parse_bytes, parse_millicores
+
+    cpu = memory = 0
+    for container in pod.get("spec", {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        requests = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        try:
+            cpu += parse_millicores(requests["cpu"]) if "cpu" in requests else 0
+            memory += parse_bytes(requests["memory"]) if "memory" in requests else 0
+        except ValueError as error:
+            raise OsmoError("invalid_spec", f"Pod {pod['metadata']['name']}: {error}") from error
+    return cpu, memory
+
+
+def _first_command(pod: dict) -> tuple[list, list]:
+    containers = pod.get("spec", {}).get("containers") or [{}]
+    return containers[0].get("command") or [], containers[0].get("args") or []

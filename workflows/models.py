@@ -101,6 +101,11 @@ class WorkflowGroup(models.Model):
                                   help_text="Names of the groups that must complete first.")
     lead_task = models.CharField(max_length=63, blank=True, default="")
     gpus = models.IntegerField(default=0)
+    gang = models.JSONField(default=dict, blank=True,
+                            help_text="The PodGroup's gang fields: minMember, minSubGroup, "
+                                      "subGroups, topologyConstraint.")
+    below_min_since = models.DateTimeField(null=True, blank=True,
+                                           help_text="A running gang below its minimum since.")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -130,6 +135,13 @@ class Task(models.Model):
                               default=TaskStatus.WAITING)
     reason = models.CharField(max_length=60, null=True, blank=True)
     gpus = models.IntegerField(default=0)
+    cpu_millis = models.BigIntegerField(default=0)
+    memory_bytes = models.BigIntegerField(default=0)
+    node_selector = models.JSONField(default=dict, blank=True)
+    subgroup = models.CharField(max_length=63, blank=True, default="",
+                                help_text="The leaf subgroup of this pod ('' without subgroups).")
+    run_seconds = models.IntegerField(null=True, blank=True,
+                                      help_text="Embedded cluster: `sleep N` runs N seconds.")
     node_name = models.CharField(max_length=253, blank=True, default="",
                                  help_text="Set once the task is bound: it then holds its GPUs.")
     exit_code = models.IntegerField(null=True, blank=True)

@@ -68,7 +68,7 @@ def _after_finish(workflow: Workflow) -> None:
         drain_check_on_commit()
 
 
-def _settle(workflow: Workflow, now) -> None:
+def settle(workflow: Workflow, now) -> None:
     """Derive group and workflow statuses from the tasks (rows already locked)."""
     groups = list(workflow.groups.all())
     task_statuses: dict[int, list[tuple[Task, str]]] = {}
@@ -177,7 +177,7 @@ def task_report_status(*, workflow: Workflow, task_name: str, status: str,
         task.reason = reason or ("preempted" if status == TaskStatus.FAILED_PREEMPTED else
                                  "evicted" if status == TaskStatus.FAILED_EVICTED else None)
     task.save()
-    _settle(workflow, now)
+    settle(workflow, now)
     return task
 
 

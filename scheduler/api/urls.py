@@ -2,10 +2,19 @@
 
 from django.urls import path
 
-from . import views
+from . import cluster_views, views
 
 urlpatterns = [
     path("kai/queues", views.KaiQueuesView.as_view(), name="kai-queues"),
     path("kai/podgroups/validate", views.PodGroupValidateView.as_view(),
          name="kai-podgroup-validate"),
+    path("cluster/nodes", cluster_views.NodeListView.as_view(), name="cluster-nodes"),
+    path("cluster/nodes/<str:name>", cluster_views.NodeDetailView.as_view(),
+         name="cluster-node"),
+    path("cluster/topology", cluster_views.TopologyView.as_view(), name="cluster-topology"),
+    path("scheduler/cycle", cluster_views.CycleView.as_view(), name="scheduler-cycle"),
+    path("scheduler/status", cluster_views.SchedulerStatusView.as_view(),
+         name="scheduler-status"),
+    path("workflow/<str:name>/explain", cluster_views.ExplainView.as_view(),
+         name="workflow-explain"),
 ]

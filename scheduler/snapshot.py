@@ -1,0 +1,147 @@
+"""The one seam between the database and the pure core: rows → a `scheduler.core.Snapshot`.
+
+A fixed number of queries whatever the cluster size: nodes, the topology, the pool tree (for the
+queues), the gangs (groups ready to schedule or running), and their tasks. The queues are built
+from the same KAI Queue manifests the service emits, so what a real cluster would get is what
+this loop schedules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+
+from scheduler.core import (
+    Gang,
+    Node,
+    Pod,
+    Queue,
+    ResourceQuota,
+    SchedulerConfig,
+    Snapshot,
+    SubGroup,
+    Topology,
+    TopologyConstraint,
+    TopologyLevel,
+)
+from scheduler.kai.queues import queue_name_for
+from scheduler.kai.selectors import queue_manifests
+from workflows.models import TaskStatus, WorkflowStatus
+
+from .models import DEFAULT_TOPOLOGY_LEVELS, ClusterTopology
+from .models import Node as NodeRow
+
+PRIORITY_VALUES = {"HIGH": 125, "NORMAL": 100, "LOW": 50}
+SCHEDULABLE_GROUPS = (TaskStatus.SCHEDULING, TaskStatus.RUNNING)
+# Tasks that belong to a live gang: pending, bound or running (finished ones have left it).
+GANG_TASKS = (TaskStatus.SCHEDULING, TaskStatus.RUNNING)
+
+
+@dataclass
+class SnapshotIndex:
+    """Maps the core's names back to rows."""
+
+    tasks: dict[str, dict] = field(default_factory=dict)  # pod name → task row
+    groups: dict[str, dict] = field(default_factory=dict)  # gang name → group row
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value else None
+
+
+def cluster_topology() -> list[dict]:
+    row = ClusterTopology.objects.first()
+    return row.levels if row else DEFAULT_TOPOLOGY_LEVELS
+
+
+def _constraint(raw: dict | None) -> TopologyConstraint | None:
+    if not raw:
+        return None
+    return TopologyConstraint(required_level=raw.get("requiredTopologyLevel"),
+                              preferred_level=raw.get("preferredTopologyLevel"))
+
+
+def _queues(namespace: str) -> tuple[Queue, ...]:
+    queues = []
+    for manifest in queue_manifests(namespace=namespace):
+        spec = manifest["spec"]
+        resources = spec.get("resources", {})
+
+        def quota(name: str, resources=resources) -> ResourceQuota:
+            raw = resources.get(name, {})
+            return ResourceQuota(quota=int(raw.get("quota", -1)), limit=int(raw.get("limit", -1)),
+                                 over_quota_weight=int(raw.get("overQuotaWeight", 1)))
+
+        queues.append(Queue(name=manifest["metadata"]["name"], parent=spec.get("parentQueue"),
+                            priority=int(spec.get("priority", 100)), gpu=quota("gpu"),
+                            cpu=quota("cpu"), memory=quota("memory")))
+    return tuple(queues)
+
+
+def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
+                   ) -> tuple[Snapshot, SnapshotIndex]:
+    from workflows.models import Task, WorkflowGroup
+
+    namespace = settings.OSMO_NAMESPACE
+    nodes = tuple(
+        Node(name=row["name"], gpus=row["gpus"], cpu=row["cpu_millis"],
+             memory=row["memory_bytes"], labels=row["labels"], schedulable=row["schedulable"])
+        for row in NodeRow.objects.values("name", "gpus", "cpu_millis", "memory_bytes",
+                                          "labels", "schedulable")
+    )
+    topology = Topology(levels=tuple(TopologyLevel(node_label=level["nodeLabel"],
+                                                   alias=level.get("alias"))
+                                     for level in cluster_topology()))
+    groups = {
+        row["id"]: row for row in WorkflowGroup.objects.filter(
+            status__in=SCHEDULABLE_GROUPS,
+            workflow__status__in=(WorkflowStatus.PENDING, WorkflowStatus.RUNNING),
+        ).values("id", "podgroup", "gang", "started_at", "below_min_since",
+                 "workflow_id", "workflow__name", "workflow__priority",
+                 "workflow__submitted_at", "workflow__pool__name", "name")
+    }
+    pods: dict[int, list[Pod]] = {group_id: [] for group_id in groups}
+    finished: set[int] = set()
+    index = SnapshotIndex()
+    for row in Task.objects.filter(group_id__in=list(groups)).values(
+            "id", "group_id", "workflow_id", "name", "status", "gpus", "cpu_millis",
+            "memory_bytes", "node_selector", "subgroup", "node_name").order_by("position"):
+        if row["status"] not in GANG_TASKS:
+            finished.add(row["group_id"])
+            continue
+        name = f"{groups[row['group_id']]['workflow__name']}/{row['name']}"
+        index.tasks[name] = row
+        pods[row["group_id"]].append(Pod(
+            name=name, subgroup=row["subgroup"] or None, gpus=row["gpus"],
+            cpu=row["cpu_millis"], memory=row["memory_bytes"],
+            node_selector=row["node_selector"] or {}, node=row["node_name"] or None))
+    gangs = []
+    for group_id, row in groups.items():
+        if not pods[group_id]:
+            continue
+        gang = row["gang"] or {}
+        priority = row["workflow__priority"]
+        index.groups[row["podgroup"]] = row
+        gangs.append(Gang(
+            name=row["podgroup"], queue=queue_name_for(row["workflow__pool__name"], namespace),
+            priority=PRIORITY_VALUES[priority], preemptible=priority == "LOW",
+            created_at=row["workflow__submitted_at"].timestamp(),
+            min_member=gang.get("minMember"), min_subgroup=gang.get("minSubGroup"),
+            subgroups=tuple(SubGroup(name=s["name"], parent=s.get("parent"),
+                                     min_member=s.get("minMember"),
+                                     min_subgroup=s.get("minSubGroup"),
+                                     topology=_constraint(s.get("topologyConstraint")))
+                            for s in gang.get("subGroups", ())),
+            topology=_constraint(gang.get("topologyConstraint")),
+            pods=tuple(pods[group_id]),
+            running_since=_ts(row["started_at"]),
+            below_min_since=_ts(row["below_min_since"]),
+            # A gang whose members are finishing is winding down, not stale.
+            staleness_grace_seconds=-1 if group_id in finished else None,
+        ))
+    snapshot = Snapshot(nodes=nodes, queues=_queues(namespace), gangs=tuple(gangs),
+                        topology=topology, now=now.timestamp(),
+                        config=config or SchedulerConfig())
+    return snapshot, index

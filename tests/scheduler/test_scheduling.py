@@ -1,0 +1,198 @@
+"""Submitted workflows through the loop over the embedded cluster (real PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from pools.models import Pool
+from pools.services import subpool_archive_if_drained
+from scheduler import services
+from tests import factories
+from tests.conftest import make_client
+from tests.scheduler.conftest import add_nodes, cycle, nodes_of, spec, submit, workflow
+
+pytestmark = pytest.mark.django_db
+
+PREFILL = """
+    scheduling:
+      minSubGroup: 3
+      subGroups:
+      - {name: p0, minMember: 8}
+      - {name: p1, minMember: 8}
+      - {name: p2, minMember: 8}
+      - {name: p3, minMember: 8}
+"""
+
+
+def prefill_spec(name: str = "prefill") -> str:
+    tasks = "\n".join(f"    - {{name: p{i}, image: vllm, command: [serve], resource: r, "
+                      f"replicas: 8{', lead: true' if i == 0 else ''}}}" for i in range(4))
+    return (f"workflow:\n  name: {name}\n  groups:\n  - name: g\n{PREFILL}    tasks:\n{tasks}\n"
+            f"  resources:\n    r: {{gpu: 1, cpu: 1, memory: 1Gi}}\n")
+
+
+def test_a_gang_binds_all_or_nothing(admin, alice, team):
+    add_nodes(admin, 2)
+    name = submit(alice, "team", spec("gang", 8, tasks=3))
+    assert cycle(admin)["bound"] == 0
+    assert nodes_of(alice, name) == [None, None, None]
+    assert workflow(alice, name)["status"] == "PENDING"
+    add_nodes(admin, 1, prefix="extra")
+    assert cycle(admin)["bound"] == 3
+    body = workflow(alice, name)
+    assert body["status"] == "RUNNING" and body["groups"][0]["status"] == "RUNNING"
+    assert sorted(nodes_of(alice, name)) == ["extra-0", "node-0", "node-1"]
+    quota = alice.get("/api/pool_quota").json()["pools"][0]
+    assert (quota["used_gpus"], quota["available_gpus"]) == (24, 40)
+
+
+def test_elastic_min_subgroup_runs_three_of_four_replicas(admin, alice, team):
+    add_nodes(admin, 3)  # room for 3 replicas of 8 single-GPU pods
+    name = submit(alice, "team", prefill_spec())
+    assert cycle(admin)["bound"] == 24
+    tasks = workflow(alice, name)["groups"][0]["tasks"]
+    running = {t["name"].rsplit("-", 1)[0] for t in tasks if t["node"]}
+    assert len(running) == 3 and sum(1 for t in tasks if t["node"]) == 24
+    assert workflow(alice, name)["status"] == "RUNNING"
+
+
+def test_elastic_min_subgroup_binds_nothing_with_room_for_two(admin, alice, team):
+    add_nodes(admin, 2)
+    name = submit(alice, "team", prefill_spec())
+    assert cycle(admin)["bound"] == 0
+    assert set(nodes_of(alice, name)) == {None}
+
+
+def test_rack_required_placement(admin, alice, team):
+    add_nodes(admin, 4, rack_size=2)  # racks z1-r0 (node-0, node-1), z1-r1 (node-2, node-3)
+    blocker = submit(alice, "team", spec("blocker", 4))
+    cycle(admin)
+    blocked_node = nodes_of(alice, blocker)[0]
+    rack_spec = spec("racked", 8, tasks=2, scheduling=(
+        "    scheduling:\n      topologyConstraint: {requiredTopologyLevel: rack}\n"))
+    name = submit(alice, "team", rack_spec)
+    assert cycle(admin)["bound"] == 2
+    placed = nodes_of(alice, name)
+    racks = {admin.get("/api/cluster/nodes").json()[int(n.split("-")[1])]["labels"][
+        "topology.osmo/rack"] for n in placed}
+    assert len(racks) == 1 and blocked_node not in placed
+
+
+def test_normal_work_never_exceeds_quota(admin, alice):
+    factories.pool("small", 16)
+    client = make_client("s", "osmo-small-user")
+    add_nodes(admin, 4)
+    names = [submit(client, "small", spec(f"n{i}", 8)) for i in range(3)]
+    assert cycle(admin)["bound"] == 2
+    assert [workflow(client, n)["status"] for n in names] == ["RUNNING", "RUNNING", "PENDING"]
+    reasons = client.get(f"/api/workflow/{names[2]}/explain").json()["groups"][0]["reasons"]
+    assert reasons[0]["code"] == "queue_over_quota"
+    assert "osmo-pool-osmo-small.shared" in reasons[0]["message"] or reasons[0].get("queue")
+
+
+def test_low_borrows_idle_quota_and_is_reclaimed(admin):
+    factories.pool("owner", 16)
+    factories.pool("borrower", 16)
+    owner = make_client("o", "osmo-owner-user")
+    borrower = make_client("b", "osmo-borrower-user")
+    add_nodes(admin, 4)  # 32 GPUs
+    low = [submit(borrower, "borrower", spec(f"low{i}", 8), "LOW") for i in range(4)]
+    assert cycle(admin)["bound"] == 4  # LOW borrows the owner's idle 16 GPUs
+    mine = submit(owner, "owner", spec("mine", 8))
+    first = cycle(admin)
+    second = cycle(admin)
+    assert first["evicted"] + second["evicted"] == 1
+    assert workflow(owner, mine)["status"] == "RUNNING"
+    statuses = sorted(workflow(borrower, n)["status"] for n in low)
+    assert statuses == ["FAILED_PREEMPTED", "RUNNING", "RUNNING", "RUNNING"]
+    preempted = next(workflow(borrower, n) for n in low
+                     if workflow(borrower, n)["status"] == "FAILED_PREEMPTED")
+    assert preempted["reason"] == "preempted"
+    quota = {r["name"]: r for r in admin.get("/api/pool_quota").json()["pools"]}
+    assert (quota["owner"]["used_gpus"], quota["borrower"]["total_usage_gpus"]) == (8, 24)
+
+
+def test_tasks_complete_on_the_embedded_cluster(admin, alice, team, settings):
+    settings.OSMO_SIM_TASK_SECONDS = 60
+    add_nodes(admin, 1)
+    quick = submit(alice, "team", spec("quick", 1, command="[sleep, '5']"))
+    slow = submit(alice, "team", spec("slow", 1))
+    cycle(admin)
+    now = timezone.now()
+    services.cycle_run(now=now + timedelta(seconds=10))
+    assert workflow(alice, quick)["status"] == "COMPLETED"
+    assert workflow(alice, slow)["status"] == "RUNNING"
+    services.cycle_run(now=now + timedelta(seconds=61))
+    assert workflow(alice, slow)["status"] == "COMPLETED"
+    assert alice.get("/api/pool_quota").json()["pools"][0]["total_usage_gpus"] == 0
+
+
+def test_never_completes_by_itself_when_sim_seconds_is_zero(admin, alice, team, settings):
+    settings.OSMO_SIM_TASK_SECONDS = 0
+    add_nodes(admin, 1)
+    name = submit(alice, "team", spec("forever", 1, command="[sleep, '1']"))
+    cycle(admin)
+    services.cycle_run(now=timezone.now() + timedelta(days=1))
+    assert workflow(alice, name)["status"] == "RUNNING"
+
+
+def test_groups_are_scheduled_in_dependency_order(admin, alice, team, settings):
+    settings.OSMO_SIM_TASK_SECONDS = 60
+    add_nodes(admin, 1)
+    text = """
+workflow:
+  name: pipeline
+  groups:
+  - name: first
+    tasks: [{name: a, image: x, command: [sleep, '1'], resource: r}]
+  - name: second
+    tasks: [{name: b, image: x, command: [sleep, '1'], resource: r, inputs: [{task: a}]}]
+  resources:
+    r: {gpu: 1}
+"""
+    name = submit(alice, "team", text)
+    cycle(admin)
+    groups = workflow(alice, name)["groups"]
+    assert [(g["status"], g["tasks"][0]["node"]) for g in groups] == [
+        ("RUNNING", "node-0"), ("WAITING", None)]
+    now = timezone.now()
+    # one cycle: a completes first, which releases b, which then binds
+    services.cycle_run(now=now + timedelta(seconds=2))
+    assert [g["status"] for g in workflow(alice, name)["groups"]] == ["COMPLETED", "RUNNING"]
+    services.cycle_run(now=now + timedelta(seconds=10))
+    assert workflow(alice, name)["status"] == "COMPLETED"
+
+
+def test_subpool_delete_drains_then_archives(admin, alice, team):
+    factories.subpool(team, "a", 16)
+    add_nodes(admin, 1)
+    running = submit(alice, "team--a", spec("run", 4))
+    cycle(admin)
+    waiting = submit(alice, "team--a", spec("wait", 8))
+    pool_admin = make_client("pa", "osmo-team-admin")
+    response = pool_admin.delete("/api/configs/pool/team/subpool/a")
+    assert (response.status_code, response.json()["state"]) == (202, "DELETING")
+    assert response.json()["drain"] == {"running_workflows": 1, "gpus_held": 4}
+    assert workflow(alice, waiting)["status"] == "FAILED_CANCELED"
+    sub = Pool.objects.get(name="team--a")
+    assert subpool_archive_if_drained(subpool_id=sub.pk) is False
+    backend = make_client("listener", "osmo-backend")
+    backend.post(f"/api/workflow/{running}/task/t0/status", {"status": "COMPLETED"},
+                 format="json")
+    assert subpool_archive_if_drained(subpool_id=sub.pk) is True
+    assert Pool.objects.get(pk=sub.pk).subpool_state == "ARCHIVED"
+
+
+def test_cancel_releases_gpus_at_once(admin, alice, team):
+    add_nodes(admin, 1)
+    first = submit(alice, "team", spec("first", 8))
+    second = submit(alice, "team", spec("second", 8))
+    cycle(admin)
+    assert workflow(alice, second)["status"] == "PENDING"
+    alice.post(f"/api/workflow/{first}/cancel")
+    assert admin.get("/api/cluster/nodes").json()[0]["gpus_free"] == 8
+    assert cycle(admin)["bound"] == 1
+    assert workflow(alice, second)["status"] == "RUNNING"

@@ -32,3 +32,24 @@ def seed_demo() -> None:
         from osmo.accounts.services import user_ensure
 
         user_ensure(username=user, groups=[group])
+    seed_demo_cluster()
+
+
+def seed_demo_cluster(zones: int = 2, racks: int = 4, nodes_per_rack: int = 4) -> None:
+    """2 zones × 4 racks × 4 nodes × 8 H100 GPUs: 256 GPUs with topology labels."""
+    from scheduler.models import Node
+    from scheduler.services import node_register
+
+    if Node.objects.exists():
+        return
+    for zone in range(zones):
+        for rack in range(racks):
+            for index in range(nodes_per_rack):
+                name = f"dgx-z{zone}-r{rack}-{index}"
+                node_register(name=name, gpus=8, cpu_millis=224_000,
+                              memory_bytes=2 * 1024**4, labels={
+                                  "topology.osmo/zone": f"zone-{zone}",
+                                  "topology.osmo/block": f"zone-{zone}-block-{rack // 2}",
+                                  "topology.osmo/rack": f"zone-{zone}-rack-{rack}",
+                                  "kubernetes.io/hostname": name,
+                                  "nvidia.com/gpu.product": "H100"})

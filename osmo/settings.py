@@ -29,9 +29,9 @@ ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "*").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 # One app list: INSTALLED_APPS and the top-level migrations package are both built from it.
-OSMO_APPS = ["accounts", "pools", "workflows", "scheduler"]
+OSMO_APPS = ["accounts", "pools", "workflows", "scheduler", "dashboard"]
 OSMO_APP_MODULES = {"accounts": "osmo.accounts", "pools": "pools", "workflows": "workflows",
-                    "scheduler": "scheduler"}
+                    "scheduler": "scheduler", "dashboard": "dashboard"}
 MIGRATION_MODULES = {label: f"migrations.{label}" for label in OSMO_APPS}
 
 INSTALLED_APPS = [
@@ -113,7 +113,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/login/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -21,4 +21,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include(api)),
     path("webhooks/", include("scheduler.api.webhook_urls")),
+    path("", include("dashboard.urls")),
 ]

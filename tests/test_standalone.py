@@ -31,19 +31,21 @@ def test_standalone_runs_everything_and_stops_cleanly(tmp_path: Path):
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
     osmo = Path(sys.executable).with_name("osmo")
+    log = tmp_path / "standalone.log"
     process = subprocess.Popen(
         [str(osmo), "standalone", "--port", str(port), "--data-dir", str(tmp_path / "data"),
-         "--demo"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+         "--demo"], stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
     try:
         ready = process.stdout.readline().strip()
         token_line = process.stdout.readline().strip()
-        assert ready == f"OSMO ready: http://127.0.0.1:{port}/"
+        assert ready == f"OSMO ready: http://127.0.0.1:{port}/", log.read_text()[-3000:]
         assert token_line.startswith("token: osmo_")
         token = token_line.removeprefix("token: ")
         descendants = psutil.Process(process.pid).children(recursive=True)
         names = " ".join(" ".join(p.cmdline()) for p in descendants)
         assert "gunicorn" in names and "worker" in names and "beat" in names
         assert "valkey-server" in names or "valkey" in names
+        assert "run_scheduler" in names
 
         assert _get(f"http://127.0.0.1:{port}/api/health") == (
             200, {"status": "ok", "database": "ok", "broker": "ok"})
@@ -51,6 +53,22 @@ def test_standalone_runs_everything_and_stops_cleanly(tmp_path: Path):
         assert status == 200
         team = next(row for row in report["pools"] if row["name"] == "team")
         assert (team["total_quota_gpus"], team["quota_gpus"]) == (100, 10)
+        status, nodes = _get(f"http://127.0.0.1:{port}/api/cluster/nodes", token)
+        assert (len(nodes), sum(n["gpus"] for n in nodes)) == (32, 256)
+        # The scheduler loop runs: a submitted workflow gets bound and runs.
+        spec = ("workflow:\n  name: hello\n  tasks:\n  - {name: main, image: x, "
+                "command: [sleep, '30'], resource: r}\n  resources:\n    r: {gpu: 1}\n")
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/pool/team/workflow", method="POST",
+            data=json.dumps({"file": spec}).encode(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            name = json.loads(response.read())["name"]
+        deadline = time.monotonic() + 30
+        while _get(f"http://127.0.0.1:{port}/api/workflow/{name}", token)[1][
+                "status"] != "RUNNING":
+            assert time.monotonic() < deadline, "the scheduler loop did not bind the workflow"
+            time.sleep(0.5)
         postgres = [p for p in psutil.process_iter(["name", "cmdline"])
                     if p.info["name"] == "postgres"
                     and str(tmp_path / "data") in " ".join(p.info["cmdline"] or [])]

@@ -131,8 +131,9 @@ def main() -> None:
           f"{args.workflows / done_submitting:.1f} submissions/s, failed {len(failures)}")
     print(f"all RUNNING after {all_running:.1f} s ({running} running)")
     if durations:
-        print(f"cycles observed: {len(durations)}; duration median {statistics.median(durations):.0f}"
-              f" ms, max {max(durations):.0f} ms")
+        median = statistics.median(durations)
+        print(f"cycles observed: {len(durations)}; duration median {median:.0f} ms, "
+              f"max {max(durations):.0f} ms")
         print("cycles that bound pods (ms, pods): "
               + ", ".join(f"{d:.0f}/{b}" for d, b in busy[:20]))
     print(f"target (< 60 s to all RUNNING): {'met' if all_running < 60 else 'NOT met'}")

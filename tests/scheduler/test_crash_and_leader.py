@@ -16,8 +16,8 @@ from django.db import connection
 from scheduler import services
 from scheduler.loop import LEADER_LOCK
 from scheduler.models import SchedulerCycle
-from workflows.models import Task
 from tests.scheduler.conftest import add_nodes, cycle, spec, submit
+from workflows.models import Task
 
 ROOT = Path(__file__).resolve().parents[2]
 

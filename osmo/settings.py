@@ -96,10 +96,7 @@ DATABASES = {
         _database_url(), conn_max_age=env_int("OSMO_DB_CONN_MAX_AGE", 60), conn_health_checks=True
     )
 }
-# Server-side parameter binding lets psycopg prepare the statements a process runs repeatedly
-# (the API's hot paths), sparing PostgreSQL a parse and plan per request.
-DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = env_bool(
-    "OSMO_DB_SERVER_SIDE_BINDING", True)
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -56,7 +56,9 @@ class Workflow(models.Model):
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=8, choices=WorkflowKind.choices,
                             default=WorkflowKind.WORKFLOW)
-    pool = models.ForeignKey("pools.Pool", on_delete=models.PROTECT, related_name="workflows")
+    # Indexed by (pool, status) below; pools are never deleted, so no separate FK index.
+    pool = models.ForeignKey("pools.Pool", on_delete=models.PROTECT, related_name="workflows",
+                             db_index=False)
     priority = models.CharField(max_length=6, choices=Priority.choices,
                                 default=Priority.NORMAL)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
@@ -90,7 +92,9 @@ class Workflow(models.Model):
 
 
 class WorkflowGroup(models.Model):
-    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="groups")
+    # The unique (workflow, name) index serves lookups by workflow.
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="groups",
+                                 db_index=False)
     name = models.CharField(max_length=63)
     position = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=20, choices=TaskStatus.choices,
@@ -121,11 +125,14 @@ class WorkflowGroup(models.Model):
 
 
 class Task(models.Model):
-    group = models.ForeignKey(WorkflowGroup, on_delete=models.CASCADE, related_name="tasks")
+    # The unique (group, name) index serves lookups by group.
+    group = models.ForeignKey(WorkflowGroup, on_delete=models.CASCADE, related_name="tasks",
+                              db_index=False)
     # Copied from the workflow at submission (they never change) so usage is a single-table
     # aggregate over the partial index of bound tasks, not a three-table join.
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="tasks")
-    pool = models.ForeignKey("pools.Pool", on_delete=models.PROTECT, related_name="tasks")
+    pool = models.ForeignKey("pools.Pool", on_delete=models.PROTECT, related_name="tasks",
+                             db_index=False)  # read through the partial index below
     priority = models.CharField(max_length=6, choices=Priority.choices)
     name = models.CharField(max_length=63, help_text="`{task}`, or `{task}-{i}` for replicas.")
     spec_task = models.CharField(max_length=63, blank=True, default="")

@@ -58,9 +58,11 @@ def queue_manifests(*, namespace: str, roles: Roles | None = None) -> list[dict[
 
 
 def topology_manifest(*, namespace: str) -> dict[str, Any]:
-    """The cluster Topology. The default levels until the cluster topology is stored
-    (``PUT /api/cluster/topology``); then this is the one place to read it from."""
-    return build_topology(namespace)
+    """The cluster Topology: the levels stored by ``PUT /api/cluster/topology``, else the
+    default ones (the same levels the embedded loop schedules with)."""
+    from scheduler.snapshot import cluster_topology
+
+    return build_topology(namespace, levels=cluster_topology())
 
 
 def desired_cluster_objects(*, namespace: str) -> list[dict[str, Any]]:

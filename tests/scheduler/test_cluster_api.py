@@ -115,3 +115,30 @@ def test_status_and_explain(admin, alice, team):
     assert alice.get(f"/api/workflow/{fits}/explain").json()["groups"][0]["reasons"] == []
     outsider = make_client("outsider", "osmo-x-user")
     assert outsider.get("/api/scheduler/status").json()["pending"] == []
+
+
+@pytest.mark.parametrize("size", [1, 6])
+def test_snapshot_takes_a_fixed_number_of_queries(admin, alice, team, size,
+                                                  django_assert_num_queries):
+    from django.utils import timezone
+
+    from scheduler.snapshot import build_snapshot
+
+    add_nodes(admin, size)
+    for index in range(size):
+        submit(alice, "team", spec(f"w{index}", 1, tasks=2))
+    cycle(admin)
+    for index in range(size):
+        submit(alice, "team", spec(f"p{index}", 8, tasks=3))
+    # nodes, topology, pool tree, gangs, tasks
+    with django_assert_num_queries(5):
+        snapshot, _ = build_snapshot(now=timezone.now())
+    assert len(snapshot.gangs) == 2 * size and len(snapshot.nodes) == size
+
+
+def test_the_kai_topology_follows_the_cluster_topology(admin):
+    levels = [{"alias": "rack", "nodeLabel": "topology.osmo/rack"}]
+    admin.put("/api/cluster/topology", {"levels": levels}, format="json")
+    from scheduler.kai.selectors import topology_manifest
+
+    assert topology_manifest(namespace="osmo")["spec"]["levels"] == levels

@@ -17,10 +17,5 @@ POOL_FAMILY_LOCK = 0x05_0011  # advisory lock class: one key per top-level pool 
 def lock_pool_family(parent_pk: int, *, shared: bool) -> None:
     function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {function}(%s, %s)", [POOL_FAMILY_LOCK, parent_pk])
+        cursor.execute(f"SELECT {function}(%s, %s::int)", [POOL_FAMILY_LOCK, parent_pk])
 
-
-LOCK_SHARED_SQL = (
-    "SELECT p.* FROM pools p, (SELECT pg_advisory_xact_lock_shared(%s, %s)) family "
-    "WHERE p.id = %s FOR SHARE OF p"
-)

@@ -1,45 +1,107 @@
-"""Background jobs for pools: the subpool drain monitor (seed 002, DELETING → ARCHIVED)."""
+"""Background jobs for pools: the subpool drain monitor (seed 002, DELETING → ARCHIVED).
+
+Two tasks, both thin and idempotent: they call `subpool_archive_if_drained`, whose state
+predicate and conditional update make repeated or concurrent runs archive a subpool (and write
+its audit event) exactly once.
+
+- `subpool_drain_check(subpool_id)`: one subpool; retried shortly when its row was held by
+  another transaction (skip_locked) although it looked drained.
+- `drain_check(after_id=0)`: a sweep over every DELETING subpool, one bounded batch per run,
+  re-enqueued until done. Beat runs it every `OSMO_DRAIN_CHECK_INTERVAL` seconds: the safety net
+  for any dispatch lost to a broker outage or a race.
+
+`drain_check_on_commit()` is what services call when a subpool goes DELETING and when a workflow
+in a DELETING subpool ends: with the subpool's id it queues the first task, without one the
+second.
+"""
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import Exists, OuterRef
 
 from .models import Pool, SubpoolState
 
+logger = logging.getLogger(__name__)
+
 DRAIN_BATCH = 100
+# A drained subpool whose row another transaction held (skip_locked) is looked at again soon.
+CONTENDED_RETRY_SECONDS = 2
+
+# Only database trouble is worth retrying; a bug would fail the same way every time.
+_RETRY = {"autoretry_for": (OperationalError, InterfaceError), "retry_backoff": True,
+          "retry_backoff_max": 300, "retry_jitter": True, "max_retries": 5,
+          "acks_late": True, "ignore_result": True}
 
 
-@shared_task(acks_late=True, autoretry_for=(Exception,), retry_backoff=True,
-             retry_backoff_max=300, max_retries=5)
-def drain_check() -> int:
-    """Archive every drained DELETING subpool, a bounded batch at a time; idempotent."""
+def _archive(subpool_ids: list[int]) -> tuple[int, list[int]]:
+    """Archive the drained ones; return (archived count, ids that look drained but were skipped
+    because another transaction held their row)."""
+    from workflows.models import ALIVE_WORKFLOW_STATUSES, Workflow
+
     from .services import subpool_archive_if_drained
 
-    archived = 0
-    last_id = 0
-    while True:
-        ids = list(
-            Pool.objects.filter(subpool_state=SubpoolState.DELETING, pk__gt=last_id)
-            .order_by("pk").values_list("pk", flat=True)[:DRAIN_BATCH]
-        )
-        if not ids:
+    archived = sum(subpool_archive_if_drained(subpool_id=pk) for pk in subpool_ids)
+    if archived == len(subpool_ids):
+        return archived, []
+    alive = Workflow.objects.filter(pool_id=OuterRef("pk"), status__in=ALIVE_WORKFLOW_STATUSES)
+    contended = list(
+        Pool.objects.filter(pk__in=subpool_ids, subpool_state=SubpoolState.DELETING)
+        .exclude(Exists(alive)).values_list("pk", flat=True)
+    )
+    return archived, contended
+
+
+@shared_task(bind=True, **_RETRY)
+def subpool_drain_check(self, subpool_id: int) -> int:
+    """Archive this subpool if it is DELETING and drained."""
+    archived, contended = _archive([subpool_id])
+    if contended:
+        if self.request.retries >= self.max_retries:
+            logger.info("subpool %s still contended; left to the periodic drain check",
+                        subpool_id)
             return archived
-        for pk in ids:
-            archived += subpool_archive_if_drained(subpool_id=pk)
-        last_id = ids[-1]
+        raise self.retry(countdown=CONTENDED_RETRY_SECONDS)
+    return archived
 
 
-def drain_check_on_commit() -> None:
-    """Ask for a drain check once the current transaction commits. A broker outage must not
-    fail the request: the periodic check re-examines every DELETING subpool anyway."""
+@shared_task(bind=True, **_RETRY)
+def drain_check(self, after_id: int = 0) -> int:
+    """Archive the drained DELETING subpools among the next batch (ids above `after_id`)."""
+    ids = list(
+        Pool.objects.filter(subpool_state=SubpoolState.DELETING, pk__gt=after_id)
+        .order_by("pk").values_list("pk", flat=True)[:DRAIN_BATCH]
+    )
+    archived, contended = _archive(ids)
+    for pk in contended:
+        _publish(subpool_drain_check, countdown=CONTENDED_RETRY_SECONDS, subpool_id=pk)
+    if len(ids) == DRAIN_BATCH:  # maybe more: the next batch runs as its own bounded task
+        _publish(drain_check, after_id=ids[-1])
+    return archived
 
-    def dispatch() -> None:
-        try:
-            drain_check.apply_async(retry=False)
-        except Exception:  # noqa: BLE001 - the beat schedule is the safety net
-            import logging
 
-            logging.getLogger(__name__).warning("drain check not queued: broker unavailable")
+def _publish(task, countdown: float | None = None, **kwargs) -> bool:
+    """Queue a task; a broker outage is logged, never raised: the beat sweep re-examines
+    every DELETING subpool, so nothing is lost for good."""
+    try:
+        task.apply_async(kwargs=kwargs, countdown=countdown, retry=False)
+    except Exception:  # noqa: BLE001 - any publish failure means "broker unavailable"
+        logger.warning("%s not queued: broker unavailable", task.name)
+        return False
+    return True
 
-    transaction.on_commit(dispatch)
+
+def drain_check_on_commit(subpool_id: int | None = None) -> None:
+    """Ask for a drain check of one subpool (or, without an id, a sweep of all DELETING ones)
+    once the current transaction commits, so the worker sees the committed state.
+
+    Not `delay_on_commit`: a failing on-commit callback would turn an already committed request
+    into an error, and a broker outage must not fail the API.
+    """
+    if subpool_id is None:
+        transaction.on_commit(lambda: _publish(drain_check))
+    else:
+        transaction.on_commit(lambda: _publish(subpool_drain_check, subpool_id=subpool_id))

@@ -18,9 +18,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from osmo.errors import Conflict, OsmoError
-from pools.locking import LOCK_SHARED_SQL, POOL_FAMILY_LOCK
+from osmo.errors import Conflict, Forbidden, OsmoError
+from pools.locking import POOL_FAMILY_LOCK
 from pools.models import Pool, PoolStatus, SubpoolState
+from pools.selectors import pool_not_found
 from scheduler.kai.podgroups import podgroup_name
 
 from .models import (
@@ -71,11 +72,6 @@ def parse_for_pool(pool: Pool, source, *, set_variables=(), set_string_variables
                                     for path, messages in list(error.errors.items())[:3]),
                         errors={path: list(messages) for path, messages in error.errors.items()}
                         ) from error
-
-
-def _lock_for_share(pk: int, family_pk: int) -> Pool:
-    """The family lock (shared, fairly queued), then the row FOR SHARE, in one round trip."""
-    return next(iter(Pool.objects.raw(LOCK_SHARED_SQL, [POOL_FAMILY_LOCK, family_pk, pk])))
 
 
 def _active_partition(parent: Pool) -> tuple[int, int]:
@@ -196,15 +192,28 @@ def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, s
     return Admission(workflow, groups, tasks, spec)
 
 
-def _locked_target(pool: Pool) -> Pool:
-    """Lock the family (shared) and the pool rows FOR SHARE; the target with its parent."""
-    family = pool.parent.pk if pool.is_subpool else pool.pk
-    parent = _lock_for_share(family, family)
-    if not pool.is_subpool:
-        return parent
-    target = next(iter(Pool.objects.raw("SELECT * FROM pools WHERE id = %s FOR SHARE",
-                                        [pool.pk])))
-    target.parent = parent
+_LOCK_BY_NAME = f"""
+SELECT p.* FROM pools p, LATERAL (SELECT pg_advisory_xact_lock_shared({POOL_FAMILY_LOCK},
+    coalesce((SELECT q.id FROM pools q WHERE q.name = p.parent_pool), p.id)::int)) family
+WHERE p.name = %s FOR SHARE OF p
+"""
+
+
+def _locked_target(pool: Pool | str, roles=None) -> Pool:
+    """The target pool (by row or by name) with its parent, both locked FOR SHARE after the
+    family lock, in one round trip for a top-level pool. By name, `roles` decide visibility:
+    an unknown or archived pool is 404, a known one without access 403."""
+    name = pool if isinstance(pool, str) else pool.name
+    target = next(iter(Pool.objects.raw(_LOCK_BY_NAME, [name])), None)
+    if target is None or target.archived_at is not None:
+        raise pool_not_found(name)
+    if target.is_subpool:
+        target.parent = next(iter(Pool.objects.raw(
+            "SELECT * FROM pools WHERE name = %s FOR SHARE", [target.parent_id])))
+        if target.parent.archived_at is not None:
+            raise pool_not_found(name)
+    if roles is not None and not roles.can_view(target.top_level_name):
+        raise Forbidden(f"You have no role on pool '{target.top_level_name}'.")
     return target
 
 
@@ -215,15 +224,16 @@ def _save(admission: Admission) -> Admission:
     return admission
 
 
-def workflow_submit(*, actor, pool: Pool, source, priority: str | None = None,
-                    set_variables=(), set_string_variables=(), dry_run: bool = False
-                    ) -> Admission:
-    """Admit a workflow into `pool` (top-level or subpool); see the module docstring."""
-    priority = validate_priority(priority)
-    spec = parse_for_pool(pool, source, set_variables=set_variables,
-                          set_string_variables=set_string_variables)
+def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = None,
+                    set_variables=(), set_string_variables=(), dry_run: bool = False,
+                    roles=None) -> Admission:
+    """Admit a workflow into `pool` (a Pool, or a name checked against `roles`: 404/403);
+    see the module docstring."""
     with transaction.atomic():
-        target = _locked_target(pool)
+        target = _locked_target(pool, roles)
+        priority = validate_priority(priority)
+        spec = parse_for_pool(target, source, set_variables=set_variables,
+                              set_string_variables=set_string_variables)
         check_quota(target=target, parent=target.parent if target.is_subpool else target,
                     spec_total=spec.total_gpus, largest_group=spec.max_group_gpus,
                     priority=priority)

@@ -20,6 +20,7 @@ def manifests_for(*, spec: WorkflowSpec, workflow_name: str, pool, priority: str
     groups = build_workflow_manifests(
         spec, workflow_name=workflow_name, namespace=settings.OSMO_NAMESPACE,
         queue=queue_name_for(pool, settings.OSMO_NAMESPACE), priority=priority,
+        scheduler_name=settings.OSMO_SCHEDULER_NAME,
         platforms=settings_pool.platforms or {},
         labels={"osmo.workflow": label_value(workflow_name), "osmo.pool": label_value(pool.name)},
     )

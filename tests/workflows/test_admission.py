@@ -227,3 +227,15 @@ def test_an_accepted_submission_survives_a_broker_outage(team, user, settings):
     response = submit(user, "team", gpu_spec(2))
     assert response.status_code == 201
     assert Workflow.objects.filter(name=response.json()["name"], status="PENDING").exists()
+
+
+def test_the_pool_is_checked_before_the_body(team):
+    stranger = make_client("stranger", "osmo-other-user")
+    member = make_client("member", "osmo-team-user")
+    assert member.post("/api/pool/ghost/workflow", {}, format="json").json()["code"] == (
+        "pool_not_found")
+    assert stranger.post("/api/pool/team/workflow", {}, format="json").json()["code"] == (
+        "forbidden")
+    assert submit(member, "ghost", gpu_spec(1), "URGENT").json()["code"] == "pool_not_found"
+    assert submit(stranger, "team", "workflow: [", "URGENT").json()["code"] == "forbidden"
+    assert submit(member, "team", "workflow: [", "URGENT").json()["code"] == "invalid_request"

@@ -37,6 +37,21 @@ def _string_list(body: dict, key: str) -> list[str]:
     return value
 
 
+def _submission(data) -> tuple[str, list[str], list[str]]:
+    """(spec text, set_variables, set_string_variables) from a JSON or YAML body."""
+    if isinstance(data, str):
+        return data, [], []
+    if not isinstance(data, dict):
+        raise OsmoError("invalid_request", "Send the workflow as JSON {file: ...} or as "
+                                           "application/yaml.")
+    source = data.get("file")
+    if not isinstance(source, str) or not source.strip():
+        raise OsmoError("invalid_spec", "The body needs the workflow YAML in 'file'.",
+                        errors={"file": ["This field is required."]})
+    return (source, _string_list(data, "set_variables"),
+            _string_list(data, "set_string_variables"))
+
+
 class WorkflowSubmitView(APIView):
     parser_classes = [JSONParser, YAMLTextParser, TextYAMLParser, XYAMLParser]
 
@@ -48,28 +63,23 @@ class WorkflowSubmitView(APIView):
         summary="Submit a workflow to a pool or subpool (admission against quota)")
     def post(self, request, pool: str):
         roles = roles_for(request.user)
-        target = pool_selectors.pool_get_for_write(name=pool, roles=roles)
-        if isinstance(request.data, str):
-            source, set_variables, set_string_variables = request.data, [], []
-        elif isinstance(request.data, dict):
-            source = request.data.get("file")
-            if not isinstance(source, str) or not source.strip():
-                raise OsmoError("invalid_spec", "The body needs the workflow YAML in 'file'.",
-                                errors={"file": ["This field is required."]})
-            set_variables = _string_list(request.data, "set_variables")
-            set_string_variables = _string_list(request.data, "set_string_variables")
-        else:
-            raise OsmoError("invalid_request", "Send the workflow as JSON {file: ...} or as "
-                                               "application/yaml.")
-        dry_run = _flag(request, "dry_run")
+        try:
+            source, set_variables, set_string_variables = _submission(request.data)
+            dry_run = _flag(request, "dry_run")
+        except OsmoError:
+            # The pool's 404/403 come first (API.md order); the lookup is only paid here,
+            # admission itself looks the pool up and locks it in one statement.
+            pool_selectors.pool_get_for_write(name=pool, roles=roles)
+            raise
         result = admission.workflow_submit(
-            actor=request.user, pool=target, source=source,
+            actor=request.user, pool=pool, roles=roles, source=source,
             priority=request.query_params.get("priority"), set_variables=set_variables,
             set_string_variables=set_string_variables, dry_run=dry_run)
         body = s.workflow_object(result.workflow, groups=result.groups, tasks=result.tasks)
         if dry_run:
             manifests = manifests_for(spec=result.spec, workflow_name=result.workflow.name,
-                                      pool=target, priority=result.workflow.priority)
+                                      pool=result.workflow.pool,
+                                      priority=result.workflow.priority)
             return Response({"workflow": body, "manifests": manifests})
         return Response(body, status=status.HTTP_201_CREATED)
 

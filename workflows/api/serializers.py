@@ -46,7 +46,13 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None) -> dict:
 
 
 class SubmitSerializer(serializers.Serializer):
-    file = serializers.CharField(help_text="The workflow YAML text.")
+    file = serializers.CharField(help_text=(
+        "The OSMO workflow spec (v2) as YAML text; templated specs are rendered with their "
+        "default-values and the variables below. Scheduling extensions per group: a "
+        "`scheduling:` block with minMember, minSubGroup, subGroups [{name, parent, minMember, "
+        "minSubGroup, topologyConstraint}] and topologyConstraint {requiredTopologyLevel, "
+        "preferredTopologyLevel}; per task: replicas and subGroup (workflows/spec/EXTENSIONS.md)."
+    ))
     set_variables = serializers.ListField(child=serializers.CharField(), required=False,
                                           help_text="k=v pairs; values parsed as YAML scalars.")
     set_string_variables = serializers.ListField(child=serializers.CharField(), required=False,

@@ -6,6 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# One topology-constraint type for workflow specs and grouped workloads.
+from workflows.spec.model import TopologySpec
+
 QUEUE_LABEL = "kai.scheduler/queue"
 PRIORITY_LABEL = "priorityClassName"
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
@@ -47,23 +50,6 @@ class SubGroupMeta:
 
 
 @dataclass(frozen=True)
-class TopologyMeta:
-    topology: str | None = None
-    required: str | None = None
-    preferred: str | None = None
-
-    def as_spec(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        if self.preferred:
-            out["preferredTopologyLevel"] = self.preferred
-        if self.required:
-            out["requiredTopologyLevel"] = self.required
-        if self.topology:
-            out["topology"] = self.topology
-        return out
-
-
-@dataclass(frozen=True)
 class OwnerRef:
     api_version: str
     kind: str
@@ -96,5 +82,5 @@ class PodGroupMeta:
     subgroup: str | None = None
     queue: str | None = None
     preemptibility: str | None = None
-    topology: TopologyMeta | None = None
+    topology: TopologySpec | None = None
     labels: Mapping[str, str] = field(default_factory=dict)

@@ -79,7 +79,7 @@ from .model import (
     TOPOLOGY_ANNOTATION,
     TRAIN,
     PodGroupMeta,
-    TopologyMeta,
+    TopologySpec,
     WorkloadError,
 )
 from .owners import Lookup, controller_ref, group_kind, index_lookup, owner_chain
@@ -136,7 +136,7 @@ def _preemptibility_label(*objects: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _topology(*objects: Mapping[str, Any]) -> TopologyMeta | None:
+def _topology(*objects: Mapping[str, Any]) -> TopologySpec | None:
     keys = (TOPOLOGY_ANNOTATION, REQUIRED_PLACEMENT_ANNOTATION, PREFERRED_PLACEMENT_ANNOTATION)
     for obj in objects:
         annotations = annotations_of(obj)
@@ -144,9 +144,10 @@ def _topology(*objects: Mapping[str, Any]) -> TopologyMeta | None:
             if not (annotations.get(REQUIRED_PLACEMENT_ANNOTATION)
                     or annotations.get(PREFERRED_PLACEMENT_ANNOTATION)):
                 return None  # a Topology name alone constrains nothing
-            return TopologyMeta(topology=annotations.get(TOPOLOGY_ANNOTATION) or None,
-                                required=annotations.get(REQUIRED_PLACEMENT_ANNOTATION) or None,
-                                preferred=annotations.get(PREFERRED_PLACEMENT_ANNOTATION)
+            return TopologySpec(topology=annotations.get(TOPOLOGY_ANNOTATION) or None,
+                                required_level=annotations.get(REQUIRED_PLACEMENT_ANNOTATION)
+                                or None,
+                                preferred_level=annotations.get(PREFERRED_PLACEMENT_ANNOTATION)
                                 or None)
     return None
 
@@ -402,7 +403,7 @@ class _Builder:
         if meta.subgroups:
             spec["subGroups"] = [subgroup.as_spec() for subgroup in meta.subgroups]
         if meta.topology is not None:
-            spec["topologyConstraint"] = meta.topology.as_spec()
+            spec["topologyConstraint"] = meta.topology.to_manifest()
         podgroup = {
             "apiVersion": PODGROUP_API_VERSION,
             "kind": PODGROUP_KIND,

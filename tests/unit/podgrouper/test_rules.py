@@ -149,7 +149,7 @@ def test_pod_annotations_give_the_topology_when_the_owner_has_none() -> None:
     owner = obj("example.com/v1", "Thing", "t", {})
     pod = obj("v1", "Pod", "p", pod_spec(), owner=owner,
               annotations={"kai.scheduler/topology-preferred-placement": "rack"})
-    assert group_pod(pod, [owner]).topology.as_spec() == {"preferredTopologyLevel": "rack"}
+    assert group_pod(pod, [owner]).topology.to_manifest() == {"preferredTopologyLevel": "rack"}
 
 
 def test_unknown_topology_level_is_an_invalid_podgroup() -> None:

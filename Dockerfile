@@ -7,6 +7,7 @@ COPY osmo osmo
 COPY pools pools
 COPY workflows workflows
 COPY scheduler scheduler
+COPY dashboard dashboard
 COPY migrations migrations
 COPY templates templates
 COPY manage.py ./

@@ -9,13 +9,19 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-.PHONY: install standalone test lint benchmarks
+.PHONY: install browser standalone test lint benchmarks
 install: $(BIN)/.installed
+
+# The dashboard's browser tests drive Debian's Chromium (never a downloaded browser).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  else echo "chromium is missing: install Debian's chromium to run the browser tests"; fi; }
 
 standalone: install
 	$(BIN)/osmo standalone --demo
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest
 
 lint: install

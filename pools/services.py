@@ -285,7 +285,7 @@ def subpool_update(*, actor, subpool: Pool, quota_gpus: Any) -> Pool:
         subpool.save(update_fields=["quota_gpus", "updated_at"])
         _audit(subpool, "subpool_quota_changed", actor, before, pool_snapshot(subpool))
         _queues_changed()
-        return subpool
+    return subpool
 
 
 @transaction.atomic

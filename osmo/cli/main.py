@@ -1,4 +1,5 @@
-"""The `osmo` command line."""
+"""The `osmo` command line: `osmo standalone` runs the service; the other commands talk to a
+running one over its REST API (`osmo login` first, or OSMO_URL and OSMO_TOKEN)."""
 
 from __future__ import annotations
 
@@ -6,26 +7,50 @@ import argparse
 import os
 import sys
 
+from .errors import EXIT_CODES_HELP, CliError
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="osmo", description="OSMO GPU platform")
+    from . import common, login, pool, workflow
+
+    parser = argparse.ArgumentParser(prog="osmo", description="OSMO GPU platform",
+                                     epilog=EXIT_CODES_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default=None,
+                        help="the stored login profile to use (default: the last one)")
+    common.add_format_option(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", required=True)
 
     from osmo import standalone
 
     standalone.build_parser(commands.add_parser(
         "standalone", help="Run everything (database, broker, web, worker, beat, scheduler)."))
+    login.build_parser(commands.add_parser(
+        "login", help="Check a token against a server and store it as a profile."))
+    pool.build_parser(commands.add_parser(
+        "pool", help="Pools and subpools: list quota and usage, manage subpools."))
+    workflow.build_parser(commands.add_parser(
+        "workflow", help="Submit, list, inspect and cancel workflows."))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # usage errors (2) and --help (0) as a return code
+        return exit_.code if isinstance(exit_.code, int) else 2
     if args.command == "standalone":
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
         from osmo.standalone import Standalone
 
         return Standalone(args).run()
-    return 2
+    try:
+        return args.handler(args)
+    except CliError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

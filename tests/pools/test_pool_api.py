@@ -452,3 +452,12 @@ def test_list_endpoints_use_a_fixed_number_of_queries(admin_client, django_asser
         assert len(admin_client.get("/api/configs/pool").json()) == parents
     with django_assert_num_queries(5):  # + the parent's lookup
         assert len(admin_client.get("/api/configs/pool/p0/subpool").json()) == 3
+
+
+def test_an_unchanged_subpool_quota_is_a_no_op(team_admin, team):
+    factories.subpool(team, "a", 30)
+    before = db_state()
+    response = team_admin.put("/api/configs/pool/team/subpool/a", {"quota_gpus": 30},
+                              format="json")
+    assert (response.status_code, response.json()["quota_gpus"]) == (200, 30)
+    assert db_state() == before  # no audit event for a change that changes nothing

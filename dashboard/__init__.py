@@ -1,0 +1,1 @@
+"""The web dashboard: server-rendered pages over the pool tree, workflows and the cluster."""

@@ -1,0 +1,481 @@
+"""Reads for the dashboard: plain data for the templates, from a fixed number of queries.
+
+Quota figures come from `pools.selectors.pool_tree` and the arithmetic of `pools.quota`, the same
+as the REST API's, so a page and `GET /api/pool_quota` never disagree.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Q, Sum
+
+from osmo.accounts.roles import Roles
+from pools import quota
+from pools.models import SUBPOOL_DELIMITER, Pool, SubpoolState
+from pools.selectors import pool_history, pool_not_found, pool_tree
+from workflows.models import ALIVE_WORKFLOW_STATUSES, Priority, Workflow, WorkflowStatus
+from workflows.selectors import gpu_holding_tasks
+
+WORKFLOW_ROWS = 50  # per table on a pool page; the page says how many more there are
+HISTORY_ROWS = 50
+
+
+# --- bars ------------------------------------------------------------------------------------
+
+def _pct(part: int, whole: int) -> str:
+    """A CSS width; a string with a dot whatever the locale."""
+    return f"{max(part, 0) * 100 / whole:.2f}" if whole > 0 else "0"
+
+
+@dataclass(frozen=True)
+class Bar:
+    """Usage against a quota: HIGH/NORMAL GPUs, then LOW GPUs apart. The bar spans the larger of
+    the quota and the usage, so over-quota usage shows past the quota mark."""
+
+    quota: int
+    used: int
+    low: int
+
+    @property
+    def scale(self) -> int:
+        return max(self.quota, self.used + self.low, 1)
+
+    @property
+    def used_pct(self) -> str:
+        return _pct(self.used, self.scale)
+
+    @property
+    def low_pct(self) -> str:
+        return _pct(self.low, self.scale)
+
+    @property
+    def quota_pct(self) -> str:
+        return _pct(self.quota, self.scale)
+
+    @property
+    def over_quota(self) -> bool:
+        return self.used > self.quota
+
+    @property
+    def label(self) -> str:
+        text = f"{self.used} of {self.quota} GPUs used at HIGH/NORMAL priority"
+        if self.low:
+            text += f", plus {self.low} at LOW priority"
+        if self.over_quota:
+            text += f"; {self.used - self.quota} over quota"
+        return text
+
+
+# --- the pool tree ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SubpoolView:
+    name: str  # short name
+    canonical_name: str
+    parent: str
+    state: str
+    quota_gpus: int  # effective: 0 unless ACTIVE
+    configured_quota_gpus: int
+    used_gpus: int
+    low_gpus: int
+    available_gpus: int
+    running_workflows: int
+
+    @property
+    def total_usage_gpus(self) -> int:
+        return self.used_gpus + self.low_gpus
+
+    @property
+    def bar(self) -> Bar:
+        return Bar(self.quota_gpus, self.used_gpus, self.low_gpus)
+
+    @property
+    def draining(self) -> bool:
+        return self.state == SubpoolState.DELETING
+
+    @property
+    def gpus_held(self) -> int:
+        return self.total_usage_gpus
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One slice of a parent's quota: a subpool's guarantee or the unallocated share."""
+
+    label: str
+    gpus: int
+    pct: str
+    unallocated: bool = False
+
+
+@dataclass
+class ParentView:
+    name: str
+    status: str
+    description: str
+    total_quota_gpus: int
+    unallocated_gpus: int
+    used_gpus: int
+    low_gpus: int
+    available_gpus: int
+    can_admin: bool
+    subpools: list[SubpoolView] = field(default_factory=list)  # ACTIVE and DELETING
+    archived: list[SubpoolView] = field(default_factory=list)
+
+    @property
+    def bar(self) -> Bar:
+        return Bar(self.unallocated_gpus, self.used_gpus, self.low_gpus)
+
+    @property
+    def allocation(self) -> list[Segment]:
+        """How the parent's quota is split: ACTIVE subpools, then the unallocated share."""
+        whole = max(self.total_quota_gpus, 1)
+        segments = [Segment(s.name, s.quota_gpus, _pct(s.quota_gpus, whole))
+                    for s in self.subpools if s.state == SubpoolState.ACTIVE]
+        segments.append(Segment("unallocated", self.unallocated_gpus,
+                                _pct(self.unallocated_gpus, whole), unallocated=True))
+        return segments
+
+    @property
+    def all_used_gpus(self) -> int:
+        return self.used_gpus + sum(s.used_gpus for s in self.subpools + self.archived)
+
+    @property
+    def all_low_gpus(self) -> int:
+        return self.low_gpus + sum(s.low_gpus for s in self.subpools + self.archived)
+
+
+def _subpool_view(subpool, usage: quota.Usage) -> SubpoolView:
+    effective = quota.effective_quota(subpool.subpool_state, subpool.quota_gpus)
+    return SubpoolView(
+        name=subpool.subpool_name, canonical_name=subpool.name, parent=subpool.parent_id,
+        state=subpool.subpool_state, quota_gpus=effective,
+        configured_quota_gpus=subpool.quota_gpus, used_gpus=usage.used_gpus,
+        low_gpus=usage.total_usage_gpus - usage.used_gpus,
+        available_gpus=quota.available(effective, usage.used_gpus),
+        running_workflows=usage.running_workflows,
+    )
+
+
+def _parent_views(tree, roles: Roles) -> list[ParentView]:
+    parents = []
+    for parent in tree.parents:
+        subpools = tree.subpools.get(parent.name, [])
+        own = tree.usage_of(parent)
+        unallocated = quota.unallocated(parent.quota_gpus,
+                                        [(s.subpool_state, s.quota_gpus) for s in subpools])
+        view = ParentView(
+            name=parent.name, status=parent.status, description=parent.description,
+            total_quota_gpus=parent.quota_gpus, unallocated_gpus=unallocated,
+            used_gpus=own.used_gpus, low_gpus=own.total_usage_gpus - own.used_gpus,
+            available_gpus=quota.available(unallocated, own.used_gpus),
+            can_admin=roles.can_admin(parent.name),
+        )
+        for subpool in subpools:
+            row = _subpool_view(subpool, tree.usage_of(subpool))
+            (view.archived if row.state == SubpoolState.ARCHIVED else view.subpools).append(row)
+        parents.append(view)
+    return parents
+
+
+@dataclass
+class Hierarchy:
+    parents: list[ParentView]
+
+    @property
+    def total_quota_gpus(self) -> int:
+        return sum(p.total_quota_gpus for p in self.parents)
+
+    @property
+    def used_gpus(self) -> int:
+        return sum(p.all_used_gpus for p in self.parents)
+
+    @property
+    def low_gpus(self) -> int:
+        return sum(p.all_low_gpus for p in self.parents)
+
+
+def pool_hierarchy(*, roles: Roles) -> Hierarchy:
+    """Every visible top-level pool with its subpools: two queries whatever the size."""
+    return Hierarchy(_parent_views(pool_tree(roles=roles), roles))
+
+
+# --- one pool --------------------------------------------------------------------------------
+
+@dataclass
+class PoolPage:
+    pool: Pool  # the page's pool (top-level or subpool)
+    parent: ParentView
+    subpool: SubpoolView | None  # set on a subpool's page
+
+    @property
+    def name(self) -> str:
+        return self.pool.name
+
+    @property
+    def can_admin(self) -> bool:
+        return self.parent.can_admin
+
+
+def pool_page(*, roles: Roles, name: str) -> PoolPage:
+    """A visible pool with its family's figures (two queries), else 404 `pool_not_found`."""
+    top_level_name = name.split(SUBPOOL_DELIMITER, 1)[0]
+    tree = pool_tree(roles=roles, only=top_level_name)
+    parent = next((p for p in tree.parents if p.name == top_level_name), None)
+    if parent is None:
+        raise pool_not_found(name)
+    parent_view = _parent_views(tree, roles)[0]
+    if name == top_level_name:
+        return PoolPage(pool=parent, parent=parent_view, subpool=None)
+    subpool = next((s for s in tree.subpools.get(parent.name, []) if s.name == name), None)
+    if subpool is None:
+        raise pool_not_found(name)
+    return PoolPage(pool=subpool, parent=parent_view,
+                    subpool=_subpool_view(subpool, tree.usage_of(subpool)))
+
+
+@dataclass
+class PoolWorkflows:
+    running: list
+    pending: list
+    running_count: int
+    pending_count: int
+
+
+def pool_workflows(page: PoolPage, *, limit: int = WORKFLOW_ROWS) -> PoolWorkflows:
+    """Running and pending workflows of the pool (a parent's include its subpools'): three
+    queries."""
+    if page.subpool is not None:
+        pool_filter = Q(pool_id=page.pool.pk)
+    else:
+        pool_filter = Q(pool_id=page.pool.pk) | Q(pool__parent_id=page.pool.name)
+    alive = Workflow.objects.filter(pool_filter, status__in=ALIVE_WORKFLOW_STATUSES)
+    counts = alive.aggregate(
+        running=Count("pk", filter=Q(status=WorkflowStatus.RUNNING)),
+        pending=Count("pk", filter=Q(status=WorkflowStatus.PENDING)),
+    )
+    rows = alive.select_related("pool", "user")
+    running = list(rows.filter(status=WorkflowStatus.RUNNING)
+                   .order_by("-started_at", "-submitted_at", "-id")[:limit])
+    pending = list(rows.filter(status=WorkflowStatus.PENDING)
+                   .order_by("submitted_at", "id")[:limit])  # queue order: oldest first
+    return PoolWorkflows(running, pending, counts["running"], counts["pending"])
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    at: Any
+    pool: str
+    actor: str | None
+    action: str
+    change: str
+
+
+def describe_change(before: dict | None, after: dict | None) -> str:
+    """`quota_gpus: 30 → 20; state: ACTIVE → DELETING` from two audit snapshots."""
+    before, after = before or {}, after or {}
+    parts = []
+    for key in sorted(set(before) | set(after)):
+        if key in ("name", "subpool_name"):  # the Pool column already says it
+            continue
+        old, new = before.get(key), after.get(key)
+        if old == new:
+            continue
+        if key not in before:
+            parts.append(f"{key}: {_short(new)}")
+        else:
+            parts.append(f"{key}: {_short(old)} → {_short(new)}")
+    return "; ".join(parts)
+
+
+def _short(value: Any) -> str:
+    text = "—" if value is None or value == "" else str(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def pool_events(page: PoolPage, *, limit: int = HISTORY_ROWS) -> list[HistoryRow]:
+    events = pool_history(pool=page.pool)[:limit]
+    return [HistoryRow(e.at, e.pool.name, e.actor_name, e.action,
+                       describe_change(e.before, e.after)) for e in events]
+
+
+# --- the cluster -----------------------------------------------------------------------------
+
+ZONE_LABEL = "topology.osmo/zone"
+RACK_LABEL = "topology.osmo/rack"
+NO_LABEL = "(none)"
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    name: str
+    gpus: int
+    used_by_priority: dict[str, int]  # HIGH / NORMAL / LOW → GPUs held
+    schedulable: bool = True
+
+    @property
+    def used_gpus(self) -> int:
+        return sum(self.used_by_priority.values())
+
+    @property
+    def free_gpus(self) -> int:
+        return max(self.gpus - self.used_gpus, 0)
+
+    @property
+    def segments(self) -> list[Segment]:
+        """GPUs held per priority as slices of the node (for its bar)."""
+        whole = max(self.gpus, self.used_gpus, 1)
+        return [Segment(p, self.used_by_priority.get(p, 0),
+                        _pct(self.used_by_priority.get(p, 0), whole))
+                for p in Priority.values]
+
+    @property
+    def label(self) -> str:
+        held = ", ".join(f"{s.gpus} {s.label}" for s in self.segments if s.gpus)
+        return f"{self.used_gpus} of {self.gpus} GPUs used" + (f" ({held})" if held else "")
+
+
+@dataclass
+class RackGroup:
+    name: str
+    nodes: list[NodeRow] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    @property
+    def free_gpus(self) -> int:
+        return sum(n.free_gpus for n in self.nodes)
+
+
+@dataclass
+class ZoneGroup:
+    name: str
+    racks: list[RackGroup] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> int:
+        return sum(r.gpus for r in self.racks)
+
+    @property
+    def free_gpus(self) -> int:
+        return sum(r.free_gpus for r in self.racks)
+
+
+QUEUE_FIGURES = ("deserved_gpus", "fair_share_gpus", "allocated_gpus",
+                 "allocated_non_preemptible_gpus", "requested_gpus")
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    name: str
+    parent: str | None
+    deserved_gpus: int = 0
+    fair_share_gpus: int = 0
+    allocated_gpus: int = 0
+    allocated_non_preemptible_gpus: int = 0
+    requested_gpus: int = 0
+
+
+@dataclass(frozen=True)
+class PendingGang:
+    podgroup: str
+    workflow: str | None
+    reasons: list[dict]  # [{code, message, ...}] as the scheduler explains them
+
+
+@dataclass
+class ClusterOverview:
+    zones: list[ZoneGroup] = field(default_factory=list)
+    queues: list[QueueRow] = field(default_factory=list)
+    pending: list[PendingGang] = field(default_factory=list)
+    last_cycle: dict | None = None
+
+    @property
+    def nodes(self) -> list[NodeRow]:
+        return [n for z in self.zones for r in z.racks for n in r.nodes]
+
+    @property
+    def gpus(self) -> int:
+        return sum(z.gpus for z in self.zones)
+
+    @property
+    def free_gpus(self) -> int:
+        return sum(z.free_gpus for z in self.zones)
+
+    @property
+    def used_by_priority(self) -> dict[str, int]:
+        totals = {p: 0 for p in Priority.values}
+        for node in self.nodes:
+            for priority, gpus in node.used_by_priority.items():
+                totals[priority] = totals.get(priority, 0) + gpus
+        return totals
+
+
+def _node_model():
+    """The embedded cluster's Node model, once the scheduler app has one."""
+    try:
+        from scheduler import models
+    except ImportError:
+        return None
+    return getattr(models, "Node", None)
+
+
+def _scheduler_status(roles: Roles | None, user) -> dict:
+    """The body of `GET /api/scheduler/status` (API.md); pending gangs limited to what the
+    caller may see (None: everything, for trusted callers)."""
+    try:
+        from scheduler.selectors import scheduler_status
+    except ImportError:
+        return {}
+    if roles is None:
+        roles = Roles(None, True, False, (), ())
+    return scheduler_status(roles=roles, user=user) or {}
+
+
+def group_nodes(nodes: list[tuple[NodeRow, dict]]) -> list[ZoneGroup]:
+    """Nodes (with their labels) grouped by zone, then rack; names sorted, unlabelled last."""
+    tree: dict[str, dict[str, list[NodeRow]]] = defaultdict(lambda: defaultdict(list))
+    for node, labels in nodes:
+        tree[labels.get(ZONE_LABEL) or NO_LABEL][labels.get(RACK_LABEL) or NO_LABEL].append(node)
+
+    def order(name: str) -> tuple[bool, str]:
+        return name == NO_LABEL, name
+
+    return [ZoneGroup(zone, [RackGroup(rack, sorted(racks[rack], key=lambda n: n.name))
+                             for rack in sorted(racks, key=order)])
+            for zone, racks in sorted(tree.items(), key=lambda item: order(item[0]))]
+
+
+def cluster_overview(*, roles: Roles | None = None, user=None) -> ClusterOverview:
+    """Nodes by zone and rack with GPUs used per priority, the queues' shares and the pending
+    gangs with the scheduler's reasons: three to four queries. Empty without a Node model."""
+    node_model = _node_model()
+    if node_model is None:
+        return ClusterOverview()
+    held: dict[str, dict[str, int]] = defaultdict(dict)
+    for node_name, priority, gpus in (
+        gpu_holding_tasks().exclude(node_name="").values_list("node_name", "priority")
+        .annotate(gpus=Sum("gpus")).order_by()
+    ):
+        held[node_name][priority] = gpus
+    nodes = []
+    for node in node_model.objects.order_by("name"):
+        labels = getattr(node, "labels", None) or {}
+        nodes.append((NodeRow(name=node.name, gpus=int(getattr(node, "gpus", 0) or 0),
+                              used_by_priority=held.get(node.name, {}),
+                              schedulable=bool(getattr(node, "schedulable", True))), labels))
+    status = _scheduler_status(roles, user)
+    return ClusterOverview(
+        zones=group_nodes(nodes),
+        queues=[QueueRow(name=q.get("name", ""), parent=q.get("parent"),
+                         **{f: int(q.get(f) or 0) for f in QUEUE_FIGURES})
+                for q in status.get("queues", [])],
+        pending=[PendingGang(p.get("podgroup", ""), p.get("workflow"), p.get("reasons", []))
+                 for p in status.get("pending", [])],
+        last_cycle=status.get("last_cycle"),
+    )

@@ -1,0 +1,27 @@
+"""Dashboard routes, mounted at the site root (after /admin/, /api/ and /webhooks/)."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from . import views
+from .forms import TokenLoginForm
+
+app_name = "dashboard"
+urlpatterns = [
+    path("", views.pools, name="pools"),
+    path("fragment/pools/", views.pools_fragment, name="pools-fragment"),
+    path("login/", auth_views.LoginView.as_view(
+        template_name="dashboard/login.html", redirect_authenticated_user=True, next_page="/",
+        extra_context={"token_form": TokenLoginForm(auto_id="token-%s")}), name="login"),
+    path("login/token/", views.token_login, name="token-login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="/login/"), name="logout"),
+    path("pools/<str:name>/", views.pool, name="pool"),
+    path("pools/<str:name>/fragment/", views.pool_fragment, name="pool-fragment"),
+    path("pools/<str:name>/subpools/new/", views.subpool_create, name="subpool-create"),
+    path("pools/<str:name>/subpools/<str:subpool>/quota/", views.subpool_quota,
+         name="subpool-quota"),
+    path("pools/<str:name>/subpools/<str:subpool>/delete/", views.subpool_delete,
+         name="subpool-delete"),
+    path("cluster/", views.cluster, name="cluster"),
+    path("cluster/fragment/", views.cluster_fragment, name="cluster-fragment"),
+]

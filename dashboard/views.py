@@ -1,0 +1,233 @@
+"""Dashboard pages: shape and permissions only; reads from dashboard.selectors, writes through
+the forms (which call pools.services).
+
+Every page has a fragment twin (`.../fragment/`) with its live figures, which the page's script
+re-fetches every few seconds; without JavaScript the pages are complete, just not live.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login as auth_login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods
+
+from osmo.accounts.roles import roles_for
+from osmo.errors import NotFound
+from pools import quota
+from pools import selectors as pool_selectors
+from pools.models import SubpoolState
+
+from . import forms
+from . import selectors as dash
+
+REFRESH_SECONDS = 5
+
+
+def _error(request, status: int, title: str, message: str):
+    return render(request, "dashboard/error.html", {"title": title, "message": message},
+                  status=status)
+
+
+def _not_found(request, error: NotFound):
+    return _error(request, 404, "Not found", error.detail)
+
+
+def _forbidden(request, pool_name: str):
+    return _error(request, 403, "Not allowed",
+                  f"Only admins of pool '{pool_name}' (osmo-{pool_name}-admin) can manage its "
+                  f"subpools.")
+
+
+def _pool_url(name: str) -> str:
+    return reverse("dashboard:pool", args=[name])
+
+
+# --- signing in with a token ------------------------------------------------------------------
+
+@require_http_methods(["POST"])
+def token_login(request):
+    form = forms.TokenLoginForm(request.POST)
+    next_url = request.POST.get("next") or ""
+    if form.is_valid():
+        auth_login(request, form.get_user(),
+                   backend="django.contrib.auth.backends.ModelBackend")
+        safe = url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()},
+                                               require_https=request.is_secure())
+        return redirect(next_url if safe else reverse("dashboard:pools"))
+    return render(request, "dashboard/login.html",
+                  {"form": AuthenticationForm(request), "token_form": form, "next": next_url},
+                  status=400)
+
+
+# --- the pool tree ---------------------------------------------------------------------------
+
+@login_required
+@require_GET
+def pools(request):
+    hierarchy = dash.pool_hierarchy(roles=roles_for(request.user))
+    return render(request, "dashboard/pools.html",
+                  {"hierarchy": hierarchy, "refresh_seconds": REFRESH_SECONDS})
+
+
+@login_required
+@require_GET
+def pools_fragment(request):
+    hierarchy = dash.pool_hierarchy(roles=roles_for(request.user))
+    return render(request, "dashboard/_pool_tree.html", {"hierarchy": hierarchy})
+
+
+# --- one pool --------------------------------------------------------------------------------
+
+def _page_context(request, name: str) -> dict:
+    page = dash.pool_page(roles=roles_for(request.user), name=name)
+    return {"page": page, "parent": page.parent, "subpool": page.subpool,
+            "workflows": dash.pool_workflows(page)}
+
+
+@login_required
+@require_GET
+def pool(request, name: str):
+    try:
+        context = _page_context(request, name)
+    except NotFound as error:
+        return _not_found(request, error)
+    context.update(history=dash.pool_events(context["page"]), refresh_seconds=REFRESH_SECONDS)
+    if context["page"].can_admin:
+        context["create_form"] = forms.SubpoolCreateForm(auto_id="create-%s")
+    return render(request, "dashboard/pool.html", context)
+
+
+@login_required
+@require_GET
+def pool_fragment(request, name: str):
+    try:
+        context = _page_context(request, name)
+    except NotFound as error:
+        return _not_found(request, error)
+    return render(request, "dashboard/_pool_live.html", context)
+
+
+# --- admin forms -----------------------------------------------------------------------------
+
+def _admin_parent(request, name: str):
+    """(parent, None) for a pool admin, else (None, error response): 404 for a pool the user
+    cannot see, 403 for one they may only use."""
+    roles = roles_for(request.user)
+    try:
+        parent = pool_selectors.pool_get(name=name, roles=roles)
+    except NotFound as error:
+        return None, _not_found(request, error)
+    if parent.is_subpool:
+        return None, _error(request, 404, "Not found",
+                            f"'{name}' is a subpool; subpools cannot have subpools.")
+    if not roles.can_admin(parent.name):
+        return None, _forbidden(request, parent.name)
+    return parent, None
+
+
+def _admin_subpool(request, name: str, subpool_name: str):
+    parent, refused = _admin_parent(request, name)
+    if refused:
+        return None, refused
+    try:
+        return pool_selectors.subpool_get(parent=parent, subpool_name=subpool_name), None
+    except NotFound as error:
+        return None, _not_found(request, error)
+
+
+def _posted(request):
+    """The form data of a POST (even an empty one: a confirmation has no fields)."""
+    return request.POST if request.method == "POST" else None
+
+
+def _form_page(request, template: str, context: dict, status: int = 200):
+    return render(request, template, context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def subpool_create(request, name: str):
+    parent, refused = _admin_parent(request, name)
+    if refused:
+        return refused
+    form = forms.SubpoolCreateForm(_posted(request))
+    if request.method == "POST" and form.is_valid():
+        result = form.save(actor=request.user, parent=parent)
+        if result is not None:
+            subpool, created = result
+            verb = "created" if created else "reactivated"
+            messages.success(request, f"Subpool {subpool.name} {verb} with "
+                                      f"{subpool.quota_gpus} GPUs.")
+            return redirect(_pool_url(parent.name))
+    status = form.status_code if request.method == "POST" else 200
+    return _form_page(request, "dashboard/subpool_form.html",
+                      {"form": form, "parent_name": parent.name, "title": "Create a subpool",
+                       "action": reverse("dashboard:subpool-create", args=[parent.name]),
+                       "submit_label": "Create subpool"}, status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def subpool_quota(request, name: str, subpool: str):
+    target, refused = _admin_subpool(request, name, subpool)
+    if refused:
+        return refused
+    form = forms.SubpoolQuotaForm(_posted(request),
+                                  initial={"quota_gpus": target.quota_gpus})
+    if request.method == "POST" and form.is_valid():
+        if form.save(actor=request.user, subpool=target):
+            messages.success(request, f"Subpool {target.name} now has "
+                                      f"{form.cleaned_data['quota_gpus']} GPUs.")
+            return redirect(_pool_url(target.parent_id))
+    status = form.status_code if request.method == "POST" else 200
+    return _form_page(request, "dashboard/subpool_form.html",
+                      {"form": form, "parent_name": target.parent_id, "subpool": target,
+                       "title": f"Change the quota of {target.name}",
+                       "action": reverse("dashboard:subpool-quota", args=[name, subpool]),
+                       "submit_label": "Change quota"}, status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def subpool_delete(request, name: str, subpool: str):
+    target, refused = _admin_subpool(request, name, subpool)
+    if refused:
+        return refused
+    form = forms.SubpoolDeleteForm(_posted(request))
+    usage = pool_selectors.usage_by_pool([target.pk]).get(target.pk, quota.Usage())
+    if request.method == "POST" and form.is_valid():
+        deleted = form.save(actor=request.user, subpool=target)
+        if deleted is not None:
+            if deleted.subpool_state == SubpoolState.DELETING:
+                messages.warning(request, f"Subpool {deleted.name} is DELETING: it takes no new "
+                                          f"work and is archived once its running workflows "
+                                          f"finish.")
+            else:
+                messages.success(request, f"Subpool {deleted.name} is {deleted.subpool_state}.")
+            return redirect(_pool_url(target.parent_id))
+    status = form.status_code if request.method == "POST" else 200
+    return _form_page(request, "dashboard/subpool_delete.html",
+                      {"form": form, "parent_name": target.parent_id, "subpool": target,
+                       "usage": usage, "title": f"Delete {target.name}"}, status)
+
+
+# --- the cluster -----------------------------------------------------------------------------
+
+@login_required
+@require_GET
+def cluster(request):
+    overview = dash.cluster_overview(roles=roles_for(request.user), user=request.user)
+    return render(request, "dashboard/cluster.html",
+                  {"overview": overview, "refresh_seconds": REFRESH_SECONDS})
+
+
+@login_required
+@require_GET
+def cluster_fragment(request):
+    overview = dash.cluster_overview(roles=roles_for(request.user), user=request.user)
+    return render(request, "dashboard/_cluster.html", {"overview": overview})

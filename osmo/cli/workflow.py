@@ -1,0 +1,153 @@
+"""`osmo workflow submit|list|query|cancel`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from workflows.spec.localfiles import inline_local_files
+
+from .client import segment
+from .common import add_format_option, connect, emit
+from .errors import usage_error
+from .output import dash, table
+
+PRIORITIES = ("HIGH", "NORMAL", "LOW")
+STATUSES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "FAILED_CANCELED", "FAILED_PREEMPTED",
+            "FAILED_EVICTED", "FAILED_SUBMISSION")
+
+
+def read_spec(path: str) -> str:
+    """The spec with its `localpath:` files inlined, read relative to the spec's folder (the
+    server never reads a client's files)."""
+    spec_path = Path(path)
+    try:
+        text = spec_path.read_text()
+    except OSError as error:
+        raise usage_error(f"cannot read {path}: {error.strerror or error}") from error
+    folder = spec_path.parent
+
+    def read_local(name: str) -> str:
+        local = Path(name).expanduser()
+        local = local if local.is_absolute() else folder / local
+        try:
+            return local.read_text()
+        except OSError as error:
+            raise usage_error(f"cannot read {local} (a localpath in {path}): "
+                              f"{error.strerror or error}") from error
+
+    return inline_local_files(text, read_local)
+
+
+def key_value(value: str) -> str:
+    key, sep, _ = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"'{value}' is not key=value")
+    return value
+
+
+def _summary(workflow: dict) -> str:
+    return (f"{workflow['name']} in pool {workflow['pool']} at {workflow['priority']} priority, "
+            f"{workflow['gpus_requested']} GPUs")
+
+
+def submit(args) -> int:
+    body = {"file": read_spec(args.file), "set_variables": args.set or [],
+            "set_string_variables": args.set_string or []}
+    params = {"dry_run": "true" if args.dry_run else "false"}
+    if args.priority:
+        params["priority"] = args.priority
+    with connect(args) as api:
+        _, answer = api.request("POST", f"api/pool/{segment(args.pool)}/workflow",
+                                params=params, json=body)
+    if args.dry_run:
+        manifests = answer.get("manifests", [])
+        lines = [f"Dry run: {_summary(answer['workflow'])}, would be admitted.",
+                 f"{len(manifests)} manifest(s):"]
+        lines += [f"  {m.get('kind')} {m.get('metadata', {}).get('name')}" for m in manifests]
+        text = "\n".join(lines) + "\n"
+    else:
+        text = f"Submitted {_summary(answer)}: {answer['status']}\n"
+    emit(args, answer, text)
+    return 0
+
+
+def list_workflows(args) -> int:
+    with connect(args) as api:
+        page = api.get("api/workflow", pool=args.pool, status=args.status, user=args.user,
+                       limit=args.limit)
+    rows = [[w["name"], w["pool"], w["priority"], w["status"], w["gpus_requested"],
+             dash(w["user"]), dash(w["submitted_at"])] for w in page["results"]]
+    text = table(("Name", "Pool", "Priority", "Status", "GPUs", "User", "Submitted"), rows)
+    if page["count"] > len(rows):
+        text += f"({len(rows)} of {page['count']}; use --limit to see more)\n"
+    emit(args, page, text)
+    return 0
+
+
+def describe(workflow: dict) -> str:
+    fields = [("Name", workflow["name"]), ("Kind", workflow["kind"]), ("Pool", workflow["pool"]),
+              ("Priority", workflow["priority"]), ("User", workflow["user"]),
+              ("Status", workflow["status"]), ("Reason", workflow["reason"]),
+              ("GPUs", workflow["gpus_requested"]), ("Submitted", workflow["submitted_at"]),
+              ("Started", workflow["started_at"]), ("Finished", workflow["finished_at"])]
+    width = max(len(label) for label, _ in fields) + 1
+    text = "".join(f"{label + ':':<{width}} {dash(value)}\n" for label, value in fields)
+    rows = [[group["name"], task["name"], task["status"], task["gpus"], dash(task["node"]),
+             dash(task["exit_code"])]
+            for group in workflow.get("groups", []) for task in group.get("tasks", [])]
+    if rows:
+        text += "\n" + table(("Group", "Task", "Status", "GPUs", "Node", "Exit Code"), rows)
+    return text
+
+
+def query(args) -> int:
+    with connect(args) as api:
+        workflow = api.get(f"api/workflow/{segment(args.name)}")
+    emit(args, workflow, describe(workflow))
+    return 0
+
+
+def cancel(args) -> int:
+    with connect(args) as api:
+        _, workflow = api.request("POST", f"api/workflow/{segment(args.name)}/cancel")
+    emit(args, workflow, f"Workflow {workflow['name']}: {workflow['status']}\n")
+    return 0
+
+
+def build_parser(parser: argparse.ArgumentParser) -> None:
+    commands = parser.add_subparsers(dest="workflow_command", required=True, metavar="COMMAND")
+
+    sub = commands.add_parser("submit", help="submit a workflow spec to a pool or subpool")
+    sub.add_argument("--pool", required=True, help="a top-level pool or a canonical subpool "
+                                                   "name (team--a)")
+    sub.add_argument("--priority", choices=PRIORITIES, default=None,
+                     help="HIGH and NORMAL count against quota; LOW is opportunistic "
+                          "(default NORMAL)")
+    sub.add_argument("--set", action="append", type=key_value, metavar="KEY=VALUE",
+                     help="override a template default-value (parsed as YAML); repeatable")
+    sub.add_argument("--set-string", action="append", type=key_value, metavar="KEY=VALUE",
+                     help="like --set, the value kept as a string; repeatable")
+    sub.add_argument("--dry-run", action="store_true",
+                     help="run every admission check and show the manifests; submit nothing")
+    sub.add_argument("file", metavar="FILE", help="the workflow YAML; its localpath: files are "
+                                                  "read relative to its folder")
+    add_format_option(sub)
+    sub.set_defaults(handler=submit)
+
+    listing = commands.add_parser("list", help="workflows you can see, newest first")
+    listing.add_argument("--pool", help="canonical pool name")
+    listing.add_argument("--status", action="append", choices=STATUSES,
+                         help="repeatable: any of these statuses")
+    listing.add_argument("--user", help="submitter's username")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    add_format_option(listing)
+    listing.set_defaults(handler=list_workflows)
+
+    for name, handler, summary in (("query", query, "one workflow with its groups and tasks"),
+                                   ("cancel", cancel, "cancel a workflow; its GPUs are "
+                                                      "released")):
+        command = commands.add_parser(name, help=summary, description=summary)
+        command.add_argument("name", metavar="NAME", help="the workflow's name")
+        add_format_option(command)
+        command.set_defaults(handler=handler)

@@ -1,0 +1,115 @@
+"""The cluster page and `dashboard.selectors.cluster_overview`: nodes by zone and rack with
+GPUs held per priority, the queues' shares and the pending gangs with their reasons."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+
+from dashboard import selectors
+from scheduler import services as scheduler_services
+from scheduler.models import Node, SchedulerCycle
+from tests import factories
+from tests.dashboard.conftest import session_client
+
+pytestmark = pytest.mark.django_db
+
+ZONE, RACK = selectors.ZONE_LABEL, selectors.RACK_LABEL
+
+QUEUES = [{"name": "osmo-pool-osmo-team", "parent": "osmo-default-osmo", "deserved_gpus": 100,
+           "fair_share_gpus": 60, "allocated_gpus": 64, "allocated_non_preemptible_gpus": 50,
+           "requested_gpus": 80}]
+
+
+def node(name, gpus, zone=None, rack=None):
+    labels = {k: v for k, v in ((ZONE, zone), (RACK, rack)) if v}
+    scheduler_services.node_register(name=name, gpus=gpus, cpu_millis=64000,
+                                     memory_bytes=2**40, labels=labels)
+
+
+def last_cycle(pending_gangs):
+    """What the scheduler records after a cycle (test data, as factories write workflows)."""
+    SchedulerCycle.objects.update_or_create(pk=1, defaults={
+        "at": datetime(2026, 1, 1, tzinfo=UTC), "duration_ms": 12.0, "bound": 3, "evicted": 1,
+        "pending": len(pending_gangs), "queues": QUEUES, "pending_gangs": pending_gangs})
+
+
+def test_no_nodes_registered(db):
+    viewer = session_client("viewer", "osmo-team-user")
+    assert selectors.cluster_overview() == selectors.ClusterOverview()
+    html = viewer.get("/cluster/").content.decode()
+    assert "No nodes registered." in html
+    assert "the scheduler has not run a cycle" in html
+    fragment = viewer.get("/cluster/fragment/").content.decode()
+    assert "No nodes registered." in fragment and "<html" not in fragment
+
+
+def test_without_a_node_model_the_overview_is_empty(db, monkeypatch):
+    monkeypatch.setattr(selectors, "_node_model", lambda: None)
+    node("node-0", 8)
+    assert selectors.cluster_overview() == selectors.ClusterOverview()
+
+
+def test_overview_groups_nodes_and_usage(db):
+    team = factories.pool("team", 100)
+    factories.running_workflow(team, 6, "HIGH", tasks=2)  # node-0: 3 HIGH, node-1: 3 HIGH
+    factories.running_workflow(team, 2, "LOW")  # node-0: 2 LOW
+    factories.pending_workflow(team, 4)  # holds nothing
+    node("node-1", 8, "z1", "r2")
+    node("node-0", 8, "z1", "r1")
+    node("node-9", 4)
+    node("node-5", 8, "z1", "r1")
+    overview = selectors.cluster_overview()
+    layout = [(z.name, [(r.name, [n.name for n in r.nodes]) for r in z.racks])
+              for z in overview.zones]
+    assert layout == [("z1", [("r1", ["node-0", "node-5"]), ("r2", ["node-1"])]),
+                      ("(none)", [("(none)", ["node-9"])])]
+    by_name = {n.name: n for n in overview.nodes}
+    assert by_name["node-0"].used_by_priority == {"HIGH": 3, "LOW": 2}
+    assert (by_name["node-0"].free_gpus, by_name["node-1"].free_gpus) == (3, 5)
+    assert (overview.gpus, overview.free_gpus) == (28, 20)
+    assert overview.used_by_priority == {"HIGH": 6, "NORMAL": 0, "LOW": 2}
+
+
+def test_pending_gangs_follow_visibility(db):
+    team, other = factories.pool("team", 100), factories.pool("other", 10)
+    mine = factories.pending_workflow(team, 16)
+    theirs = factories.pending_workflow(other, 16)
+    reasons = [{"code": "not_enough_gpus_in_rack", "message": "No rack has 16 free GPUs."}]
+    last_cycle([{"podgroup": f"{w.name}-group", "workflow": w.name, "group": "group",
+                 "queue": "q", "reasons": reasons} for w in (mine, theirs)])
+    viewer = session_client("viewer", "osmo-team-user")
+    overview = selectors.cluster_overview(roles=selectors.Roles(
+        "viewer", False, False, (), ("team",)), user=viewer.user)
+    assert [g.workflow for g in overview.pending] == [mine.name]
+    assert [g.workflow for g in selectors.cluster_overview().pending] == [mine.name, theirs.name]
+    assert overview.queues == [selectors.QueueRow("osmo-pool-osmo-team", "osmo-default-osmo",
+                                                  100, 60, 64, 50, 80)]
+
+
+def test_cluster_page_renders_everything(db, django_assert_max_num_queries):
+    team = factories.pool("team", 100)
+    train = factories.pending_workflow(team, 16)
+    factories.running_workflow(team, 6, "HIGH", tasks=2)
+    node("node-0", 8, "z1", "r1")
+    node("node-1", 8, "z1", "r2")
+    scheduler_services.node_set_schedulable(
+        node=Node.objects.get(name="node-1"), schedulable=False)
+    last_cycle([{"podgroup": "train-group", "workflow": train.name, "group": "group",
+                 "queue": "q", "reasons": [{"code": "not_enough_gpus_in_rack",
+                                            "message": "No rack has 16 free GPUs (largest: 8)."}]}])
+    viewer = session_client("viewer", "osmo-team-user")
+    with django_assert_max_num_queries(10):
+        html = viewer.get("/cluster/").content.decode()
+    flat = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    assert "2 nodes, 16 GPUs, 10 free. Held: 6 HIGH, 0 NORMAL, 0 LOW." in flat
+    assert "Zone z1 · 16 GPUs, 10 free" in flat and "Rack r2 · 8 GPUs, 5 free" in flat
+    assert "node-1 8 5 3 0 0 cordoned" in flat
+    assert 'aria-label="3 of 8 GPUs used (3 HIGH)"' in html
+    assert "osmo-pool-osmo-team osmo-default-osmo 100 60 64 (above fair share) 50 80" in flat
+    assert (f"train-group (workflow {train.name}) not_enough_gpus_in_rack No rack has 16 free "
+            f"GPUs (largest: 8)." in flat)
+    assert ("Last scheduling cycle: 2026-01-01T00:00:00Z, 12.0 ms, 3 bound, 1 evicted, "
+            "1 pending." in flat)

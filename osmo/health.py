@@ -23,6 +23,15 @@ def database_ok() -> bool:
         return False
 
 
+def cluster_ok() -> bool:
+    from scheduler.backends.kubernetes.health import cluster_ok as backend_cluster_ok
+
+    try:
+        return backend_cluster_ok()
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def broker_ok() -> bool:
     import redis
 
@@ -47,6 +56,8 @@ class HealthView(APIView):
     def get(self, request):
         parts = {"database": "ok" if database_ok() else "down",
                  "broker": "ok" if broker_ok() else "down"}
+        if settings.OSMO_CLUSTER_BACKEND == "kubernetes":  # the leader's last API contact
+            parts["cluster"] = "ok" if parts["database"] == "ok" and cluster_ok() else "down"
         healthy = all(v == "ok" for v in parts.values())
         return Response({"status": "ok" if healthy else "degraded", **parts},
                         status=200 if healthy else 503)

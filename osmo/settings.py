@@ -161,9 +161,21 @@ OSMO_NAMESPACE = os.environ.get("OSMO_NAMESPACE", "osmo")
 OSMO_DRAIN_CHECK_INTERVAL = env_int("OSMO_DRAIN_CHECK_INTERVAL", 900)
 OSMO_SCHEDULER_INTERVAL = float(os.environ.get("OSMO_SCHEDULER_INTERVAL", "1"))
 OSMO_SIM_TASK_SECONDS = env_int("OSMO_SIM_TASK_SECONDS", 60)
-# KAI queue sync to a real cluster (off unless asked for): kubeconfig path, else KUBECONFIG /
-# ~/.kube/config, or the in-cluster service account.
-OSMO_KAI_SYNC = env_bool("OSMO_KAI_SYNC", False)
+# Where pods run: `embedded` (the simulated cluster and our own scheduling loop) or
+# `kubernetes` (PodGroups and pods applied to a real cluster that runs KAI Scheduler, by
+# `manage.py run_k8s_backend`; see scheduler/backends/kubernetes).
+OSMO_CLUSTER_BACKEND = os.environ.get("OSMO_CLUSTER_BACKEND", "embedded").strip().lower()
+if OSMO_CLUSTER_BACKEND not in {"embedded", "kubernetes"}:
+    raise RuntimeError("OSMO_CLUSTER_BACKEND must be 'embedded' or 'kubernetes'")
+OSMO_SCHEDULER_NAME = os.environ.get("OSMO_SCHEDULER_NAME", "kai-scheduler")
+# Kubernetes backend: seconds between dispatch/cleanup passes (a NOTIFY wakes it sooner),
+# between full re-lists + node inventory, and the server-side timeout of one watch request.
+OSMO_K8S_INTERVAL = float(os.environ.get("OSMO_K8S_INTERVAL", "1"))
+OSMO_K8S_RESYNC_INTERVAL = float(os.environ.get("OSMO_K8S_RESYNC_INTERVAL", "60"))
+OSMO_K8S_WATCH_TIMEOUT = env_int("OSMO_K8S_WATCH_TIMEOUT", 300)
+# KAI queue sync to a real cluster (off unless asked for, on with the kubernetes backend):
+# kubeconfig path, else KUBECONFIG / ~/.kube/config, or the in-cluster service account.
+OSMO_KAI_SYNC = env_bool("OSMO_KAI_SYNC", OSMO_CLUSTER_BACKEND == "kubernetes")
 OSMO_KAI_KUBECONFIG = os.environ.get("OSMO_KAI_KUBECONFIG") or None
 OSMO_KAI_SYNC_INTERVAL = env_int("OSMO_KAI_SYNC_INTERVAL", 300)
 

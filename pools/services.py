@@ -333,4 +333,7 @@ def subpool_archive_if_drained(*, subpool_id: int) -> bool:
     subpool.subpool_state = SubpoolState.ARCHIVED
     _audit(subpool, "subpool_archived", None, before, pool_snapshot(subpool))
     _queues_changed()
+    from scheduler.backends import pool_archived
+
+    pool_archived(subpool.name)  # kubernetes backend: sweep its leftovers (no-op when embedded)
     return True

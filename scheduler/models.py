@@ -63,3 +63,49 @@ class SchedulerCycle(models.Model):
 
     def __str__(self) -> str:
         return f"cycle at {self.at}"
+
+
+class GroupDispatch(models.Model):
+    """Kubernetes backend: one workflow group's objects on the cluster (PodGroup, pods, headless
+    Service, file Secrets). The row is written BEFORE the first create call, so a crash between
+    create and record leaves an intent that the next pass repeats (creates are idempotent) and
+    that cleanup can always find. One row per group (unique), whatever the retries."""
+
+    group = models.ForeignKey("workflows.WorkflowGroup", on_delete=models.CASCADE,
+                              related_name="dispatches")
+    namespace = models.CharField(max_length=63)
+    created_at = models.DateTimeField(auto_now_add=True)
+    applied_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="Every object of the group exists.")
+    cleaned_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="The group ended and its objects are deleted.")
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    reasons = models.JSONField(default=list, blank=True,
+                               help_text="KAI's latest unschedulable reasons [{code, message}].")
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["group"], name="group_dispatch_unique_group",
+                                    violation_error_message="A group is dispatched once."),
+        ]
+        indexes = [models.Index(fields=["cleaned_at"], name="group_dispatch_not_cleaned",
+                                condition=Q(cleaned_at__isnull=True))]
+
+    def __str__(self) -> str:
+        return f"dispatch of group {self.group_id}"
+
+
+class ClusterBackendStatus(models.Model):
+    """Kubernetes backend: the leader's last contact with the API server (one row), read by
+    `GET /api/health`."""
+
+    ok = models.BooleanField(default=False)
+    checked_at = models.DateTimeField()
+    detail = models.TextField(blank=True, default="")
+    leader = models.CharField(max_length=253, blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"cluster {'ok' if self.ok else 'down'} at {self.checked_at}"

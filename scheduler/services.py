@@ -167,6 +167,11 @@ def _stale(result, index) -> None:
 
 def cycle_run(*, now: datetime | None = None) -> CycleSummary:
     """One scheduling cycle: finish due tasks, snapshot, decide (pure core), persist."""
+    if settings.OSMO_CLUSTER_BACKEND == "kubernetes":
+        # KAI places pods on the real cluster and the kubelet ends them
+        # (scheduler/backends/kubernetes): the embedded loop binds, evicts and completes nothing.
+        return CycleSummary(at=now or timezone.now(), duration_ms=0.0, bound=0, evicted=0,
+                            pending=0)
     started = time.perf_counter()
     with transaction.atomic():
         with connection.cursor() as cursor:

@@ -190,6 +190,9 @@ def _cancel(workflows: list[Workflow], reason: str) -> None:
         status=TaskStatus.FAILED_CANCELED, reason=reason, finished_at=now)
     Workflow.objects.filter(pk__in=ids).update(status=WorkflowStatus.FAILED_CANCELED,
                                                reason=reason, finished_at=now)
+    from scheduler.backends import cluster_changed
+
+    cluster_changed()  # kubernetes backend: delete their pods now (no-op when embedded)
 
 
 @transaction.atomic

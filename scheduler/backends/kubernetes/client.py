@@ -1,0 +1,108 @@
+"""The official ``kubernetes`` client, configured once, and how its errors are classified.
+
+Decisions where the documents are silent:
+
+- One kubeconfig for the whole backend: ``OSMO_KAI_KUBECONFIG`` (the same file the queue sync
+  uses), else ``KUBECONFIG`` / ``~/.kube/config``, else the in-cluster service account.
+- urllib3's own retries are off (``retries=False``): every failure surfaces at once and the
+  backend retries with its own backoff, so one policy governs all calls. Every call carries a
+  request timeout so a hung API server cannot stall the loop.
+- Transient: no HTTP status (connection refused/reset, timeouts), 429, 5xx. Everything else is
+  a definite answer from the API server and is handled where it happens (404, 409, 410, 422).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from django.conf import settings
+
+REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds for ordinary calls
+PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
+QUEUES = ("scheduling.run.ai", "v2", "queues")
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "osmo"
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+
+
+def api_client(*, kubeconfig: str | None = None) -> Any:
+    """A ``kubernetes.client.ApiClient`` for the configured cluster."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    path = kubeconfig or getattr(settings, "OSMO_KAI_KUBECONFIG", None) \
+        or os.environ.get("OSMO_KAI_KUBECONFIG") or None
+    if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=path, client_configuration=configuration,
+                                persist_config=False)
+    configuration.retries = False
+    return client.ApiClient(configuration)
+
+
+@dataclass
+class Kube:
+    """The API groups the backend uses, over one ApiClient (one per thread)."""
+
+    api_client: Any
+
+    @property
+    def core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api_client)
+
+    @property
+    def custom(self) -> Any:
+        from kubernetes import client
+
+        return client.CustomObjectsApi(self.api_client)
+
+    def close(self) -> None:
+        try:
+            self.api_client.close()
+        except Exception:  # noqa: BLE001 - closing a pool that is already gone
+            pass
+
+
+def raw(response: Any) -> dict:
+    """The JSON body of a ``_preload_content=False`` call (camelCase dicts, no models)."""
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()
+
+
+def status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) and status > 0 else None
+
+
+def api_errors() -> tuple[type[BaseException], ...]:
+    from kubernetes.client.exceptions import ApiException
+
+    return (ApiException, urllib3.exceptions.HTTPError, OSError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying later: the API server was unreachable, overloaded or failing."""
+    status = status_of(exc)
+    return status is None or status == 429 or status >= 500
+
+
+def describe(exc: BaseException) -> str:
+    status = status_of(exc)
+    reason = getattr(exc, "reason", None) or exc.__class__.__name__
+    body = getattr(exc, "body", None)
+    message = ""
+    if body:
+        try:
+            message = json.loads(body).get("message", "")
+        except (ValueError, AttributeError):
+            message = str(body)[:200]
+    return f"{status or 'no response'} {reason}{': ' + message if message else ''}"[:500]

@@ -1,0 +1,272 @@
+"""Submission path: runnable groups → their objects on the cluster, idempotently.
+
+A group is runnable once it is SCHEDULING (at admission without inputs, or when ``settle``
+releases it); the database is the queue, so a pass simply selects the runnable groups whose
+objects are not all applied yet (bounded batch, oldest workflow first). Per group:
+
+1. record the intent (a :class:`~scheduler.models.GroupDispatch` row, unique per group) and
+   commit it, so cleanup can find the group whatever happens next;
+2. make sure the pool's leaf Queue exists (a PodGroup must never point at a missing queue):
+   known queues are cached per process; a missing one triggers a full queue sync now
+   (:func:`scheduler.kai.sync.sync_namespace`) and is read again;
+3. create Secrets, Service, PodGroup, Pods in that order. A 409 AlreadyExists (an earlier
+   attempt whose answer was lost, or a crash before step 4) reads the object: ours (our
+   managed-by label and workflow annotation) is adopted — a PodGroup whose spec or labels
+   differ is replaced with the resourceVersion read (a 409 Conflict re-reads, bounded), pods,
+   Services and Secrets are taken as they are (a pod's spec is immutable and one of ours with
+   this name is this task's pod) — anything else is a name conflict;
+4. mark the row applied.
+
+Errors (decisions where the documents are silent): transient ones (no answer, 429, 5xx) end
+the pass with :class:`ClusterUnavailable` — the runner backs off and the next pass repeats
+the group, creating nothing twice; 400/422 and name conflicts can never succeed, so the
+group's alive tasks end FAILED (reason ``submission_failed``) and the workflow fails as a gang
+does; other answers (401/403, a missing namespace or queue) are an operator's to fix: the
+group is retried with exponential backoff (``next_attempt_at``) and the error is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from scheduler.kai.sync import KaiSyncError, needs_update, sync_namespace
+from scheduler.models import GroupDispatch
+from workflows.models import ALIVE_WORKFLOW_STATUSES, TaskStatus, WorkflowGroup
+
+from . import status as status_services
+from .client import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PODGROUPS,
+    QUEUES,
+    REQUEST_TIMEOUT,
+    Kube,
+    api_errors,
+    describe,
+    is_transient,
+    raw,
+    status_of,
+)
+from .objects import group_objects, workflow_manifests
+
+logger = logging.getLogger(__name__)
+
+MAX_CONFLICT_RETRIES = 5
+PERMANENT_STATUSES = (400, 422)
+
+
+class ClusterUnavailable(Exception):
+    """The API server did not answer usefully; try the whole pass again later."""
+
+
+class DispatchRefused(Exception):
+    """A definite answer that stops this group for now; ``permanent``: it never will."""
+
+    def __init__(self, message: str, *, permanent: bool):
+        super().__init__(message)
+        self.permanent = permanent
+
+
+@dataclass
+class DispatchSummary:
+    applied: list[str] = field(default_factory=list)  # podgroup names
+    deferred: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+class _Objects:
+    """Create / read / replace by kind, raw JSON in and out."""
+
+    def __init__(self, kube: Kube, namespace: str):
+        self.kube = kube
+        self.namespace = namespace
+
+    def create(self, obj: dict[str, Any]) -> dict:
+        core, ns = self.kube.core, self.namespace
+        kw = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
+        kind = obj["kind"]
+        if kind == "Pod":
+            return raw(core.create_namespaced_pod(ns, obj, **kw))
+        if kind == "Service":
+            return raw(core.create_namespaced_service(ns, obj, **kw))
+        if kind == "Secret":
+            return raw(core.create_namespaced_secret(ns, obj, **kw))
+        return raw(self.kube.custom.create_namespaced_custom_object(*PODGROUPS[:2], ns,
+                                                                    PODGROUPS[2], obj, **kw))
+
+    def read(self, kind: str, name: str) -> dict:
+        core, ns = self.kube.core, self.namespace
+        kw = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
+        if kind == "Pod":
+            return raw(core.read_namespaced_pod(name, ns, **kw))
+        if kind == "Service":
+            return raw(core.read_namespaced_service(name, ns, **kw))
+        if kind == "Secret":
+            return raw(core.read_namespaced_secret(name, ns, **kw))
+        return raw(self.kube.custom.get_namespaced_custom_object(*PODGROUPS[:2], ns,
+                                                                 PODGROUPS[2], name, **kw))
+
+    def replace_podgroup(self, name: str, body: dict) -> dict:
+        return raw(self.kube.custom.replace_namespaced_custom_object(
+            *PODGROUPS[:2], self.namespace, PODGROUPS[2], name, body, _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT))
+
+
+def _ours(existing: dict, desired: dict) -> bool:
+    metadata = existing.get("metadata") or {}
+    return (metadata.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY and \
+        (metadata.get("annotations") or {}).get("osmo/workflow-name") == \
+        desired["metadata"]["annotations"]["osmo/workflow-name"]
+
+
+class Dispatcher:
+    def __init__(self, kube: Kube, *, namespace: str | None = None, batch: int = 50,
+                 base_delay: float = 2.0, max_delay: float = 300.0):
+        self.kube = kube
+        self.namespace = namespace or settings.OSMO_NAMESPACE
+        self.batch = batch
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.objects = _Objects(kube, self.namespace)
+        self.known_queues: set[str] = set()
+
+    # --- selection ---------------------------------------------------------------------------
+    def runnable(self, now: datetime):
+        applied = GroupDispatch.objects.filter(group=OuterRef("pk"), applied_at__isnull=False)
+        waiting = GroupDispatch.objects.filter(group=OuterRef("pk"), next_attempt_at__gt=now)
+        return (WorkflowGroup.objects
+                .filter(status=TaskStatus.SCHEDULING,
+                        workflow__status__in=ALIVE_WORKFLOW_STATUSES)
+                .filter(~Exists(applied), ~Exists(waiting))
+                .select_related("workflow__pool")
+                .order_by("workflow__submitted_at", "workflow_id", "position")[:self.batch])
+
+    # --- one pass ------------------------------------------------------------------------------
+    def run_once(self, *, now: datetime | None = None) -> DispatchSummary:
+        """Dispatch up to ``batch`` runnable groups. Raises ClusterUnavailable."""
+        summary = DispatchSummary()
+        manifests: dict[int, list[dict]] = {}
+        for group in list(self.runnable(now or timezone.now())):
+            workflow = group.workflow
+            row, _ = GroupDispatch.objects.get_or_create(
+                group=group, defaults={"namespace": self.namespace})
+            try:
+                if workflow.manifests is None and workflow.pk not in manifests:
+                    manifests[workflow.pk] = workflow_manifests(workflow)
+                self.dispatch(group, manifests.get(workflow.pk))
+            except DispatchRefused as refused:
+                self._refused(row, group, refused)
+                (summary.failed if refused.permanent else summary.deferred).append(
+                    group.podgroup)
+                continue
+            except api_errors() as exc:
+                GroupDispatch.objects.filter(pk=row.pk).update(last_error=describe(exc))
+                raise ClusterUnavailable(describe(exc)) from exc
+            GroupDispatch.objects.filter(pk=row.pk).update(
+                applied_at=timezone.now(), last_error="", next_attempt_at=None)
+            summary.applied.append(group.podgroup)
+        if summary.applied:
+            logger.info("k8s backend: applied %s", ", ".join(summary.applied))
+        return summary
+
+    def _refused(self, row: GroupDispatch, group: WorkflowGroup,
+                 refused: DispatchRefused) -> None:
+        attempts = row.attempts + 1
+        delay = min(self.max_delay, self.base_delay * 2 ** min(attempts - 1, 16))
+        delay *= random.uniform(0.5, 1.0)  # jitter: retries of many groups do not align
+        GroupDispatch.objects.filter(pk=row.pk).update(
+            attempts=attempts, last_error=str(refused)[:2000],
+            next_attempt_at=None if refused.permanent else
+            timezone.now() + timedelta(seconds=delay))
+        logger.warning("k8s backend: group %s %s: %s", group.podgroup,
+                       "failed" if refused.permanent else "deferred", refused)
+        if refused.permanent:
+            status_services.group_fail_submission(group=group, detail=str(refused))
+
+    def dispatch(self, group: WorkflowGroup, manifests: list[dict] | None = None) -> None:
+        """Apply every object of ``group`` (idempotent). Raises DispatchRefused / API errors."""
+        fresh = WorkflowGroup.objects.filter(pk=group.pk).values_list("status", flat=True)
+        if list(fresh) != [TaskStatus.SCHEDULING]:
+            return  # canceled or failed meanwhile: cleanup takes it from here
+        objects = group_objects(group.workflow, group, manifests=manifests)
+        self.ensure_queue(objects.podgroup["spec"]["queue"])
+        for obj in objects.in_create_order():
+            self.apply(obj)
+
+    # --- queue ordering --------------------------------------------------------------------
+    def _queue_exists(self, name: str) -> bool:
+        try:
+            raw(self.kube.custom.get_cluster_custom_object(
+                *QUEUES, name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
+            return True
+        except api_errors() as exc:
+            if status_of(exc) == 404:
+                return False
+            raise
+
+    def ensure_queue(self, name: str) -> None:
+        if name in self.known_queues:
+            return
+        if not self._queue_exists(name):
+            try:
+                sync_namespace(namespace=self.namespace, api=self.kube.custom)
+            except KaiSyncError as exc:
+                if exc.status is None or exc.status >= 500 or exc.status == 429:
+                    raise ClusterUnavailable(f"queue sync: {exc}") from exc
+                raise DispatchRefused(f"queue sync failed: {exc}", permanent=False) from exc
+            if not self._queue_exists(name):
+                raise DispatchRefused(f"queue {name} does not exist on the cluster (is its "
+                                      f"pool archived?)", permanent=False)
+        self.known_queues.add(name)
+
+    # --- one object --------------------------------------------------------------------------
+    def apply(self, obj: dict[str, Any]) -> None:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        try:
+            self.objects.create(obj)
+            return
+        except api_errors() as exc:
+            code = status_of(exc)
+            if code != 409:
+                if is_transient(exc):
+                    raise
+                raise DispatchRefused(f"creating {kind} {name}: {describe(exc)}",
+                                      permanent=code in PERMANENT_STATUSES) from exc
+        existing = self.objects.read(kind, name)  # 409: it exists; adopt it if it is ours
+        if not _ours(existing, obj):
+            raise DispatchRefused(f"{kind} {name} already exists and is not this workflow's",
+                                  permanent=True)
+        if kind == "PodGroup":
+            self._replace_podgroup(obj, existing)
+
+    def _replace_podgroup(self, desired: dict, existing: dict) -> None:
+        name = desired["metadata"]["name"]
+        for _attempt in range(MAX_CONFLICT_RETRIES):
+            if not needs_update(desired, existing):
+                return
+            body = {**desired, "metadata": {
+                **desired["metadata"],
+                "labels": {**(existing["metadata"].get("labels") or {}),
+                           **desired["metadata"]["labels"]},
+                "annotations": {**(existing["metadata"].get("annotations") or {}),
+                                **desired["metadata"]["annotations"]},
+                "resourceVersion": existing["metadata"].get("resourceVersion")}}
+            if "status" in existing:
+                body["status"] = existing["status"]
+            try:
+                self.objects.replace_podgroup(name, body)
+                return
+            except api_errors() as exc:
+                if status_of(exc) != 409:
+                    raise
+                existing = self.objects.read("PodGroup", name)
+        raise ClusterUnavailable(f"PodGroup {name}: still conflicting after "
+                                 f"{MAX_CONFLICT_RETRIES} attempts")

@@ -1,0 +1,65 @@
+"""Cluster health as the backend leader sees it, for ``GET /api/health``.
+
+The web tier does not talk to the API server (it needs no cluster credentials): the leader
+records its last contact in :class:`scheduler.models.ClusterBackendStatus` — ``ok`` when its
+last dispatch/cleanup pass and its pod listener both reached the API server, refreshed at least
+every ``HEARTBEAT_SECONDS``. The cluster is reported ``down`` when the last contact failed, or
+when no leader has written for ``stale_after()`` seconds (no backend process running means no
+pod is dispatched or observed, which is the cluster being down as far as users can tell).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+HEARTBEAT_SECONDS = 5.0
+
+
+def stale_after() -> float:
+    return max(30.0, 5 * settings.OSMO_K8S_INTERVAL)
+
+
+class Health:
+    """What the leader's threads last saw; written to the database by the main loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parts: dict[str, tuple[bool, str]] = {}
+        self._written: tuple[bool, str] | None = None
+        self._written_at = 0.0
+
+    def report(self, part: str, ok: bool, detail: str = "") -> None:
+        with self._lock:
+            self._parts[part] = (ok, "" if ok else f"{part}: {detail}")
+
+    def state(self) -> tuple[bool, str]:
+        with self._lock:
+            parts = list(self._parts.values())
+        ok = all(part_ok for part_ok, _ in parts)
+        return ok, "; ".join(detail for part_ok, detail in parts if not part_ok)
+
+    def write(self, monotonic_now: float) -> None:
+        """Write the row when the state changed or the heartbeat is due."""
+        from scheduler.models import ClusterBackendStatus
+
+        state = self.state()
+        if state == self._written and monotonic_now - self._written_at < HEARTBEAT_SECONDS:
+            return
+        ClusterBackendStatus.objects.update_or_create(pk=1, defaults={
+            "ok": state[0], "detail": state[1][:2000], "checked_at": timezone.now(),
+            "leader": socket.gethostname()})
+        self._written, self._written_at = state, monotonic_now
+
+
+def cluster_ok() -> bool:
+    """True when the backend leader reached the API server recently."""
+    from scheduler.models import ClusterBackendStatus
+
+    row = ClusterBackendStatus.objects.filter(pk=1).first()
+    return bool(row and row.ok and
+                row.checked_at >= timezone.now() - timedelta(seconds=stale_after()))

@@ -1,0 +1,214 @@
+"""The backend process: one active instance, elected with a PostgreSQL advisory lock (the
+pattern of :mod:`scheduler.loop`, with a lock of its own so it never waits for a scheduler
+loop). The leader runs, until it stops or loses its session:
+
+- a listener thread: LIST + WATCH of our pods → task statuses (:mod:`.listener`);
+- the main loop, every ``OSMO_K8S_INTERVAL`` seconds or as soon as a NOTIFY arrives on
+  :data:`scheduler.backends.WAKE_CHANNEL` (LISTENed on the leader's own connection): dispatch
+  runnable groups, clean up ended ones, sweep archived pools, publish KAI's pending reasons;
+  every ``OSMO_K8S_RESYNC_INTERVAL`` seconds also the node inventory, a sweep of leftovers and
+  a full re-list of the pods.
+
+Failures: an unreachable or failing API server (no answer, 429, 5xx) backs off exponentially
+(1 s doubling to 60 s, per thread) and repeats the failed step; nothing is dropped because
+everything to do is read again from the database. The health row says ``down`` meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.db import connection
+
+from scheduler.backends import WAKE_CHANNEL
+from scheduler.loop import _leader_connection
+
+from . import nodes, status
+from .cleanup import Cleaner
+from .client import Kube, api_client, api_errors, describe
+from .dispatch import ClusterUnavailable, Dispatcher
+from .health import Health
+from .listener import PodListener
+
+logger = logging.getLogger(__name__)
+
+K8S_LEADER_LOCK = 0x05_1EAE
+BACKOFF_START, BACKOFF_MAX = 1.0, 60.0
+
+
+class BackendRunner:
+    def __init__(self, *, interval: float | None = None, resync: float | None = None,
+                 watch_timeout: int | None = None, poll: float = 1.0,
+                 client_factory: Callable[[], Any] | None = None,
+                 backoff_start: float = BACKOFF_START, backoff_max: float = BACKOFF_MAX):
+        self.interval = settings.OSMO_K8S_INTERVAL if interval is None else interval
+        self.resync = settings.OSMO_K8S_RESYNC_INTERVAL if resync is None else resync
+        self.watch_timeout = watch_timeout
+        self.poll = poll
+        self.client_factory = client_factory or api_client
+        self.backoff_start, self.backoff_max = backoff_start, backoff_max
+        self.stopping = False
+        self.leader: psycopg.Connection | None = None
+        self.health = Health()
+        self.listener: PodListener | None = None
+        self._leading = threading.Event()
+
+    # --- leadership (as scheduler.loop) ------------------------------------------------------
+    def stop(self, *_args) -> None:
+        self.stopping = True
+        self._leading.clear()
+        listener = self.listener
+        if listener is not None:
+            listener.stop()
+
+    def acquire(self) -> bool:
+        while not self.stopping:
+            try:
+                if self.leader is None or self.leader.closed:
+                    self.leader = _leader_connection()
+                row = self.leader.execute("SELECT pg_try_advisory_lock(%s)",
+                                          [K8S_LEADER_LOCK]).fetchone()
+                if row[0]:
+                    self.leader.execute(f"LISTEN {WAKE_CHANNEL}")
+                    logger.info("k8s backend: this instance is the leader")
+                    return True
+            except psycopg.Error as error:
+                logger.warning("k8s backend: leader election failed: %s", error)
+                self.leader = None
+            time.sleep(self.poll)
+        return False
+
+    def _wait(self, seconds: float) -> list[str]:
+        """Sleep up to ``seconds``, woken early by a NOTIFY; returns the payloads. A lost
+        leader connection ends leadership."""
+        deadline = time.monotonic() + seconds
+        payloads: list[str] = []
+        while not self.stopping and self._leading.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                for notify in self.leader.notifies(timeout=min(remaining, 1.0), stop_after=1):
+                    payloads.append(notify.payload)
+            except psycopg.Error:
+                logger.warning("k8s backend: lost the leader connection")
+                self.leader = None
+                self._leading.clear()
+                break
+            if payloads:
+                break
+        return payloads
+
+    def run(self, *, install_signals: bool = True) -> None:
+        if install_signals:
+            signal.signal(signal.SIGTERM, self.stop)
+            signal.signal(signal.SIGINT, self.stop)
+        while not self.stopping:
+            if not self.acquire():
+                break
+            self._leading.set()
+            try:
+                self.lead()
+            finally:
+                self._leading.clear()
+        if self.leader is not None and not self.leader.closed:
+            self.leader.close()
+        connection.close()
+
+    # --- the leader's work ---------------------------------------------------------------
+    def lead(self) -> None:
+        thread = threading.Thread(target=self._listen, name="k8s-listener", daemon=True)
+        thread.start()
+        kube = Kube(self.client_factory())
+        dispatcher, cleaner = Dispatcher(kube), Cleaner(kube)
+        next_resync, delay, published = 0.0, self.backoff_start, None
+        pools: set[str] = set()
+        try:
+            while not self.stopping and self._leading.is_set():
+                wait = self.interval
+                try:
+                    if time.monotonic() >= next_resync:
+                        nodes.inventory(kube)
+                        cleaner.sweep()
+                        dispatcher.known_queues.clear()  # re-check queues now and then
+                        if self.listener is not None:
+                            self.listener.relist_requested = True
+                        next_resync = time.monotonic() + self.resync
+                    dispatcher.run_once()
+                    while cleaner.run_once() == cleaner.batch:
+                        pass
+                    for pool in sorted(pools):
+                        cleaner.sweep_pool(pool)
+                        pools.discard(pool)
+                    if self.listener is not None:
+                        self.listener.reasons_changed = False
+                    published = status.pending_publish(previous=published)  # writes on change
+                    self.health.report("api", True)
+                    delay = self.backoff_start
+                except (ClusterUnavailable, *api_errors()) as exc:
+                    detail = str(exc) if isinstance(exc, ClusterUnavailable) else describe(exc)
+                    logger.warning("k8s backend: API server unavailable (%s); retrying in "
+                                   "%.0fs", detail, delay)
+                    self.health.report("api", False, detail)
+                    wait, delay = delay, min(self.backoff_max, delay * 2)
+                except Exception:  # noqa: BLE001 - a database hiccup: log, reconnect, retry
+                    logger.exception("k8s backend: pass failed")
+                    connection.close()
+                    wait, delay = delay, min(self.backoff_max, delay * 2)
+                try:
+                    self.health.write(time.monotonic())
+                except Exception:  # noqa: BLE001
+                    connection.close()
+                for payload in self._wait(wait):
+                    if payload.startswith("pool:"):
+                        pools.add(payload[5:])
+        finally:
+            self._leading.clear()
+            self.stop_listener(thread)
+            kube.close()
+
+    def stop_listener(self, thread: threading.Thread) -> None:
+        listener = self.listener
+        if listener is not None:
+            listener.stop()
+        thread.join(timeout=10)
+
+    def _listen(self) -> None:
+        kube = Kube(self.client_factory())
+        self.listener = listener = PodListener(kube, watch_timeout=self.watch_timeout)
+        delay = self.backoff_start
+        try:
+            while not self.stopping and self._leading.is_set():
+                try:
+                    listener.step()
+                    self.health.report("listener", True)
+                    delay = self.backoff_start
+                except api_errors() as exc:
+                    if self.stopping or not self._leading.is_set():
+                        break
+                    logger.warning("k8s backend: pod watch failed (%s); retrying in %.0fs",
+                                   describe(exc), delay)
+                    self.health.report("listener", False, describe(exc))
+                    self._sleep(delay)
+                    delay = min(self.backoff_max, delay * 2)
+                except Exception:  # noqa: BLE001 - a database hiccup: the event comes again
+                    logger.exception("k8s backend: applying pod events failed")
+                    connection.close()
+                    self._sleep(delay)
+                    delay = min(self.backoff_max, delay * 2)
+        finally:
+            self.listener = None
+            kube.close()
+            connection.close()
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stopping and self._leading.is_set() and time.monotonic() < deadline:
+            time.sleep(min(0.1, deadline - time.monotonic()))

@@ -1,0 +1,200 @@
+"""Status path, the pure half and the writes: a pod as the cluster reports it → a task status.
+
+Mapping (OSMO's backend listener; decisions where the documents are silent are marked *):
+
+- a ``DisruptionTarget`` condition (or any condition) with reason ``PreemptionByScheduler``
+  → FAILED_PREEMPTED (KAI sets it before it deletes a preempted or reclaimed pod);
+- phase Succeeded → COMPLETED; phase Failed → FAILED, the exit code from the first
+  terminated container that failed (else the first one); * Failed with pod reason ``Evicted``
+  (kubelet pressure eviction) → FAILED_EVICTED;
+- phase Running → RUNNING on ``spec.nodeName``;
+- phase Pending: bound (``spec.nodeName`` set: KAI placed it, containers are starting) →
+  * stays SCHEDULING but records the node, so the task holds its GPUs from the binding on,
+  as in the embedded cluster; unbound with ``PodScheduled=False`` → SCHEDULING, and KAI's
+  message is kept as the group's unschedulable reason (``explain``);
+- the pod was deleted: its last known state if that was final, else FAILED_EVICTED
+  (* reason ``pod_deleted``) — or FAILED_PREEMPTED when it carried the condition above.
+- phase Unknown (node lost contact): * nothing; the node controller's later deletion decides.
+
+Reports go through :func:`workflows.services.task_report_status`, so the rules of every other
+status report hold (forward moves only, the workflow row locked, gangs settled); a report
+that is not a forward move (a re-delivered event, a re-list) is simply not applied.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from workflows.models import (
+    ALIVE_TASK_STATUSES,
+    FINAL_TASK_STATUSES,
+    Task,
+    TaskStatus,
+    Workflow,
+    WorkflowGroup,
+)
+
+PREEMPTION_REASON = "PreemptionByScheduler"
+_RANK = {TaskStatus.WAITING: 0, TaskStatus.SCHEDULING: 1, TaskStatus.RUNNING: 2}
+
+
+@dataclass(frozen=True)
+class Observation:
+    status: str
+    node: str = ""
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str = ""  # KAI's unschedulable message (Pending, unbound)
+    message_reason: str = ""
+
+
+def _exit_code(pod: dict[str, Any]) -> int | None:
+    codes = [((s.get("state") or {}).get("terminated") or {}).get("exitCode")
+             for s in (pod.get("status") or {}).get("containerStatuses") or []]
+    codes = [c for c in codes if isinstance(c, int)]
+    return next((c for c in codes if c != 0), codes[0] if codes else None)
+
+
+def _snake(text: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", text).lower() if text else "unschedulable"
+
+
+def observe(pod: dict[str, Any], *, deleted: bool = False) -> Observation | None:
+    """What ``pod`` says about its task; None when it says nothing new."""
+    status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
+    node = spec.get("nodeName") or ""
+    conditions = status.get("conditions") or []
+    if any(c.get("reason") == PREEMPTION_REASON and c.get("status", "True") == "True"
+           for c in conditions):
+        return Observation(TaskStatus.FAILED_PREEMPTED, node, reason="preempted")
+    phase = status.get("phase") or "Pending"
+    if phase == "Succeeded":
+        return Observation(TaskStatus.COMPLETED, node, exit_code=_exit_code(pod) or 0)
+    if phase == "Failed":
+        if status.get("reason") == "Evicted":
+            return Observation(TaskStatus.FAILED_EVICTED, node, exit_code=_exit_code(pod),
+                               reason="evicted")
+        return Observation(TaskStatus.FAILED, node, exit_code=_exit_code(pod))
+    if deleted:
+        return Observation(TaskStatus.FAILED_EVICTED, node, reason="pod_deleted")
+    if phase == "Running":
+        return Observation(TaskStatus.RUNNING, node)
+    if phase == "Pending":
+        scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if not node and scheduled is not None and scheduled.get("status") == "False":
+            return Observation(TaskStatus.SCHEDULING, message=scheduled.get("message") or "",
+                               message_reason=scheduled.get("reason") or "Unschedulable")
+        return Observation(TaskStatus.SCHEDULING, node)
+    return None
+
+
+def reasons_of(observation: Observation) -> list[dict[str, str]]:
+    """The ``explain`` reasons of an unschedulable pod (``{code, message}``)."""
+    if not observation.message:
+        return []
+    return [{"code": _snake(observation.message_reason), "message": observation.message}]
+
+
+# --- writes ----------------------------------------------------------------------------------
+
+@transaction.atomic
+def task_observed(*, workflow_name: str, task_name: str, observation: Observation) -> bool:
+    """Apply an observation to its task; True when something changed."""
+    from workflows.services import task_report_status
+
+    workflow = Workflow.objects.select_for_update().filter(name=workflow_name).first()
+    if workflow is None:
+        return False
+    task = Task.objects.filter(workflow=workflow, name=task_name).first()
+    if task is None or task.status in FINAL_TASK_STATUSES:
+        return False
+    if observation.status == TaskStatus.SCHEDULING:
+        if observation.node and not task.node_name:  # bound by KAI: holds its GPUs now
+            return bool(Task.objects.filter(pk=task.pk, node_name="",
+                                            status__in=ALIVE_TASK_STATUSES)
+                        .update(node_name=observation.node))
+        return False
+    if observation.status not in FINAL_TASK_STATUSES and \
+            _RANK.get(observation.status, 3) <= _RANK.get(task.status, 3):
+        return False
+    task_report_status(workflow=workflow, task_name=task_name, status=observation.status,
+                       exit_code=observation.exit_code, node=observation.node or None,
+                       reason=observation.reason)
+    return True
+
+
+@transaction.atomic
+def task_pod_missing(*, task_id: int) -> bool:
+    """A dispatched task's pod is gone (found by a full re-list): FAILED_EVICTED."""
+    from workflows.services import task_report_status
+
+    task = Task.objects.filter(pk=task_id).select_related("workflow").first()
+    if task is None:
+        return False
+    workflow = Workflow.objects.select_for_update().get(pk=task.workflow_id)
+    task.refresh_from_db(fields=["status"])
+    if task.status not in ALIVE_TASK_STATUSES:
+        return False
+    task_report_status(workflow=workflow, task_name=task.name,
+                       status=TaskStatus.FAILED_EVICTED, reason="pod_deleted")
+    return True
+
+
+@transaction.atomic
+def group_fail_submission(*, group: WorkflowGroup, detail: str) -> None:
+    """The cluster refused the group's objects for good: its alive tasks end FAILED (reason
+    ``submission_failed``) and the workflow settles as for any failed gang."""
+    from workflows.services import settle
+
+    workflow = Workflow.objects.select_for_update().select_related("pool").get(
+        pk=group.workflow_id)
+    now = timezone.now()
+    Task.objects.filter(group_id=group.pk, status__in=ALIVE_TASK_STATUSES).update(
+        status=TaskStatus.FAILED, reason="submission_failed", finished_at=now)
+    settle(workflow, now)
+
+
+def group_reasons_record(*, workflow_name: str, task_name: str,
+                         reasons: list[dict[str, str]]) -> bool:
+    """Keep KAI's latest unschedulable reasons on the task's group; True when they changed."""
+    from scheduler.models import GroupDispatch
+
+    group_id = Task.objects.filter(workflow__name=workflow_name, name=task_name).values_list(
+        "group_id", flat=True).first()
+    if group_id is None:
+        return False
+    return GroupDispatch.objects.filter(group_id=group_id).exclude(reasons=reasons).update(
+        reasons=reasons) > 0
+
+
+def pending_publish(*, previous: list | None = None) -> list:
+    """Write KAI's reasons of the still-pending groups where ``explain`` and
+    ``GET /api/scheduler/status`` read the scheduler's: the ``SchedulerCycle`` row (on this
+    backend the embedded loop never writes it). A group the cluster has not accepted yet shows
+    the dispatch error instead (code ``dispatch_failed``). Skipped when nothing changed since
+    ``previous``; returns what is published."""
+    from scheduler.kai.queues import queue_name_for
+    from scheduler.models import GroupDispatch, SchedulerCycle
+
+    rows = (GroupDispatch.objects.filter(group__status=TaskStatus.SCHEDULING,
+                                         cleaned_at__isnull=True)
+            .filter(~Q(reasons=[]) | Q(applied_at__isnull=True) & ~Q(last_error=""))
+            .select_related("group__workflow__pool").order_by("pk"))
+    pending = [{"podgroup": row.group.podgroup, "workflow": row.group.workflow.name,
+                "group": row.group.name,
+                "queue": queue_name_for(row.group.workflow.pool, row.namespace),
+                "reasons": row.reasons if row.applied_at or not row.last_error else [
+                    {"code": "dispatch_failed", "message": row.last_error}]}
+               for row in rows]
+    if pending != previous:
+        SchedulerCycle.objects.update_or_create(pk=1, defaults={
+            "at": timezone.now(), "duration_ms": 0.0, "bound": 0, "evicted": 0,
+            "pending": len(pending), "queues": [], "pending_gangs": pending})
+    return pending

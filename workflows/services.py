@@ -37,13 +37,14 @@ from .models import (
 )
 from .selectors import alive_workflows, gpu_holding_tasks
 
-_RANK = {TaskStatus.WAITING: 0, TaskStatus.SCHEDULING: 1, TaskStatus.RUNNING: 2}
+STATUS_RANK = {TaskStatus.WAITING: 0, TaskStatus.SCHEDULING: 1, TaskStatus.RUNNING: 2}
 SEVERITY = [TaskStatus.FAILED_PREEMPTED, TaskStatus.FAILED_EVICTED, TaskStatus.FAILED,
             TaskStatus.FAILED_CANCELED, TaskStatus.COMPLETED]
 
 
-def _rank(status: str) -> int:
-    return _RANK.get(status, 3)
+def status_rank(status: str) -> int:
+    """Forward order of task statuses: alive ones in order, then every final one."""
+    return STATUS_RANK.get(status, 3)
 
 
 def worst_status(statuses: Iterable[str]) -> str:
@@ -163,7 +164,7 @@ def task_report_status(*, workflow: Workflow, task_name: str, status: str,
                        f"Workflow '{workflow.name}' has no task '{task_name}'.")
     if status not in TaskStatus.values:
         raise Conflict("invalid_transition", f"'{status}' is not a task status.")
-    if task.status in FINAL_TASK_STATUSES or _rank(status) <= _rank(task.status):
+    if task.status in FINAL_TASK_STATUSES or status_rank(status) <= status_rank(task.status):
         raise Conflict("invalid_transition",
                        f"Task '{task_name}' is {task.status}; it cannot move to {status}.")
     now = timezone.now()

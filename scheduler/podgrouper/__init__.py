@@ -5,7 +5,7 @@ Entry points: :func:`group_pod` (a pod and its owners → its PodGroup metadata)
 GPUs). Add a kind with a module in ``plugins/`` (see :mod:`.registry`).
 """
 
-from .model import PodGroupMeta, SubGroupMeta, TopologySpec, WorkloadError
+from .model import PodGroupMeta, SubGroupSpec, TopologySpec, WorkloadError
 from .owners import SKIP_TOP_OWNER_KINDS, OwnerChain, index_lookup, owner_chain
 from .registry import Grouper, grouper_for, register, registered_kinds
 from .workload import (
@@ -24,7 +24,7 @@ __all__ = [
     "Grouper",
     "OwnerChain",
     "PodGroupMeta",
-    "SubGroupMeta",
+    "SubGroupSpec",
     "TopologySpec",
     "WorkloadError",
     "WorkloadGroup",

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# One topology-constraint type for workflow specs and grouped workloads.
-from workflows.spec.model import TopologySpec
+# One subgroup and one topology-constraint type for workflow specs and grouped workloads.
+from workflows.spec.model import SubGroupSpec, TopologySpec
 
 QUEUE_LABEL = "kai.scheduler/queue"
 PRIORITY_LABEL = "priorityClassName"
@@ -29,24 +29,6 @@ class WorkloadError(Exception):
         self.code = code
         self.detail = detail
         self.errors = errors or {}
-
-
-@dataclass(frozen=True)
-class SubGroupMeta:
-    name: str
-    min_member: int | None = None
-    parent: str | None = None
-    min_sub_group: int | None = None
-
-    def as_spec(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        if self.parent is not None:
-            out["parent"] = self.parent
-        if self.min_member is not None:
-            out["minMember"] = self.min_member
-        if self.min_sub_group is not None:
-            out["minSubGroup"] = self.min_sub_group
-        return out
 
 
 @dataclass(frozen=True)
@@ -78,7 +60,7 @@ class PodGroupMeta:
     priority_class: str
     owner: OwnerRef
     grouper: str
-    subgroups: tuple[SubGroupMeta, ...] = ()
+    subgroups: tuple[SubGroupSpec, ...] = ()
     subgroup: str | None = None
     queue: str | None = None
     preemptibility: str | None = None

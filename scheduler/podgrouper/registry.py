@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduler.kai.podgroups import dns_label
 
-from .model import TRAIN, OwnerRef, PodGroupMeta, SubGroupMeta, WorkloadError
+from .model import TRAIN, OwnerRef, PodGroupMeta, SubGroupSpec, WorkloadError
 from .owners import OwnerChain, group_kind
 
 _REGISTRY: dict[tuple[str, str], Grouper] = {}
@@ -100,7 +100,7 @@ class Grouper:
         return self.meta(top, name=podgroup_name_for(name_of(top)), min_member=1)
 
     def meta(self, top: Mapping[str, Any], *, name: str, min_member: int,
-             subgroups: tuple[SubGroupMeta, ...] = (), subgroup: str | None = None
+             subgroups: tuple[SubGroupSpec, ...] = (), subgroup: str | None = None
              ) -> PodGroupMeta:
         return PodGroupMeta(name=name, min_member=min_member,
                             priority_class=self.default_priority_class, owner=OwnerRef.of(top),

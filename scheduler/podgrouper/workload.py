@@ -401,7 +401,7 @@ class _Builder:
         spec: dict[str, Any] = {"queue": queue, "priorityClassName": pclass,
                                 "preemptibility": preemptibility, "minMember": meta.min_member}
         if meta.subgroups:
-            spec["subGroups"] = [subgroup.as_spec() for subgroup in meta.subgroups]
+            spec["subGroups"] = [subgroup.to_manifest() for subgroup in meta.subgroups]
         if meta.topology is not None:
             spec["topologyConstraint"] = meta.topology.to_manifest()
         podgroup = {

@@ -103,14 +103,15 @@ def test_a_second_instance_waits_for_the_leader(runner, cluster, k8s_settings,
                                                 tmp_path) -> None:
     wait_for(lambda: runner._leading.is_set(), what="leadership")
     second = BackendRunner(poll=0.05, client_factory=cluster.api_client)
-    thread = threading.Thread(target=second.acquire, daemon=True)
+    thread = threading.Thread(target=second.leader.acquire, args=(lambda: second.stopping,),
+                              daemon=True)
     thread.start()
     time.sleep(0.5)
     assert thread.is_alive()  # still waiting: one leader at a time
     second.stop()
     thread.join(timeout=5)
     assert not thread.is_alive()
-    second.leader.close()
+    second.leader.release()
 
 
 @pytest.mark.django_db

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import connection
 
 from scheduler.backends import WAKE_CHANNEL
-from scheduler.loop import _leader_connection
+from scheduler.leader import LeaderLock
 
 from . import nodes, status
 from .cleanup import Cleaner
@@ -55,7 +55,8 @@ class BackendRunner:
         self.client_factory = client_factory or api_client
         self.backoff_start, self.backoff_max = backoff_start, backoff_max
         self.stopping = False
-        self.leader: psycopg.Connection | None = None
+        self.leader = LeaderLock(K8S_LEADER_LOCK, name="k8s backend", poll=poll,
+                                 listen=WAKE_CHANNEL)
         self.health = Health()
         self.listener: PodListener | None = None
         self._leading = threading.Event()
@@ -68,23 +69,6 @@ class BackendRunner:
         if listener is not None:
             listener.stop()
 
-    def acquire(self) -> bool:
-        while not self.stopping:
-            try:
-                if self.leader is None or self.leader.closed:
-                    self.leader = _leader_connection()
-                row = self.leader.execute("SELECT pg_try_advisory_lock(%s)",
-                                          [K8S_LEADER_LOCK]).fetchone()
-                if row[0]:
-                    self.leader.execute(f"LISTEN {WAKE_CHANNEL}")
-                    logger.info("k8s backend: this instance is the leader")
-                    return True
-            except psycopg.Error as error:
-                logger.warning("k8s backend: leader election failed: %s", error)
-                self.leader = None
-            time.sleep(self.poll)
-        return False
-
     def _wait(self, seconds: float) -> list[str]:
         """Sleep up to ``seconds``, woken early by a NOTIFY; returns the payloads. A lost
         leader connection ends leadership."""
@@ -95,11 +79,12 @@ class BackendRunner:
             if remaining <= 0:
                 break
             try:
-                for notify in self.leader.notifies(timeout=min(remaining, 1.0), stop_after=1):
+                for notify in self.leader.connection.notifies(timeout=min(remaining, 1.0),
+                                                              stop_after=1):
                     payloads.append(notify.payload)
             except psycopg.Error:
                 logger.warning("k8s backend: lost the leader connection")
-                self.leader = None
+                self.leader.lost()
                 self._leading.clear()
                 break
             if payloads:
@@ -111,15 +96,14 @@ class BackendRunner:
             signal.signal(signal.SIGTERM, self.stop)
             signal.signal(signal.SIGINT, self.stop)
         while not self.stopping:
-            if not self.acquire():
+            if not self.leader.acquire(lambda: self.stopping):
                 break
             self._leading.set()
             try:
                 self.lead()
             finally:
                 self._leading.clear()
-        if self.leader is not None and not self.leader.closed:
-            self.leader.close()
+        self.leader.release()
         connection.close()
 
     # --- the leader's work ---------------------------------------------------------------

@@ -39,9 +39,9 @@ from workflows.models import (
     Workflow,
     WorkflowGroup,
 )
+from workflows.services import status_rank
 
 PREEMPTION_REASON = "PreemptionByScheduler"
-_RANK = {TaskStatus.WAITING: 0, TaskStatus.SCHEDULING: 1, TaskStatus.RUNNING: 2}
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def task_observed(*, workflow_name: str, task_name: str, observation: Observatio
                         .update(node_name=observation.node))
         return False
     if observation.status not in FINAL_TASK_STATUSES and \
-            _RANK.get(observation.status, 3) <= _RANK.get(task.status, 3):
+            status_rank(observation.status) <= status_rank(task.status):
         return False
     task_report_status(workflow=workflow, task_name=task_name, status=observation.status,
                        exit_code=observation.exit_code, node=observation.node or None,

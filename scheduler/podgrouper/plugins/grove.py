@@ -8,7 +8,7 @@ the Grove operator does: PodCliques ``{set}-{replica}-{clique}`` own the pods. S
 
 from __future__ import annotations
 
-from ..model import SubGroupMeta, WorkloadError
+from ..model import SubGroupSpec, WorkloadError
 from ..registry import (
     Grouper,
     int_field,
@@ -54,7 +54,7 @@ class PodCliqueSetGrouper(Grouper):
             raise WorkloadError("invalid_spec", f"pod {name_of(pod)} of PodCliqueSet "
                                 f"{name_of(top)} has no {REPLICA_INDEX_LABEL} label",
                                 {f"metadata.labels.{REPLICA_INDEX_LABEL}": ["Required."]})
-        subgroups = tuple(SubGroupMeta(name, min_member=max(1, minimum))
+        subgroups = tuple(SubGroupSpec(name, min_member=max(1, minimum))
                           for name, _, minimum, _ in _cliques(top))
         return self.meta(top, name=podgroup_name_for(f"{name_of(top)}-{replica}"),
                          min_member=sum(s.min_member for s in subgroups), subgroups=subgroups,

@@ -8,7 +8,7 @@ owner walk goes pod → Job → JobSet and the JobSet decides.
 
 from __future__ import annotations
 
-from ..model import SubGroupMeta, WorkloadError
+from ..model import SubGroupSpec, WorkloadError
 from ..registry import (
     Grouper,
     int_field,
@@ -47,7 +47,7 @@ class JobSetGrouper(Grouper):
     name = "jobset"
 
     def metadata(self, top, pod, chain):
-        subgroups = tuple(SubGroupMeta(name, min_member=max(1, replicas * per_job))
+        subgroups = tuple(SubGroupSpec(name, min_member=max(1, replicas * per_job))
                           for name, replicas, per_job, _ in _replicated_jobs(top))
         return self.meta(top, name=podgroup_name_for(name_of(top)),
                          min_member=sum(s.min_member for s in subgroups),

@@ -9,7 +9,7 @@ modelled: pods are owned by the LeaderWorkerSet directly.)
 
 from __future__ import annotations
 
-from ..model import SubGroupMeta, WorkloadError
+from ..model import SubGroupSpec, WorkloadError
 from ..registry import (
     Grouper,
     int_field,
@@ -42,9 +42,9 @@ class LeaderWorkerSetGrouper(Grouper):
             raise WorkloadError("invalid_spec", f"pod {name_of(pod)} of LeaderWorkerSet "
                                 f"{name_of(top)} has no {GROUP_INDEX_LABEL} label",
                                 {f"metadata.labels.{GROUP_INDEX_LABEL}": ["Required."]})
-        subgroups = [SubGroupMeta("leader", min_member=1)]
+        subgroups = [SubGroupSpec("leader", min_member=1)]
         if size > 1:
-            subgroups.append(SubGroupMeta("workers", min_member=size - 1))
+            subgroups.append(SubGroupSpec("workers", min_member=size - 1))
         is_leader = labels.get(WORKER_INDEX_LABEL, "0") == "0"
         return self.meta(top, name=podgroup_name_for(f"{name_of(top)}-{group}"),
                          min_member=size, subgroups=tuple(subgroups),

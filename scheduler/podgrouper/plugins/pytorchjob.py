@@ -9,7 +9,7 @@ holds the master(s) and one worker. The root minMember is the sum of the leaves'
 
 from __future__ import annotations
 
-from ..model import SubGroupMeta
+from ..model import SubGroupSpec
 from ..registry import (
     Grouper,
     int_field,
@@ -49,10 +49,10 @@ class PyTorchJobGrouper(Grouper):
         total = masters + workers if wanted is None else int_field(wanted, path, minimum=1)
         subgroups = []
         if masters:
-            subgroups.append(SubGroupMeta("master", min_member=masters if workers
+            subgroups.append(SubGroupSpec("master", min_member=masters if workers
                                           else max(1, min(total, masters))))
         if workers:
-            subgroups.append(SubGroupMeta("worker", min_member=max(1, total - masters)))
+            subgroups.append(SubGroupSpec("worker", min_member=max(1, total - masters)))
         role = labels_of(pod).get(REPLICA_TYPE_LABEL)
         return self.meta(top, name=podgroup_name_for(name_of(top)),
                          min_member=sum(s.min_member or 0 for s in subgroups) or 1,

@@ -13,6 +13,7 @@ api = [
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("", include("pools.api.urls")),
+    path("", include("pools.api.service_urls")),
     path("", include("workflows.api.urls")),
     path("", include("scheduler.api.urls")),
 ]

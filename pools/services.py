@@ -308,7 +308,7 @@ def subpool_delete(*, actor, subpool: Pool) -> Pool:
     if running:
         from . import tasks
 
-        tasks.drain_check_on_commit()
+        tasks.drain_check_on_commit(subpool_id=subpool.pk)
     _queues_changed()
     return subpool
 

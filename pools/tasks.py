@@ -105,3 +105,16 @@ def drain_check_on_commit(subpool_id: int | None = None) -> None:
         transaction.on_commit(lambda: _publish(drain_check))
     else:
         transaction.on_commit(lambda: _publish(subpool_drain_check, subpool_id=subpool_id))
+
+
+def drain_check_if_deleting_on_commit(subpool_id: int) -> None:
+    """After a workflow in a subpool ends: once committed, check the subpool if it is DELETING.
+    Read after the commit, not before: a delete that commits meanwhile is seen here, and one
+    that commits later runs its own check, which sees this finish — so no drain waits for beat.
+    """
+
+    def check() -> None:
+        if Pool.objects.filter(pk=subpool_id, subpool_state=SubpoolState.DELETING).exists():
+            _publish(subpool_drain_check, subpool_id=subpool_id)
+
+    transaction.on_commit(check)

@@ -62,11 +62,11 @@ def _end_tasks(tasks, status: str, reason: str | None, now) -> None:
 
 
 def _after_finish(workflow: Workflow) -> None:
-    """A workflow ended: a DELETING subpool may now be drained."""
-    if workflow.pool.subpool_state == "DELETING":
-        from pools.tasks import drain_check_on_commit
+    """A workflow ended: its subpool may be DELETING and now drained."""
+    if workflow.pool.is_subpool:
+        from pools.tasks import drain_check_if_deleting_on_commit
 
-        drain_check_on_commit()
+        drain_check_if_deleting_on_commit(workflow.pool_id)
 
 
 def settle(workflow: Workflow, now) -> None:

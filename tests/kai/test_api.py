@@ -161,7 +161,6 @@ def review(obj, uid="705ab4f5-6393-11e8-b7cc-42010a800002", operation="CREATE"):
         "namespace": "osmo", "operation": operation, "object": obj}}
 
 
-@pytest.mark.urls("tests.kai.urls")
 def test_webhook_allows_a_valid_podgroup_without_a_token() -> None:
     response = APIClient().post("/webhooks/podgroups/validate", review(VALID_PODGROUP),
                                 format="json")
@@ -172,7 +171,6 @@ def test_webhook_allows_a_valid_podgroup_without_a_token() -> None:
                      "status": {"message": "PodGroup pg-ok is valid"}}}
 
 
-@pytest.mark.urls("tests.kai.urls")
 def test_webhook_denies_with_403_and_the_errors() -> None:
     response = APIClient().post("/webhooks/podgroups/validate",
                                 review(INVALID_PODGROUP, uid="abc"), format="json")
@@ -183,7 +181,6 @@ def test_webhook_denies_with_403_and_the_errors() -> None:
     assert all(isinstance(w, str) for w in answer.get("warnings", []))
 
 
-@pytest.mark.urls("tests.kai.urls")
 def test_webhook_warnings_are_strings() -> None:
     unreachable = {**VALID_PODGROUP, "spec": {"minMember": 5}}
     answer = APIClient().post("/webhooks/podgroups/validate", review(unreachable),
@@ -201,7 +198,6 @@ def test_webhook_warnings_are_strings() -> None:
                                       for w in answer["warnings"])
 
 
-@pytest.mark.urls("tests.kai.urls")
 def test_webhook_passes_other_objects_and_deletes() -> None:
     client = APIClient()
     deleted = review(None, uid="d1", operation="DELETE")
@@ -214,7 +210,6 @@ def test_webhook_passes_other_objects_and_deletes() -> None:
     assert answer["response"]["allowed"] is True
 
 
-@pytest.mark.urls("tests.kai.urls")
 def test_webhook_rejects_malformed_reviews() -> None:
     client = APIClient()
     for body in ({"kind": "AdmissionReview"},
@@ -224,7 +219,6 @@ def test_webhook_rejects_malformed_reviews() -> None:
         assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
 
 
-@pytest.mark.urls("tests.kai.urls")
 def test_openapi_documents_the_kai_endpoints_without_warnings(tmp_path) -> None:
     from django.core.management import call_command
 

@@ -35,6 +35,11 @@ class Pool(models.Model):
                                      blank=True)
     quota_gpus = models.IntegerField(help_text="Guaranteed GPUs (for a subpool: the configured "
                                                "quota; it counts as 0 while DELETING).")
+    # Top-level pools: Σ quota and count of their ACTIVE subpools, kept by the services in the
+    # same transaction as every subpool change, so the partition invariant is a CHECK below and
+    # admission reads it from the one row it locks.
+    allocated_gpus = models.IntegerField(default=0)
+    active_subpools = models.IntegerField(default=0)
     # The settings below belong to top-level pools; subpools inherit their parent's.
     description = models.TextField(blank=True, default="")
     limit_gpus = models.IntegerField(default=-1, help_text="-1: no limit.")
@@ -81,6 +86,13 @@ class Pool(models.Model):
             ),
             models.CheckConstraint(condition=Q(quota_gpus__gte=0), name="pools_quota_non_negative",
                                    violation_error_message="Quota cannot be negative."),
+            models.CheckConstraint(
+                condition=Q(allocated_gpus__gte=0, active_subpools__gte=0)
+                & (Q(parent__isnull=True, allocated_gpus__lte=F("quota_gpus"))
+                   | Q(parent__isnull=False, allocated_gpus=0, active_subpools=0)),
+                name="pools_subpools_fit_in_parent",
+                violation_error_message="ACTIVE subpool quotas exceed the pool's quota.",
+            ),
             models.CheckConstraint(condition=Q(limit_gpus__gte=-1), name="pools_limit_valid",
                                    violation_error_message="Limit is -1 (none) or a count."),
             models.CheckConstraint(condition=Q(weight__gte=0), name="pools_weight_non_negative",

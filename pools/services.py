@@ -126,6 +126,14 @@ def _queues_changed() -> None:
     queue_sync_on_commit()
 
 
+def _refresh_partition(parent: Pool) -> None:
+    """Recount the parent's ACTIVE subpools into its row (locked by the caller)."""
+    parent.allocated_gpus = active_subpool_quota_sum(parent=parent)
+    parent.active_subpools = parent.subpools.filter(subpool_state=SubpoolState.ACTIVE).count()
+    Pool.objects.filter(pk=parent.pk).update(allocated_gpus=parent.allocated_gpus,
+                                             active_subpools=parent.active_subpools)
+
+
 def _lock(pk: int) -> Pool:
     lock_pool_family(pk, shared=False)
     return Pool.objects.select_for_update().get(pk=pk)
@@ -263,6 +271,7 @@ def subpool_create(*, actor, parent: Pool, subpool_name: Any, quota_gpus: Any
         subpool.save(update_fields=["subpool_state", "quota_gpus", "updated_at"])
         _audit(subpool, "subpool_reactivated", actor, before, pool_snapshot(subpool))
     subpool.parent = parent
+    _refresh_partition(parent)
     _queues_changed()
     return subpool, existing is None
 
@@ -284,6 +293,7 @@ def subpool_update(*, actor, subpool: Pool, quota_gpus: Any) -> Pool:
         subpool.quota_gpus = quota_gpus
         subpool.save(update_fields=["quota_gpus", "updated_at"])
         _audit(subpool, "subpool_quota_changed", actor, before, pool_snapshot(subpool))
+        _refresh_partition(parent)
         _queues_changed()
     return subpool
 
@@ -303,6 +313,7 @@ def subpool_delete(*, actor, subpool: Pool) -> Pool:
     running = workflows_holding_gpus(pool_ids=[subpool.pk]).exists()
     subpool.subpool_state = SubpoolState.DELETING if running else SubpoolState.ARCHIVED
     subpool.save(update_fields=["subpool_state", "updated_at"])
+    _refresh_partition(parent)
     _audit(subpool, "subpool_deleting" if running else "subpool_archived", actor, before,
            pool_snapshot(subpool))
     if running:

@@ -74,16 +74,6 @@ def parse_for_pool(pool: Pool, source, *, set_variables=(), set_string_variables
                         ) from error
 
 
-def _active_partition(parent: Pool) -> tuple[int, int]:
-    """(count, Σ quota) of the parent's ACTIVE subpools. A separate statement on purpose: in
-    READ COMMITTED it takes a fresh snapshot after the lock above was granted, so it sees any
-    subpool change that committed while this submission waited for the lock."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*), coalesce(sum(quota_gpus), 0) FROM pools "
-                       "WHERE parent_pool = %s AND subpool_state = 'ACTIVE'", [parent.name])
-        return cursor.fetchone()
-
-
 def check_quota(*, target: Pool, parent: Pool, spec_total: int, largest_group: int,
                 priority: str) -> None:
     """Checks 3-5 of API.md, with the rows already locked."""
@@ -101,8 +91,9 @@ def check_quota(*, target: Pool, parent: Pool, spec_total: int, largest_group: i
     if target.is_subpool:
         quota, what = target.quota_gpus, f"subpool '{target.name}' quota"
     else:
-        active_subpools, allocated = _active_partition(parent)
-        has_subpools = active_subpools > 0
+        # Kept on the parent row by the subpool services and read through this transaction's
+        # FOR SHARE lock, which fetches the row's latest committed version.
+        has_subpools, allocated = parent.active_subpools > 0, parent.allocated_gpus
         quota = parent.quota_gpus - allocated if has_subpools else parent.quota_gpus
         what = (f"unallocated share of pool '{parent.name}'" if has_subpools
                 else f"pool '{parent.name}' quota")

@@ -461,3 +461,10 @@ def test_an_unchanged_subpool_quota_is_a_no_op(team_admin, team):
                               format="json")
     assert (response.status_code, response.json()["quota_gpus"]) == (200, 30)
     assert db_state() == before  # no audit event for a change that changes nothing
+
+
+def test_the_database_refuses_subpools_beyond_the_parent_quota(team):
+    from django.db import IntegrityError, transaction
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Pool.objects.filter(pk=team.pk).update(allocated_gpus=101)

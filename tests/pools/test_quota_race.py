@@ -87,6 +87,7 @@ def test_concurrent_creates_growth_and_parent_shrink_keep_the_invariant():
     outcomes = _race(worker)
     parent.refresh_from_db()
     assert _active_sum(parent) <= parent.quota_gpus
+    assert_partition_matches(parent)
     succeeded = [a for a, ok in outcomes if ok]
     assert any(a == "create" for a in succeeded) and any(a == "grow" for a in succeeded)
     assert any(not ok for _, ok in outcomes)  # the race really hit the limit
@@ -120,3 +121,12 @@ def test_concurrent_creates_of_one_name_make_one_subpool():
     outcomes = _race(worker)
     assert sum(ok for _, ok in outcomes) == ROUNDS
     assert Pool.objects.filter(parent=parent).count() == ROUNDS
+    assert_partition_matches(parent)
+
+
+def assert_partition_matches(parent: Pool) -> None:
+    """The parent row's kept figures equal what its subpool rows say."""
+    parent.refresh_from_db()
+    active = Pool.objects.filter(parent=parent, subpool_state="ACTIVE")
+    assert (parent.allocated_gpus, parent.active_subpools) == (_active_sum(parent),
+                                                               active.count())

@@ -24,6 +24,7 @@ from pools.models import Pool, PoolStatus, SubpoolState
 from pools.selectors import pool_not_found
 from scheduler.kai.podgroups import podgroup_name
 
+from .insert import insert_admitted
 from .models import (
     QUOTA_PRIORITIES,
     Priority,
@@ -209,9 +210,7 @@ def _locked_target(pool: Pool | str, roles=None) -> Pool:
 
 
 def _save(admission: Admission) -> Admission:
-    admission.workflow.save()
-    WorkflowGroup.objects.bulk_create(admission.groups)
-    Task.objects.bulk_create(admission.tasks)  # foreign keys taken from the saved parents
+    insert_admitted(admission.workflow, admission.groups, admission.tasks)
     return admission
 
 

@@ -11,7 +11,9 @@ COPY dashboard dashboard
 COPY migrations migrations
 COPY templates templates
 COPY manage.py ./
-RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput || true
+# Editable: settings find templates/ and the app folders in /app, where the code lives.
+RUN pip install --no-cache-dir -e . && SECRET_KEY=build DATABASE_URL=postgresql://build@localhost/build \
+    python manage.py collectstatic --noinput
 RUN useradd --system --uid 1000 osmo && chown -R osmo /app
 USER osmo
 EXPOSE 8000

@@ -56,6 +56,11 @@ def cluster_topology() -> list[dict]:
     return row.levels if row else DEFAULT_TOPOLOGY_LEVELS
 
 
+def cluster_topologies() -> dict[str, list[dict]]:
+    """The Topologies a PodGroup may name (for validation): the stored cluster Topology."""
+    return {"osmo-topology": cluster_topology()}
+
+
 def _constraint(raw: dict | None) -> TopologyConstraint | None:
     if not raw:
         return None

@@ -23,6 +23,7 @@ from pools.locking import POOL_FAMILY_LOCK
 from pools.models import Pool, PoolStatus, SubpoolState
 from pools.selectors import pool_not_found
 from scheduler.kai.podgroups import podgroup_name
+from scheduler.snapshot import cluster_topologies
 
 from .insert import insert_admitted
 from .models import (
@@ -60,12 +61,17 @@ def parse_for_pool(pool: Pool, source, *, set_variables=(), set_string_variables
                    ) -> WorkflowSpec:
     """Parse with the pool's platforms (subpools inherit their parent's)."""
     settings_pool = pool.parent if pool.is_subpool else pool
+    # Levels are checked against the stored cluster Topology; it is read only for specs that
+    # mention a topology at all (the common spec has none, and this is the hot path).
+    text = source if isinstance(source, str) else ""
+    topologies = cluster_topologies() if "opology" in text else None
     try:
         return parse_workflow_spec(
             source, set_variables=list(set_variables or ()),
             set_string_variables=list(set_string_variables or ()),
             platforms=list(settings_pool.platforms or {}),
             default_platform=settings_pool.default_platform or None,
+            topologies=topologies,
         )
     except SpecError as error:
         raise OsmoError("invalid_spec", "The workflow spec is not valid: "

@@ -142,3 +142,23 @@ def test_the_kai_topology_follows_the_cluster_topology(admin):
     from scheduler.kai.selectors import topology_manifest
 
     assert topology_manifest(namespace="osmo")["spec"]["levels"] == levels
+
+
+def test_admission_and_validation_follow_the_stored_topology(admin, alice, team):
+    admin.put("/api/cluster/topology", {"levels": [
+        {"alias": "rack", "nodeLabel": "topology.osmo/rack"},
+        {"alias": "hostname", "nodeLabel": "kubernetes.io/hostname"}]}, format="json")
+    zoned = spec("zoned", 1, scheduling=(
+        "    scheduling:\n      topologyConstraint: {requiredTopologyLevel: zone}\n"))
+    response = alice.post("/api/pool/team/workflow", {"file": zoned}, format="json")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_spec")
+    assert any("zone" in m for ms in response.json()["errors"].values() for m in ms)
+    racked = zoned.replace("zone", "rack")
+    assert alice.post("/api/pool/team/workflow", {"file": racked},
+                      format="json").status_code == 201
+    podgroup = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                "metadata": {"name": "pg"},
+                "spec": {"queue": "q", "minMember": 1,
+                         "topologyConstraint": {"requiredTopologyLevel": "zone"}}}
+    body = alice.post("/api/kai/podgroups/validate", podgroup, format="json").json()
+    assert body["allowed"] is False

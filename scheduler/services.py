@@ -97,11 +97,14 @@ def _evict(result, index, now) -> tuple[int, set[int]]:
     by_gang: dict[str, list] = {}
     for eviction in result.evictions:
         by_gang.setdefault(eviction.gang, []).append(eviction)
+    bound_by_group: dict[int, set[str]] = {}
+    for name, row in index.tasks.items():  # one pass, not one per evicted gang
+        if row["node_name"]:
+            bound_by_group.setdefault(row["group_id"], set()).add(name)
     evicted, touched = 0, set()
     for gang, evictions in by_gang.items():
         group = index.groups[gang]
-        bound = {name for name, row in index.tasks.items()
-                 if row["group_id"] == group["id"] and row["node_name"]}
+        bound = bound_by_group.get(group["id"], set())
         victims = {e.pod for e in evictions}
         reason = EVICTION_REASONS.get(evictions[0].reason, evictions[0].reason)
         for eviction in evictions:

@@ -48,6 +48,14 @@ def int_field(value: Any, path: str, *, minimum: int = 0) -> int:
     return value
 
 
+def replica_count(specs: Mapping[str, Any], role: str, path: str) -> int:
+    """Replicas of one role of a Kubeflow job (`{role: {replicas}}`); unset means 1."""
+    if role not in specs:
+        return 0
+    value = (specs.get(role) or {}).get("replicas")
+    return 1 if value is None else int_field(value, f"{path}.{role}.replicas")
+
+
 def nested(obj: Mapping[str, Any], *keys: str) -> Any:
     for key in keys:
         if not isinstance(obj, Mapping) or key not in obj:

@@ -8,7 +8,16 @@ the launcher is a worker too and counts.
 
 from __future__ import annotations
 
-from ..registry import Grouper, int_field, make_pod, name_of, nested, podgroup_name_for, register
+from ..registry import (
+    Grouper,
+    int_field,
+    make_pod,
+    name_of,
+    nested,
+    podgroup_name_for,
+    register,
+    replica_count,
+)
 
 ROLE_LABEL = "training.kubeflow.org/job-role"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
@@ -16,10 +25,7 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 
 
 def _replicas(specs, role: str) -> int:
-    if role not in specs:
-        return 0
-    value = (specs.get(role) or {}).get("replicas")
-    return 1 if value is None else int_field(value, f"spec.mpiReplicaSpecs.{role}.replicas")
+    return replica_count(specs, role, "spec.mpiReplicaSpecs")
 
 
 @register("kubeflow.org", "MPIJob")

@@ -19,6 +19,7 @@ from ..registry import (
     nested,
     podgroup_name_for,
     register,
+    replica_count,
 )
 
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
@@ -27,10 +28,7 @@ ROLES = (("Master", "master"), ("Worker", "worker"))
 
 
 def _replicas(specs, role: str) -> int:
-    if role not in specs:
-        return 0
-    value = (specs.get(role) or {}).get("replicas")
-    return 1 if value is None else int_field(value, f"spec.pytorchReplicaSpecs.{role}.replicas")
+    return replica_count(specs, role, "spec.pytorchReplicaSpecs")
 
 
 @register("kubeflow.org", "PyTorchJob")

@@ -19,6 +19,10 @@ def bootstrap() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
     os.environ.setdefault("OSMO_LOG_LEVEL", "WARNING")
     import django
+
+    from osmo.embedded import prepare_local_environment
+
+    prepare_local_environment()
     from django.core.management import call_command
 
     django.setup()

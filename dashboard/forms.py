@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from django import forms
 
+from osmo.accounts.models import AccessToken
+from osmo.accounts.services import token_digest
 from osmo.errors import OsmoError
 from pools import services
 from pools.models import Pool
@@ -87,9 +89,6 @@ class TokenLoginForm(forms.Form):
                             help_text="A token from `osmo standalone` or `manage.py issue_token`.")
 
     def clean_token(self):
-        from osmo.accounts.models import AccessToken
-        from osmo.accounts.services import token_digest
-
         access = (AccessToken.objects.select_related("user")
                   .filter(digest=token_digest(self.cleaned_data["token"]),
                           revoked_at__isnull=True).first())

@@ -16,6 +16,8 @@ from osmo.accounts.roles import Roles
 from pools import quota
 from pools.models import SUBPOOL_DELIMITER, Pool, SubpoolState
 from pools.selectors import pool_history, pool_not_found, pool_tree
+from scheduler.models import Node
+from scheduler.selectors import scheduler_status
 from workflows.models import ALIVE_WORKFLOW_STATUSES, Priority, Workflow, WorkflowStatus
 from workflows.selectors import gpu_holding_tasks
 
@@ -417,21 +419,13 @@ class ClusterOverview:
 
 
 def _node_model():
-    """The embedded cluster's Node model, once the scheduler app has one."""
-    try:
-        from scheduler import models
-    except ImportError:
-        return None
-    return getattr(models, "Node", None)
+    """The embedded cluster's Node model."""
+    return Node
 
 
 def _scheduler_status(roles: Roles | None, user) -> dict:
     """The body of `GET /api/scheduler/status` (API.md); pending gangs limited to what the
     caller may see (None: everything, for trusted callers)."""
-    try:
-        from scheduler.selectors import scheduler_status
-    except ImportError:
-        return {}
     if roles is None:
         roles = Roles(None, True, False, (), ())
     return scheduler_status(roles=roles, user=user) or {}

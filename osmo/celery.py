@@ -1,10 +1,21 @@
-"""The Celery app: JSON only, configured from Django settings (`CELERY_*`)."""
+"""The Celery app: JSON only, configured from Django settings (`CELERY_*`).
+
+Imported by the `osmo` package (so shared tasks bind to it in every process); only when this
+process IS the `celery` command does it prepare the embedded database first, as `manage.py`
+does — importing it anywhere else starts nothing.
+"""
 
 import os
+import sys
+from pathlib import Path
 
 from celery import Celery
 
+from osmo.embedded import prepare_local_environment
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
+if Path(sys.argv[0]).name == "celery" or Path(sys.argv[0]).parent.name == "celery":
+    prepare_local_environment()  # `celery -A osmo ...` or `python -m celery -A osmo ...`
 
 app = Celery("osmo")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from osmo.accounts.services import user_ensure
 from pools import services
 from pools.models import Pool
+from scheduler.models import Node
+from scheduler.services import node_register
 
 DEMO_POOLS = {
     "team": (100, {"a": 30, "b": 40, "c": 20}),
@@ -29,17 +32,12 @@ def seed_demo() -> None:
             services.subpool_create(actor=None, parent=parent, subpool_name=subpool,
                                     quota_gpus=subpool_quota)
     for user, group in (("team-admin", "osmo-team-admin"), ("ml-user", "osmo-team*-user")):
-        from osmo.accounts.services import user_ensure
-
         user_ensure(username=user, groups=[group])
     seed_demo_cluster()
 
 
 def seed_demo_cluster(zones: int = 2, racks: int = 4, nodes_per_rack: int = 4) -> None:
     """2 zones × 4 racks × 4 nodes × 8 H100 GPUs: 256 GPUs with topology labels."""
-    from scheduler.models import Node
-    from scheduler.services import node_register
-
     if Node.objects.exists():
         return
     for zone in range(zones):

@@ -2,6 +2,9 @@
 
 Standalone runs, management commands without `DATABASE_URL`, and the test suite use these, so
 every path runs on the same PostgreSQL engine as production (there is no SQLite path).
+
+Settings only read the environment; the entry points (`manage.py`, `osmo standalone`, the
+`celery` command) call :func:`prepare_local_environment` first, which starts what is missing.
 """
 
 from __future__ import annotations
@@ -74,3 +77,12 @@ def local_secret_key() -> str:
         path.write_text(secrets.token_urlsafe(48))
         path.chmod(0o600)
     return path.read_text().strip()
+
+
+def prepare_local_environment() -> None:
+    """Without `DATABASE_URL`: start (or join) the embedded PostgreSQL under `OSMO_DATA_DIR`
+    and export its URL, and keep a local `SECRET_KEY` beside it. A no-op when both are set."""
+    if not os.environ.get("DATABASE_URL"):
+        os.environ["DATABASE_URL"] = start_postgres(data_dir())
+        if not os.environ.get("SECRET_KEY"):
+            os.environ["SECRET_KEY"] = local_secret_key()

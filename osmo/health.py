@@ -11,6 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from osmo.accounts.roles import roles_for
+from pools.selectors import visible_top_level_pools
+from scheduler.backends.kubernetes.health import cluster_ok as backend_cluster_ok
 
 
 def database_ok() -> bool:
@@ -24,8 +26,6 @@ def database_ok() -> bool:
 
 
 def cluster_ok() -> bool:
-    from scheduler.backends.kubernetes.health import cluster_ok as backend_cluster_ok
-
     try:
         return backend_cluster_ok()
     except Exception:  # noqa: BLE001
@@ -68,8 +68,6 @@ class WhoAmIView(APIView):
         "user": serializers.CharField(), "roles": serializers.ListField(),
         "pools": serializers.DictField()}), summary="The caller, its roles and pool access")
     def get(self, request):
-        from pools.selectors import visible_top_level_pools
-
         roles = roles_for(request.user)
         role_names = list(roles.group_names)
         if request.user.is_superuser:

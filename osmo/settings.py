@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -17,14 +18,19 @@ def env_int(name: str, default: int) -> int:
 
 
 DEBUG = env_bool("OSMO_DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY")
+# Importing settings starts nothing: without DATABASE_URL, the entry points (manage.py,
+# `osmo standalone`, the celery command) start the embedded PostgreSQL and export its URL and
+# a local SECRET_KEY first (osmo.embedded.prepare_local_environment).
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if not DATABASE_URL:
+    raise ImproperlyConfigured(
+        "DATABASE_URL is not set: run through `manage.py`, `osmo standalone` or `celery -A osmo` "
+        "(they start the embedded PostgreSQL), or point DATABASE_URL at a PostgreSQL server.")
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
-    if not (DEBUG or "DATABASE_URL" not in os.environ):
-        raise RuntimeError("SECRET_KEY must be set when DATABASE_URL points at a real database")
-    # Embedded (standalone-style) run: a random key kept beside the embedded data.
-    from osmo.embedded import local_secret_key
-
-    SECRET_KEY = local_secret_key()
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set (only OSMO_DEBUG runs without one)")
+    SECRET_KEY = "osmo-insecure-debug-key"
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "*").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -79,21 +85,9 @@ TEMPLATES = [
 ]
 
 
-def _database_url() -> str:
-    url = os.environ.get("DATABASE_URL")
-    if url:
-        return url
-    # No DATABASE_URL: use (and start if needed) the embedded server under OSMO_DATA_DIR.
-    from osmo.embedded import data_dir, start_postgres
-
-    url = start_postgres(data_dir())
-    os.environ["DATABASE_URL"] = url
-    return url
-
-
 DATABASES = {
     "default": dj_database_url.parse(
-        _database_url(), conn_max_age=env_int("OSMO_DB_CONN_MAX_AGE", 60), conn_health_checks=True
+        DATABASE_URL, conn_max_age=env_int("OSMO_DB_CONN_MAX_AGE", 60), conn_health_checks=True
     )
 }
 

@@ -47,13 +47,13 @@ class Standalone:
     def prepare_environment(self) -> dict[str, str]:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         os.environ["OSMO_DATA_DIR"] = str(self.data_dir)
-        database_url = os.environ.get("DATABASE_URL") or embedded.start_postgres(self.data_dir)
+        embedded.prepare_local_environment()
         broker_url = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")
         if not broker_url:
             self.broker = embedded.start_broker(self.data_dir / "broker")
             broker_url = f"{self.broker.connection_url}/0"
         env = {
-            "DATABASE_URL": database_url,
+            "DATABASE_URL": os.environ["DATABASE_URL"],
             "REDIS_URL": broker_url,
             "CELERY_BROKER_URL": broker_url,
             "SECRET_KEY": os.environ.get("SECRET_KEY") or embedded.local_secret_key(),

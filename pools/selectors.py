@@ -11,6 +11,7 @@ from django.db.models import Count, Q, Sum
 from osmo.accounts.roles import Roles
 from osmo.errors import Forbidden, NotFound
 from workflows.models import QUOTA_PRIORITIES
+from workflows.selectors import gpu_holding_tasks
 
 from . import quota
 from .models import Pool, PoolEvent, SubpoolState
@@ -130,8 +131,6 @@ def pool_tree(*, roles: Roles, include_archived_subpools: bool = True,
 def usage_by_pool(pool_ids: list[int] | None = None) -> dict[int, quota.Usage]:
     """GPUs held per pool, split by priority, with the workflows holding them: ONE aggregate
     over the partial index of bound tasks."""
-    from workflows.selectors import gpu_holding_tasks
-
     if pool_ids is not None and not pool_ids:
         return {}
     tasks = gpu_holding_tasks()

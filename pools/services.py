@@ -14,8 +14,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
+from scheduler.backends import pool_archived
+from scheduler.tasks import queue_sync_on_commit
+from workflows.lifecycle import workflows_cancel_not_started
+from workflows.selectors import alive_workflows, workflows_holding_gpus
 
 from . import quota as quota_math
+from .drain import drain_check_on_commit
 from .locking import lock_pool_family
 from .models import NAME_PATTERN, SUBPOOL_DELIMITER, Pool, PoolEvent, PoolStatus, SubpoolState
 from .selectors import active_subpool_quota_sum
@@ -121,8 +126,6 @@ def _audit(pool: Pool, action: str, actor, before: dict | None, after: dict | No
 
 def _queues_changed() -> None:
     """Keep the cluster's KAI queue hierarchy in step, once this change commits."""
-    from scheduler.tasks import queue_sync_on_commit
-
     queue_sync_on_commit()
 
 
@@ -204,8 +207,6 @@ def pool_upsert(*, actor, name: str, quota_gpus: Any, **changes: Any) -> tuple[P
 @transaction.atomic
 def pool_delete(*, actor, pool: Pool) -> Pool:
     """Archive a top-level pool; refuse while it has alive workflows or live subpools."""
-    from workflows.selectors import alive_workflows
-
     pool = _lock(pool.pk)
     live_subpools = list(
         pool.subpools.exclude(subpool_state=SubpoolState.ARCHIVED).values_list("name", flat=True)
@@ -302,9 +303,6 @@ def subpool_update(*, actor, subpool: Pool, quota_gpus: Any) -> Pool:
 def subpool_delete(*, actor, subpool: Pool) -> Pool:
     """Smart delete: cancel what holds no GPUs yet; ARCHIVED at once if nothing runs, else
     DELETING until the running workflows finish. Idempotent for DELETING/ARCHIVED."""
-    from workflows.selectors import workflows_holding_gpus
-    from workflows.services import workflows_cancel_not_started
-
     parent, subpool = _lock_family(subpool)
     if subpool.subpool_state != SubpoolState.ACTIVE:
         return subpool
@@ -317,9 +315,7 @@ def subpool_delete(*, actor, subpool: Pool) -> Pool:
     _audit(subpool, "subpool_deleting" if running else "subpool_archived", actor, before,
            pool_snapshot(subpool))
     if running:
-        from . import tasks
-
-        tasks.drain_check_on_commit(subpool_id=subpool.pk)
+        drain_check_on_commit(subpool_id=subpool.pk)
     _queues_changed()
     return subpool
 
@@ -328,8 +324,6 @@ def subpool_delete(*, actor, subpool: Pool) -> Pool:
 def subpool_archive_if_drained(*, subpool_id: int) -> bool:
     """DELETING → ARCHIVED once no alive workflow remains; a conditional update makes repeated
     or concurrent runs do the transition (and write the audit event) exactly once."""
-    from workflows.selectors import alive_workflows
-
     subpool = Pool.objects.select_for_update(skip_locked=True).filter(
         pk=subpool_id, subpool_state=SubpoolState.DELETING
     ).first()
@@ -344,7 +338,5 @@ def subpool_archive_if_drained(*, subpool_id: int) -> bool:
     subpool.subpool_state = SubpoolState.ARCHIVED
     _audit(subpool, "subpool_archived", None, before, pool_snapshot(subpool))
     _queues_changed()
-    from scheduler.backends import pool_archived
-
     pool_archived(subpool.name)  # kubernetes backend: sweep its leftovers (no-op when embedded)
     return True

@@ -10,9 +10,8 @@ its audit event) exactly once.
   re-enqueued until done. Beat runs it every `OSMO_DRAIN_CHECK_INTERVAL` seconds: the safety net
   for any dispatch lost to a broker outage or a race.
 
-`drain_check_on_commit()` is what services call when a subpool goes DELETING and when a workflow
-in a DELETING subpool ends: with the subpool's id it queues the first task, without one the
-second.
+`pools.drain` queues them: when a subpool goes DELETING and when a workflow in a DELETING
+subpool ends.
 """
 
 from __future__ import annotations
@@ -20,9 +19,13 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError
 from django.db.models import Exists, OuterRef
 
+from workflows.models import ALIVE_WORKFLOW_STATUSES, Workflow
+
+from . import services
+from .drain import DRAIN_CHECK, SUBPOOL_DRAIN_CHECK, publish
 from .models import Pool, SubpoolState
 
 logger = logging.getLogger(__name__)
@@ -40,11 +43,7 @@ _RETRY = {"autoretry_for": (OperationalError, InterfaceError), "retry_backoff": 
 def _archive(subpool_ids: list[int]) -> tuple[int, list[int]]:
     """Archive the drained ones; return (archived count, ids that look drained but were skipped
     because another transaction held their row)."""
-    from workflows.models import ALIVE_WORKFLOW_STATUSES, Workflow
-
-    from .services import subpool_archive_if_drained
-
-    archived = sum(subpool_archive_if_drained(subpool_id=pk) for pk in subpool_ids)
+    archived = sum(services.subpool_archive_if_drained(subpool_id=pk) for pk in subpool_ids)
     if archived == len(subpool_ids):
         return archived, []
     alive = Workflow.objects.filter(pool_id=OuterRef("pk"), status__in=ALIVE_WORKFLOW_STATUSES)
@@ -77,44 +76,7 @@ def drain_check(self, after_id: int = 0) -> int:
     )
     archived, contended = _archive(ids)
     for pk in contended:
-        _publish(subpool_drain_check, countdown=CONTENDED_RETRY_SECONDS, subpool_id=pk)
+        publish(SUBPOOL_DRAIN_CHECK, countdown=CONTENDED_RETRY_SECONDS, subpool_id=pk)
     if len(ids) == DRAIN_BATCH:  # maybe more: the next batch runs as its own bounded task
-        _publish(drain_check, after_id=ids[-1])
+        publish(DRAIN_CHECK, after_id=ids[-1])
     return archived
-
-
-def _publish(task, countdown: float | None = None, **kwargs) -> bool:
-    """Queue a task; a broker outage is logged, never raised: the beat sweep re-examines
-    every DELETING subpool, so nothing is lost for good."""
-    try:
-        task.apply_async(kwargs=kwargs, countdown=countdown, retry=False)
-    except Exception:  # noqa: BLE001 - any publish failure means "broker unavailable"
-        logger.warning("%s not queued: broker unavailable", task.name)
-        return False
-    return True
-
-
-def drain_check_on_commit(subpool_id: int | None = None) -> None:
-    """Ask for a drain check of one subpool (or, without an id, a sweep of all DELETING ones)
-    once the current transaction commits, so the worker sees the committed state.
-
-    Not `delay_on_commit`: a failing on-commit callback would turn an already committed request
-    into an error, and a broker outage must not fail the API.
-    """
-    if subpool_id is None:
-        transaction.on_commit(lambda: _publish(drain_check))
-    else:
-        transaction.on_commit(lambda: _publish(subpool_drain_check, subpool_id=subpool_id))
-
-
-def drain_check_if_deleting_on_commit(subpool_id: int) -> None:
-    """After a workflow in a subpool ends: once committed, check the subpool if it is DELETING.
-    Read after the commit, not before: a delete that commits meanwhile is seen here, and one
-    that commits later runs its own check, which sees this finish — so no drain waits for beat.
-    """
-
-    def check() -> None:
-        if Pool.objects.filter(pk=subpool_id, subpool_state=SubpoolState.DELETING).exists():
-            _publish(subpool_drain_check, subpool_id=subpool_id)
-
-    transaction.on_commit(check)

@@ -7,12 +7,10 @@ so bindings and usage are one table and can never disagree.
 from django.db import models
 from django.db.models import Q
 
-DEFAULT_TOPOLOGY_LEVELS = [
-    {"alias": "zone", "nodeLabel": "topology.osmo/zone"},
-    {"alias": "block", "nodeLabel": "topology.osmo/block"},
-    {"alias": "rack", "nodeLabel": "topology.osmo/rack"},
-    {"alias": "hostname", "nodeLabel": "kubernetes.io/hostname"},
-]
+from scheduler.core import kai_names
+
+DEFAULT_TOPOLOGY_LEVELS = [{"alias": alias, "nodeLabel": label}
+                           for alias, label in kai_names.DEFAULT_TOPOLOGY_LEVELS]
 
 
 class Node(models.Model):
@@ -41,7 +39,7 @@ class Node(models.Model):
 class ClusterTopology(models.Model):
     """The cluster's Topology (one row): levels coarsest first, as KAI's `Topology`."""
 
-    name = models.CharField(max_length=63, unique=True, default="osmo-topology")
+    name = models.CharField(max_length=63, unique=True, default=kai_names.DEFAULT_TOPOLOGY_NAME)
     levels = models.JSONField()
     updated_at = models.DateTimeField(auto_now=True)
 

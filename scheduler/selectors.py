@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Sum
 
 from workflows.models import TaskStatus
-from workflows.selectors import gpu_holding_tasks
+from workflows.selectors import gpu_holding_tasks, visible_workflows
 
 from .models import SchedulerCycle
 
@@ -22,8 +22,6 @@ def last_cycle() -> SchedulerCycle | None:
 
 def scheduler_status(*, roles, user) -> dict:
     """Last cycle figures and queues; pending gangs limited to the workflows the caller sees."""
-    from workflows.selectors import visible_workflows
-
     cycle = last_cycle()
     if cycle is None:
         return {"last_cycle": None, "queues": [], "pending": []}

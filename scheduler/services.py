@@ -21,7 +21,11 @@ from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
 from scheduler.core import run_cycle
-from workflows.models import Task, TaskStatus, Workflow, WorkflowGroup, WorkflowStatus
+from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME
+from workflows import lifecycle
+from workflows.lifecycle import TaskEviction
+from workflows.models import TaskStatus
+from workflows.selectors import bound_tasks_on_node
 
 from .models import ClusterTopology, Node, SchedulerCycle
 from .snapshot import build_snapshot
@@ -53,27 +57,6 @@ class CycleSummary:
 
 # --- the cycle --------------------------------------------------------------------------------
 
-def _lock_workflows(ids) -> None:
-    """Every change to a workflow's tasks holds its row lock (same order as status reports)."""
-    if ids:
-        list(Workflow.objects.filter(pk__in=sorted(ids)).order_by("pk")
-             .select_for_update().values_list("pk", flat=True))
-
-
-def _bind(bindings: list[tuple[int, str]], now) -> int:
-    """Bind pending, unbound tasks; returns how many bound (others changed meanwhile)."""
-    if not bindings:
-        return 0
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE workflows_task t SET node_name = v.node, status = %s, started_at = %s "
-            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
-            "WHERE t.id = v.id AND t.node_name = '' AND t.status = %s",
-            [TaskStatus.RUNNING, now, [b[0] for b in bindings], [b[1] for b in bindings],
-             TaskStatus.SCHEDULING])
-        return cursor.rowcount
-
-
 def _check_capacity() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -90,45 +73,12 @@ def _check_capacity() -> None:
         raise OverCommitError(f"cycle would over-commit node(s) {', '.join(over)}")
 
 
-def _evict(result, index, now) -> tuple[int, set[int]]:
-    """Evictions: a whole gang fails (FAILED_PREEMPTED); elastic surplus returns to pending."""
-    from workflows.services import settle
-
-    by_gang: dict[str, list] = {}
-    for eviction in result.evictions:
-        by_gang.setdefault(eviction.gang, []).append(eviction)
-    bound_by_group: dict[int, set[str]] = {}
-    for name, row in index.tasks.items():  # one pass, not one per evicted gang
-        if row["node_name"]:
-            bound_by_group.setdefault(row["group_id"], set()).add(name)
-    evicted, touched = 0, set()
-    for gang, evictions in by_gang.items():
-        group = index.groups[gang]
-        bound = bound_by_group.get(group["id"], set())
-        victims = {e.pod for e in evictions}
-        reason = EVICTION_REASONS.get(evictions[0].reason, evictions[0].reason)
-        for eviction in evictions:
-            row = index.tasks[eviction.pod]
-            whole = victims >= bound
-            changed = Task.objects.filter(
-                pk=row["id"], node_name=row["node_name"], status=TaskStatus.RUNNING,
-            ).update(**({"status": TaskStatus.FAILED_PREEMPTED, "reason": reason,
-                         "finished_at": now} if whole else
-                        {"status": TaskStatus.SCHEDULING, "node_name": "",
-                         "reason": reason, "started_at": None}))
-            evicted += changed
-        touched.add(group["workflow_id"])
-    for workflow in Workflow.objects.filter(pk__in=touched).select_related("pool"):
-        settle(workflow, now)
-    return evicted, touched
-
-
-def _mark_running(task_ids: list[int], now) -> None:
-    groups = set(Task.objects.filter(pk__in=task_ids).values_list("group_id", flat=True))
-    WorkflowGroup.objects.filter(pk__in=groups, status=TaskStatus.SCHEDULING).update(
-        status=TaskStatus.RUNNING, started_at=now, below_min_since=None)
-    Workflow.objects.filter(groups__in=groups, status=WorkflowStatus.PENDING).update(
-        status=WorkflowStatus.RUNNING, started_at=now)
+def _evictions(result, index) -> list[TaskEviction]:
+    return [TaskEviction(task_id=index.tasks[e.pod]["id"], node=index.tasks[e.pod]["node_name"],
+                         group_id=index.tasks[e.pod]["group_id"],
+                         workflow_id=index.tasks[e.pod]["workflow_id"],
+                         reason=EVICTION_REASONS.get(e.reason, e.reason))
+            for e in result.evictions]
 
 
 def _record(result, index, summary_at, duration_ms, bound, evicted) -> int:
@@ -155,17 +105,19 @@ def _record(result, index, summary_at, duration_ms, bound, evicted) -> int:
     return len(pending)
 
 
-def _stale(result, index) -> None:
-    """Remember since when running gangs are below their minimum (the core decides eviction)."""
+def _below_min_changes(result, index) -> dict[int, datetime | None]:
+    """Since when running gangs are below their minimum, where that changed (the core decides
+    eviction from it)."""
     since = {stale.gang: stale.since for stale in result.stale}
+    changes = {}
     for gang, group in index.groups.items():
         value = since.get(gang)
         current = group["below_min_since"]
         if (value is None) != (current is None) or (
                 value is not None and abs(current.timestamp() - value) > 1e-3):
-            WorkflowGroup.objects.filter(pk=group["id"]).update(
-                below_min_since=None if value is None else datetime.fromtimestamp(
-                    value, tz=timezone.get_current_timezone()))
+            changes[group["id"]] = None if value is None else datetime.fromtimestamp(
+                value, tz=timezone.get_current_timezone())
+    return changes
 
 
 def cycle_run(*, now: datetime | None = None) -> CycleSummary:
@@ -185,12 +137,12 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
         result = run_cycle(snapshot)
         workflows = {index.tasks[b.pod]["workflow_id"] for b in result.bindings}
         workflows |= {index.tasks[e.pod]["workflow_id"] for e in result.evictions}
-        _lock_workflows(workflows)
-        evicted, _ = _evict(result, index, now)
+        lifecycle.lock_workflows(workflows)
+        evicted = lifecycle.tasks_evict(_evictions(result, index), now)
         bindings = [(index.tasks[b.pod]["id"], b.node) for b in result.bindings]
-        bound = _bind(bindings, now)
-        _mark_running([task_id for task_id, _ in bindings], now)
-        _stale(result, index)
+        bound = lifecycle.tasks_bind(bindings, now)
+        lifecycle.tasks_mark_running([task_id for task_id, _ in bindings], now)
+        lifecycle.groups_record_below_min(_below_min_changes(result, index))
         _check_capacity()
         duration_ms = (time.perf_counter() - started) * 1000
         pending = _record(result, index, now, duration_ms, bound, evicted)
@@ -201,29 +153,11 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
 # --- the embedded cluster: task completion ---------------------------------------------------
 
 def complete_due_tasks(*, now: datetime) -> int:
-    """Embedded cluster: running tasks end COMPLETED after `sleep N` seconds, or after
-    OSMO_SIM_TASK_SECONDS (0: never by itself; only status reports end tasks)."""
-    from workflows.services import settle
-
-    default = settings.OSMO_SIM_TASK_SECONDS
-    if default <= 0:
+    """Embedded cluster: running tasks end after `sleep N` seconds, or after
+    OSMO_SIM_TASK_SECONDS (0: never by themselves; only status reports end tasks)."""
+    if settings.OSMO_SIM_TASK_SECONDS <= 0:
         return 0
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, workflow_id FROM workflows_task WHERE status = %s "
-            "AND started_at + make_interval(secs => coalesce(run_seconds, %s)) <= %s",
-            [TaskStatus.RUNNING, default, now])
-        due = cursor.fetchall()
-    if not due:
-        return 0
-    workflow_ids = {workflow_id for _, workflow_id in due}
-    _lock_workflows(workflow_ids)
-    changed = Task.objects.filter(pk__in=[pk for pk, _ in due], status=TaskStatus.RUNNING
-                                  ).update(status=TaskStatus.COMPLETED, exit_code=0,
-                                           finished_at=now)
-    for workflow in Workflow.objects.filter(pk__in=workflow_ids).select_related("pool"):
-        settle(workflow, now)
-    return changed
+    return lifecycle.tasks_complete_due(now=now, default_seconds=settings.OSMO_SIM_TASK_SECONDS)
 
 
 # --- nodes and topology ----------------------------------------------------------------------
@@ -253,22 +187,15 @@ def node_set_schedulable(*, node: Node, schedulable: bool) -> Node:
 def node_delete(*, node: Node, force: bool = False) -> int:
     """Remove a node. While pods are bound: 409 `node_in_use`, unless `force`, which evicts
     them (tasks end FAILED_EVICTED, their gangs fail as a gang does)."""
-    from workflows.services import settle
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CYCLE_LOCK])  # not mid-cycle
-    bound = Task.objects.filter(node_name=node.name,
-                                status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
-    count = bound.count()
+    count = bound_tasks_on_node(node.name).count()
     if count and not force:
         raise Conflict("node_in_use", f"Node '{node.name}' has {count} bound pod(s); cordon "
                                       f"it and let them finish, or delete with ?force=true.")
-    now = timezone.now()
-    workflow_ids = set(bound.values_list("workflow_id", flat=True))
-    _lock_workflows(workflow_ids)
-    bound.update(status=TaskStatus.FAILED_EVICTED, reason="node_deleted", finished_at=now)
-    for workflow in Workflow.objects.filter(pk__in=workflow_ids).select_related("pool"):
-        settle(workflow, now)
+    if count:
+        lifecycle.tasks_evict_from_node(node_name=node.name, reason="node_deleted",
+                                        now=timezone.now())
     Node.objects.filter(pk=node.pk).delete()
     return count
 
@@ -302,5 +229,5 @@ def topology_replace(*, levels) -> ClusterTopology:
     """Replace the levels; placed work is not moved."""
     clean = validate_topology(levels)
     topology, _ = ClusterTopology.objects.update_or_create(
-        name="osmo-topology", defaults={"levels": clean})
+        name=DEFAULT_TOPOLOGY_NAME, defaults={"levels": clean})
     return topology

@@ -26,14 +26,13 @@ from scheduler.core import (
     TopologyConstraint,
     TopologyLevel,
 )
+from scheduler.core.kai_names import PRIORITY_VALUES
 from scheduler.kai.queues import queue_name_for
-from scheduler.kai.selectors import queue_manifests
-from workflows.models import TaskStatus, WorkflowStatus
+from scheduler.kai.selectors import cluster_topology, queue_manifests
+from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
 
-from .models import DEFAULT_TOPOLOGY_LEVELS, ClusterTopology
 from .models import Node as NodeRow
 
-PRIORITY_VALUES = {"HIGH": 125, "NORMAL": 100, "LOW": 50}
 SCHEDULABLE_GROUPS = (TaskStatus.SCHEDULING, TaskStatus.RUNNING)
 # Tasks that belong to a live gang: pending, bound or running (finished ones have left it).
 GANG_TASKS = (TaskStatus.SCHEDULING, TaskStatus.RUNNING)
@@ -49,16 +48,6 @@ class SnapshotIndex:
 
 def _ts(value: datetime | None) -> float | None:
     return value.timestamp() if value else None
-
-
-def cluster_topology() -> list[dict]:
-    row = ClusterTopology.objects.first()
-    return row.levels if row else DEFAULT_TOPOLOGY_LEVELS
-
-
-def cluster_topologies() -> dict[str, list[dict]]:
-    """The Topologies a PodGroup may name (for validation): the stored cluster Topology."""
-    return {"osmo-topology": cluster_topology()}
 
 
 def _constraint(raw: dict | None) -> TopologyConstraint | None:
@@ -87,8 +76,6 @@ def _queues(namespace: str) -> tuple[Queue, ...]:
 
 def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
                    ) -> tuple[Snapshot, SnapshotIndex]:
-    from workflows.models import Task, WorkflowGroup
-
     namespace = settings.OSMO_NAMESPACE
     nodes = tuple(
         Node(name=row["name"], gpus=row["gpus"], cpu=row["cpu_millis"],

@@ -10,27 +10,23 @@ from __future__ import annotations
 
 import logging
 
+import urllib3.exceptions
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 
+from scheduler.kai.sync import KaiSyncError, sync_enabled, sync_namespace
+
 logger = logging.getLogger(__name__)
 
 
-def _retryable() -> tuple[type[BaseException], ...]:
-    import urllib3.exceptions
-
-    from scheduler.kai.sync import KaiSyncError
-
-    return (KaiSyncError, urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
+RETRYABLE = (KaiSyncError, urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
 
 
-@shared_task(acks_late=True, autoretry_for=_retryable(), retry_backoff=True,
+@shared_task(acks_late=True, autoretry_for=RETRYABLE, retry_backoff=True,
              retry_backoff_max=300, retry_jitter=True, max_retries=6)
 def kai_queue_sync(namespace: str | None = None) -> dict:
     """Reconcile the namespace's Queues and Topology; returns the summary (JSON)."""
-    from scheduler.kai.sync import sync_enabled, sync_namespace
-
     if not sync_enabled():
         return {"skipped": True}
     summary = sync_namespace(namespace=namespace or settings.OSMO_NAMESPACE)
@@ -41,8 +37,6 @@ def kai_queue_sync(namespace: str | None = None) -> dict:
 
 def queue_sync_on_commit(namespace: str | None = None) -> None:
     """Ask for a queue sync once the current transaction commits (no-op without a cluster)."""
-    from scheduler.kai.sync import sync_enabled
-
     if not sync_enabled():
         return
 

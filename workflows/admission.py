@@ -23,7 +23,9 @@ from pools.locking import POOL_FAMILY_LOCK
 from pools.models import Pool, PoolStatus, SubpoolState
 from pools.selectors import pool_not_found
 from scheduler.kai.podgroups import podgroup_name
-from scheduler.snapshot import cluster_topologies
+from scheduler.kai.queues import queue_name_for
+from scheduler.kai.selectors import StoredTopologies
+from scheduler.podgrouper import WorkloadError, group_workload, pod_gpus
 
 from .insert import insert_admitted
 from .models import (
@@ -37,6 +39,7 @@ from .models import (
     WorkflowStatus,
 )
 from .spec import SpecError, WorkflowSpec, parse_workflow_spec
+from .spec.units import parse_bytes, parse_millicores
 
 
 @dataclass
@@ -61,10 +64,8 @@ def parse_for_pool(pool: Pool, source, *, set_variables=(), set_string_variables
                    ) -> WorkflowSpec:
     """Parse with the pool's platforms (subpools inherit their parent's)."""
     settings_pool = pool.parent if pool.is_subpool else pool
-    # Levels are checked against the stored cluster Topology; it is read only for specs that
-    # mention a topology at all (the common spec has none, and this is the hot path).
-    text = source if isinstance(source, str) else ""
-    topologies = cluster_topologies() if "opology" in text else None
+    # Levels are checked against the stored cluster Topology, read only if the spec needs it.
+    topologies = StoredTopologies()
     try:
         return parse_workflow_spec(
             source, set_variables=list(set_variables or ()),
@@ -245,9 +246,6 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
     """Admit a Kubernetes workload: the pod grouper makes its PodGroups and pods, tracked as a
     workflow of kind "workload" (one group per PodGroup, one task per pod). The number in its
     name is taken before admission, so a refused workload leaves a gap in the numbering."""
-    from scheduler.kai.queues import queue_name_for
-    from scheduler.podgrouper import WorkloadError, group_workload, pod_gpus
-
     if priority is not None:
         priority = validate_priority(priority)
     items = manifest.get("items") if isinstance(manifest, dict) and manifest.get(
@@ -303,8 +301,6 @@ SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 
 def pod_requests(pod: dict) -> tuple[int, int]:
     """(CPU millicores, memory bytes) a pod requests: Σ over its containers."""
-    from workflows.spec.units import parse_bytes, parse_millicores
-
     cpu = memory = 0
     for container in pod.get("spec", {}).get("containers") or []:
         resources = container.get("resources") or {}

@@ -7,7 +7,7 @@ from django.db.models import Exists, OuterRef, Prefetch, Q
 from osmo.accounts.roles import Roles
 from osmo.errors import NotFound
 
-from .models import ALIVE_WORKFLOW_STATUSES, HOLDS_GPUS, Task, Workflow, WorkflowGroup
+from .models import ALIVE_WORKFLOW_STATUSES, HOLDS_GPUS, Task, TaskStatus, Workflow, WorkflowGroup
 
 
 def gpu_holding_tasks():
@@ -44,3 +44,9 @@ def workflow_get(*, name: str, roles: Roles, user) -> Workflow:
     if workflow is None:
         raise NotFound("workflow_not_found", f"Workflow '{name}' does not exist.")
     return workflow
+
+
+def bound_tasks_on_node(node_name: str):
+    """Tasks bound to a node that still hold it (starting or running)."""
+    return Task.objects.filter(node_name=node_name,
+                               status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))

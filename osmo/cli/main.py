@@ -7,12 +7,13 @@ import argparse
 import os
 import sys
 
+from osmo import standalone
+
+from . import common, login, pool, workflow
 from .errors import EXIT_CODES_HELP, CliError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import common, login, pool, workflow
-
     parser = argparse.ArgumentParser(prog="osmo", description="OSMO GPU platform",
                                      epilog=EXIT_CODES_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -20,8 +21,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the stored login profile to use (default: the last one)")
     common.add_format_option(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", required=True)
-
-    from osmo import standalone
 
     standalone.build_parser(commands.add_parser(
         "standalone", help="Run everything (database, broker, web, worker, beat, scheduler)."))
@@ -41,9 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else 2
     if args.command == "standalone":
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
-        from osmo.standalone import Standalone
-
-        return Standalone(args).run()
+        return standalone.Standalone(args).run()
     try:
         return args.handler(args)
     except CliError as error:

@@ -11,6 +11,9 @@ from rest_framework.views import APIView
 
 from osmo.accounts.roles import roles_for
 from osmo.errors import Forbidden, NotFound, OsmoError
+from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME
+from scheduler.kai.selectors import cluster_topology
+from workflows.selectors import workflow_get
 from workflows.spec.units import format_bytes, parse_bytes, parse_millicores
 
 from .. import selectors, services
@@ -127,9 +130,7 @@ class NodeDetailView(APIView):
 class TopologyView(APIView):
     @extend_schema(responses=TopologySerializer, summary="The cluster Topology, coarsest first")
     def get(self, request):
-        from ..snapshot import cluster_topology
-
-        return Response({"name": "osmo-topology", "levels": cluster_topology()})
+        return Response({"name": DEFAULT_TOPOLOGY_NAME, "levels": cluster_topology()})
 
     @extend_schema(request=TopologySerializer, responses=TopologySerializer,
                    summary="Replace the topology levels (placed work is not moved)")
@@ -169,7 +170,5 @@ class ExplainView(APIView):
         "groups": serializers.ListField(child=serializers.DictField())}),
         summary="Why a workflow is pending: the scheduler's reasons per group")
     def get(self, request, name: str):
-        from workflows.selectors import workflow_get
-
         workflow = workflow_get(name=name, roles=roles_for(request.user), user=request.user)
         return Response(selectors.explain(workflow))

@@ -34,7 +34,7 @@ from scheduler.core.podgroup_validation import (
     validate_podgroup,
 )
 from scheduler.kai import selectors
-from scheduler.snapshot import cluster_topologies
+from scheduler.kai.selectors import StoredTopologies
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 ADMISSION_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
@@ -143,7 +143,7 @@ class PodGroupValidateView(APIView):
                 raise OsmoError("invalid_request", "pods must be a list of Pod objects.",
                                 errors={"pods": ["Must be a list of objects."]})
         return Response(validate_podgroup(manifest, pods,
-                                          topologies=cluster_topologies()).as_dict())
+                                          topologies=StoredTopologies()).as_dict())
 
 
 def _issue_text(issue) -> str:
@@ -166,7 +166,7 @@ def admission_response(review: dict) -> dict:
         response.update(allowed=True, status={"message": "not checked: not a PodGroup "
                                                          "create or update"})
     else:
-        result = validate_podgroup(obj, topologies=cluster_topologies())
+        result = validate_podgroup(obj, topologies=StoredTopologies())
         name = (obj.get("metadata") or {}).get("name") or "(unnamed)"
         if result.allowed:
             response.update(allowed=True, status={"message": f"PodGroup {name} is valid"})

@@ -32,20 +32,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
-PODGROUP_KIND = "PodGroup"
-SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
-QUEUE_LABEL = "kai.scheduler/queue"
-PODGROUP_ANNOTATION = "pod-group-name"
-IMPLICIT_SUBGROUP = "default"
-DEFAULT_TOPOLOGY_NAME = "osmo-topology"
-# Coarsest first, as the API contract's default Topology: (alias, node label).
-DEFAULT_TOPOLOGY_LEVELS: tuple[tuple[str | None, str], ...] = (
-    ("zone", "topology.osmo/zone"),
-    ("block", "topology.osmo/block"),
-    ("rack", "topology.osmo/rack"),
-    ("hostname", "kubernetes.io/hostname"),
+from .kai_names import (  # noqa: F401 - re-exported names of this module's public API
+    DEFAULT_TOPOLOGY_LEVELS,
+    DEFAULT_TOPOLOGY_NAME,
+    IMPLICIT_SUBGROUP,
+    PODGROUP_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PODGROUP_KIND,
+    QUEUE_LABEL,
+    SUBGROUP_LABEL,
 )
+
 CONSTRAINT_KEYS = ("preferredTopologyLevel", "requiredTopologyLevel", "topology")
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -29,17 +29,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.core.kai_names import (  # noqa: F401 - also this module's public names
+    GPU_RESOURCE,
+    GROUP_LABEL,
+    IMPLICIT_SUBGROUP,
+    PODGROUP_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PRIORITY_CLASS_NAMES,
+    PRIORITY_VALUES,
+    QUEUE_LABEL,
+    SKIP_PODGROUPER_ANNOTATION,
+    SUBGROUP_LABEL,
+    TASK_LABEL,
+    WORKFLOW_LABEL,
+)
 from workflows.spec.model import GroupSpec, TaskSpec, WorkflowSpec
 from workflows.spec.units import format_bytes, format_cpu
 
-PODGROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 DEFAULT_SCHEDULER_NAME = "kai-scheduler"
-IMPLICIT_SUBGROUP = "default"
-QUEUE_LABEL = "kai.scheduler/queue"
-SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
-PODGROUP_ANNOTATION = "pod-group-name"
-SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,9 @@ class PriorityClass:
 
 
 PRIORITY_CLASSES: dict[str, PriorityClass] = {
-    "HIGH": PriorityClass("osmo-high", 125, "non-preemptible"),
-    "NORMAL": PriorityClass("osmo-normal", 100, "non-preemptible"),
-    "LOW": PriorityClass("osmo-low", 50, "preemptible"),
+    priority: PriorityClass(PRIORITY_CLASS_NAMES[priority], PRIORITY_VALUES[priority],
+                            "preemptible" if priority == "LOW" else "non-preemptible")
+    for priority in ("HIGH", "NORMAL", "LOW")
 }
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -135,8 +142,8 @@ def build_podgroup(
             "namespace": namespace,
             "labels": {
                 **dict(labels or {}),
-                "osmo.workflow": label_value(workflow_name),
-                "osmo.group": label_value(group.name),
+                WORKFLOW_LABEL: label_value(workflow_name),
+                GROUP_LABEL: label_value(group.name),
                 QUEUE_LABEL: label_value(queue),
             },
             "annotations": {
@@ -243,9 +250,9 @@ def build_pods(
                         **dict(labels or {}),
                         QUEUE_LABEL: label_value(queue),
                         SUBGROUP_LABEL: subgroup,
-                        "osmo.workflow": label_value(workflow_name),
-                        "osmo.group": label_value(group.name),
-                        "osmo.task": label_value(task.name),
+                        WORKFLOW_LABEL: label_value(workflow_name),
+                        GROUP_LABEL: label_value(group.name),
+                        TASK_LABEL: label_value(task.name),
                     },
                     "annotations": annotations,
                 },

@@ -39,15 +39,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.podgroup_validation import DEFAULT_TOPOLOGY_LEVELS, DEFAULT_TOPOLOGY_NAME
+from scheduler.core.kai_names import (  # noqa: F401 - also this module's public names
+    DEFAULT_TOPOLOGY_LEVELS,
+    DEFAULT_TOPOLOGY_NAME,
+    NAMESPACE_LABEL,
+    POOL_LABEL,
+    QUEUE_API_VERSION,
+    QUEUE_KIND,
+    TOPOLOGY_API_VERSION,
+    TOPOLOGY_KIND,
+)
 from scheduler.kai.podgroups import label_value
 
-QUEUE_API_VERSION = "scheduling.run.ai/v2"
-QUEUE_KIND = "Queue"
-TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
-TOPOLOGY_KIND = "Topology"
-NAMESPACE_LABEL = "osmo.namespace"
-POOL_LABEL = "osmo.pool"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "osmo"
 POOL_NAME_ANNOTATION = "osmo/pool-name"

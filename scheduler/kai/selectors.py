@@ -8,12 +8,15 @@ subpools are not read at all: they have no queue.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import Q
 
 from osmo.accounts.roles import Roles
 from pools.models import Pool, SubpoolState
+from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME
+from scheduler.models import DEFAULT_TOPOLOGY_LEVELS, ClusterTopology
 
 from .queues import PoolData, SubpoolData, build_queue_hierarchy, build_topology
 
@@ -57,11 +60,41 @@ def queue_manifests(*, namespace: str, roles: Roles | None = None) -> list[dict[
     return build_queue_hierarchy(queue_pool_data(roles=roles), namespace)
 
 
-def topology_manifest(*, namespace: str) -> dict[str, Any]:
-    """The cluster Topology: the levels stored by ``PUT /api/cluster/topology``, else the
-    default ones (the same levels the embedded loop schedules with)."""
-    from scheduler.snapshot import cluster_topology
+def cluster_topology() -> list[dict]:
+    """The cluster's topology levels (coarsest first): the ones stored by
+    ``PUT /api/cluster/topology``, else the default ones."""
+    row = ClusterTopology.objects.first()
+    return row.levels if row else DEFAULT_TOPOLOGY_LEVELS
 
+
+class StoredTopologies(Mapping):
+    """The Topologies a PodGroup may name, for validation: the stored cluster Topology. Read
+    from the database on first use only, so the common spec that names no topology costs no
+    query."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, list[dict]] | None = None
+
+    def _topologies(self) -> dict[str, list[dict]]:
+        if self._loaded is None:
+            self._loaded = {DEFAULT_TOPOLOGY_NAME: cluster_topology()}
+        return self._loaded
+
+    def __bool__(self) -> bool:  # there is always one; knowing that needs no query
+        return True
+
+    def __getitem__(self, name: str) -> list[dict]:
+        return self._topologies()[name]
+
+    def __iter__(self):
+        return iter(self._topologies())
+
+    def __len__(self) -> int:
+        return len(self._topologies())
+
+
+def topology_manifest(*, namespace: str) -> dict[str, Any]:
+    """The cluster Topology (the same levels the embedded loop schedules with)."""
     return build_topology(namespace, levels=cluster_topology())
 
 

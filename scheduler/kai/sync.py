@@ -26,10 +26,14 @@ Decisions where the documents are silent:
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from django.conf import settings
+from kubernetes import client
+
+from scheduler.backends.kubernetes.client import api_client
 
 from .queues import (
     NAMESPACE_LABEL,
@@ -39,6 +43,7 @@ from .queues import (
     TOPOLOGY_KIND,
     depth_order,
 )
+from .selectors import desired_cluster_objects
 
 logger = logging.getLogger(__name__)
 
@@ -298,42 +303,18 @@ def sync_objects(api: Any, desired: Iterable[Mapping[str, Any]], *, namespace: s
 # --- configuration --------------------------------------------------------------------------
 
 def sync_enabled() -> bool:
-    """Whether a cluster is configured: setting/env ``OSMO_KAI_SYNC`` (1/true/yes/on)."""
-    from django.conf import settings
-
-    value = getattr(settings, "OSMO_KAI_SYNC", None)
-    if value is None:
-        value = os.environ.get("OSMO_KAI_SYNC", "")
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
+    """Whether a cluster is configured (setting ``OSMO_KAI_SYNC``)."""
+    return bool(settings.OSMO_KAI_SYNC)
 
 
 def custom_objects_api(*, kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """A ``CustomObjectsApi`` from a kubeconfig file, else the in-cluster service account.
-
-    ``kubeconfig``: a path (default: setting/env ``OSMO_KAI_KUBECONFIG``, then ``KUBECONFIG`` or
-    ``~/.kube/config`` as kubectl finds it). Inside a pod (``KUBERNETES_SERVICE_HOST`` set)
-    with no kubeconfig given, the in-cluster configuration is used.
-    """
-    from django.conf import settings
-    from kubernetes import client, config
-
-    path = kubeconfig or getattr(settings, "OSMO_KAI_KUBECONFIG", None) \
-        or os.environ.get("OSMO_KAI_KUBECONFIG") or None
-    if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)
-        return client.CustomObjectsApi(client.ApiClient(configuration))
-    return client.CustomObjectsApi(config.new_client_from_config(config_file=path,
-                                                                 context=context))
+    """A ``CustomObjectsApi`` for the configured cluster (the backend's one loader)."""
+    return client.CustomObjectsApi(api_client(kubeconfig=kubeconfig, context=context))
 
 
 def sync_namespace(*, namespace: str, api: Any | None = None,
                    dry_run: bool = False) -> SyncSummary:
     """Read the pool tree and reconcile it (the task's and the command's one call)."""
-    from .selectors import desired_cluster_objects
-
     desired = desired_cluster_objects(namespace=namespace)
     return sync_objects(api if api is not None else custom_objects_api(), desired,
                         namespace=namespace, dry_run=dry_run)

@@ -5,9 +5,10 @@ Entry points: :func:`group_pod` (a pod and its owners → its PodGroup metadata)
 GPUs). Add a kind with a module in ``plugins/`` (see :mod:`.registry`).
 """
 
+from .kinds import grouper_for, registered_kinds
 from .model import PodGroupMeta, SubGroupSpec, TopologySpec, WorkloadError
 from .owners import SKIP_TOP_OWNER_KINDS, OwnerChain, index_lookup, owner_chain
-from .registry import Grouper, grouper_for, register, registered_kinds
+from .registry import Grouper, register
 from .workload import (
     KNOWN_PRIORITY_CLASSES,
     WorkloadGroup,

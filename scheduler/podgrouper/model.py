@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # One subgroup and one topology-constraint type for workflow specs and grouped workloads.
+from scheduler.core.kai_names import PREEMPTIBILITY_LABEL, QUEUE_LABEL  # noqa: F401
 from workflows.spec.model import SubGroupSpec, TopologySpec
 
-QUEUE_LABEL = "kai.scheduler/queue"
 PRIORITY_LABEL = "priorityClassName"
-PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
 TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
 REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-required-placement"

@@ -17,7 +17,7 @@ from scheduler.kai.podgroups import dns_label
 from .model import TRAIN, OwnerRef, PodGroupMeta, SubGroupSpec, WorkloadError
 from .owners import OwnerChain, group_kind
 
-_REGISTRY: dict[tuple[str, str], Grouper] = {}
+GROUPERS: dict[tuple[str, str], Grouper] = {}
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
@@ -141,19 +141,7 @@ def register(group: str, kind: str, *more: tuple[str, str]) -> Callable[[type], 
     def wrap(cls: type) -> type:
         instance = cls()
         for key in ((group, kind), *more):
-            _REGISTRY[key] = instance
+            GROUPERS[key] = instance
         return cls
 
     return wrap
-
-
-def grouper_for(obj: Mapping[str, Any]) -> Grouper:
-    from . import plugins  # noqa: F401 - registers the built-in kinds
-
-    return _REGISTRY.get(group_kind(obj), DEFAULT_GROUPER)
-
-
-def registered_kinds() -> dict[tuple[str, str], str]:
-    from . import plugins  # noqa: F401
-
-    return {key: grouper.name for key, grouper in sorted(_REGISTRY.items())}

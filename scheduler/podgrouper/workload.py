@@ -71,6 +71,7 @@ from scheduler.kai.podgroups import (
     priority_class,
 )
 
+from .kinds import grouper_for
 from .model import (
     PREEMPTIBILITY_LABEL,
     PREFERRED_PLACEMENT_ANNOTATION,
@@ -83,7 +84,7 @@ from .model import (
     WorkloadError,
 )
 from .owners import Lookup, controller_ref, group_kind, index_lookup, owner_chain
-from .registry import annotations_of, grouper_for, labels_of, name_of
+from .registry import annotations_of, labels_of, name_of
 
 KNOWN_PRIORITY_CLASSES: dict[str, int] = {
     "osmo-high": 125, "osmo-normal": 100, "osmo-low": 50, "inference": 125, "build": 100,

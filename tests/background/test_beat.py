@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kombu.exceptions import OperationalError
 
-from pools import tasks
+from pools import drain
 from pools.models import Pool, PoolEvent
 from tests import factories
 from tests.background.conftest import wait_for
@@ -21,8 +21,7 @@ def test_beat_archives_a_subpool_whose_dispatch_was_lost(start_celery, monkeypat
         raise OperationalError("Error 111 connecting to the broker. Connection refused.")
 
     # This process cannot queue anything (as in a broker outage); beat and the worker can.
-    for task in (tasks.drain_check, tasks.subpool_drain_check):
-        monkeypatch.setattr(task, "apply_async", broker_down)
+    monkeypatch.setattr(drain.app, "send_task", broker_down)
     admin = make_client("platform-admin", "osmo-admin")
     backend = make_client("listener", "osmo-backend")
     sub = factories.subpool(factories.pool("team", 10), "a", 4)

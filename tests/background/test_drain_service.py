@@ -9,7 +9,7 @@ from celery.exceptions import Retry
 from django.db import OperationalError, connection, transaction
 from kombu.exceptions import OperationalError as BrokerError
 
-from pools import tasks
+from pools import drain, tasks
 from pools.models import Pool, PoolEvent
 from pools.services import subpool_archive_if_drained
 from tests import factories
@@ -43,10 +43,8 @@ def team(db):
 def published(monkeypatch) -> list[tuple[str, dict]]:
     """What the tasks queue, instead of a broker."""
     sent: list[tuple[str, dict]] = []
-    for task in (tasks.drain_check, tasks.subpool_drain_check):
-        monkeypatch.setattr(task, "apply_async",
-                            lambda kwargs=None, _name=task.name, **options:
-                            sent.append((_name, kwargs or {})))
+    monkeypatch.setattr(drain.app, "send_task",
+                        lambda name, kwargs=None, **options: sent.append((name, kwargs or {})))
     return sent
 
 
@@ -196,8 +194,8 @@ def test_a_programming_error_is_not_retried(monkeypatch):
 def test_checks_are_queued_only_once_the_transaction_commits(
         team, published, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        tasks.drain_check_on_commit(subpool_id=41)
-        tasks.drain_check_on_commit()
+        drain.drain_check_on_commit(subpool_id=41)
+        drain.drain_check_on_commit()
         assert published == []
     assert len(callbacks) == 2
     assert published == [("pools.tasks.subpool_drain_check", {"subpool_id": 41}),
@@ -209,16 +207,16 @@ def test_a_broker_outage_is_logged_not_raised(monkeypatch, caplog,
     def broker_down(*args, **kwargs):
         raise BrokerError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
 
-    monkeypatch.setattr(tasks.subpool_drain_check, "apply_async", broker_down)
+    monkeypatch.setattr(drain.app, "send_task", broker_down)
     with django_capture_on_commit_callbacks(execute=True):
-        tasks.drain_check_on_commit(subpool_id=41)
+        drain.drain_check_on_commit(subpool_id=41)
     assert "pools.tasks.subpool_drain_check not queued: broker unavailable" in caplog.text
 
 
 def test_a_delete_and_a_workflows_end_ask_for_a_check(
         team, published, django_capture_on_commit_callbacks):
     from pools.services import subpool_delete
-    from workflows.services import task_report_status
+    from workflows.lifecycle import task_report_status
 
     sub = factories.subpool(team, "a", 2)
     other = factories.subpool(team, "b", 2)

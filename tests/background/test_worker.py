@@ -92,7 +92,7 @@ def test_concurrent_checks_on_two_workers_archive_once(team, clients, start_cele
 
 def test_a_broker_outage_delays_the_transition_but_does_not_lose_it(
         team, clients, start_celery, restartable_broker, client, caplog):
-    from pools import tasks
+    from pools import drain
 
     admin, backend = clients
     worker = start_celery("worker")
@@ -116,7 +116,7 @@ def test_a_broker_outage_delays_the_transition_but_does_not_lose_it(
     restartable_broker.start()
     assert client.get("/api/health").status_code == 200
     # What beat does on its next tick: the sweep re-examines every DELETING subpool.
-    wait_for(lambda: tasks._publish(tasks.drain_check), 10, "a publish to the new broker")
+    wait_for(lambda: drain.publish(drain.DRAIN_CHECK), 10, "a publish to the new broker")
     wait_for(lambda: state(sub) == "ARCHIVED", 30, "the subpool to be archived")
     assert archived_events(sub) == 1
     assert "pools.tasks.drain_check" in worker.output()

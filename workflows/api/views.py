@@ -14,7 +14,7 @@ from osmo.accounts.roles import roles_for
 from osmo.errors import Forbidden, OsmoError
 from pools import selectors as pool_selectors
 
-from .. import admission, selectors, services
+from .. import admission, lifecycle, selectors
 from ..manifests import manifests_for, stored_spec
 from . import serializers as s
 from .filters import WorkflowFilter
@@ -121,7 +121,7 @@ class WorkflowCancelView(APIView):
         if not (workflow.user_id == request.user.pk
                 or roles.can_admin(workflow.pool.top_level_name)):
             raise Forbidden("Only the submitter or an admin of the pool can cancel it.")
-        services.workflow_cancel(workflow=workflow)
+        lifecycle.workflow_cancel(workflow=workflow)
         return Response(s.workflow_object(_workflow(request, name)))
 
 
@@ -156,7 +156,7 @@ class TaskStatusView(APIView):
                                       or not isinstance(exit_code, int)):
             raise OsmoError("invalid_request", "exit_code must be an integer.",
                             errors={"exit_code": ["Must be an integer."]})
-        services.task_report_status(workflow=workflow, task_name=task, status=new_status,
+        lifecycle.task_report_status(workflow=workflow, task_name=task, status=new_status,
                                     exit_code=exit_code, node=body.get("node") or None,
                                     reason=body.get("reason") or None)
         return Response(s.workflow_object(_workflow(request, name)))

@@ -20,6 +20,7 @@ from typing import Any
 
 import urllib3
 from django.conf import settings
+from kubernetes import client, config
 
 REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds for ordinary calls
 PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
@@ -29,18 +30,18 @@ MANAGED_BY = "osmo"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 
 
-def api_client(*, kubeconfig: str | None = None) -> Any:
-    """A ``kubernetes.client.ApiClient`` for the configured cluster."""
-    from kubernetes import client, config
-
+def api_client(*, kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """A ``kubernetes.client.ApiClient`` for the configured cluster: ``kubeconfig``, else the
+    setting ``OSMO_KAI_KUBECONFIG``, else ``KUBECONFIG`` / ``~/.kube/config`` as kubectl finds
+    them; inside a pod with none of these, the in-cluster service account. The queue sync and
+    the backend both connect through here."""
     configuration = client.Configuration()
-    path = kubeconfig or getattr(settings, "OSMO_KAI_KUBECONFIG", None) \
-        or os.environ.get("OSMO_KAI_KUBECONFIG") or None
+    path = kubeconfig or settings.OSMO_KAI_KUBECONFIG
     if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=configuration)
     else:
-        config.load_kube_config(config_file=path, client_configuration=configuration,
-                                persist_config=False)
+        config.load_kube_config(config_file=path, context=context,
+                                client_configuration=configuration, persist_config=False)
     configuration.retries = False
     return client.ApiClient(configuration)
 
@@ -53,14 +54,10 @@ class Kube:
 
     @property
     def core(self) -> Any:
-        from kubernetes import client
-
         return client.CoreV1Api(self.api_client)
 
     @property
     def custom(self) -> Any:
-        from kubernetes import client
-
         return client.CustomObjectsApi(self.api_client)
 
     def close(self) -> None:

@@ -39,9 +39,9 @@ from django.utils import timezone
 
 from scheduler.kai.sync import KaiSyncError, needs_update, sync_namespace
 from scheduler.models import GroupDispatch
+from workflows import lifecycle
 from workflows.models import ALIVE_WORKFLOW_STATUSES, TaskStatus, WorkflowGroup
 
-from . import status as status_services
 from .client import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -189,7 +189,7 @@ class Dispatcher:
         logger.warning("k8s backend: group %s %s: %s", group.podgroup,
                        "failed" if refused.permanent else "deferred", refused)
         if refused.permanent:
-            status_services.group_fail_submission(group=group, detail=str(refused))
+            lifecycle.group_fail_submission(group_id=group.pk)
 
     def dispatch(self, group: WorkflowGroup, manifests: list[dict] | None = None) -> None:
         """Apply every object of ``group`` (idempotent). Raises DispatchRefused / API errors."""

@@ -17,6 +17,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler.models import ClusterBackendStatus
+
 HEARTBEAT_SECONDS = 5.0
 
 
@@ -45,8 +47,6 @@ class Health:
 
     def write(self, monotonic_now: float) -> None:
         """Write the row when the state changed or the heartbeat is due."""
-        from scheduler.models import ClusterBackendStatus
-
         state = self.state()
         if state == self._written and monotonic_now - self._written_at < HEARTBEAT_SECONDS:
             return
@@ -58,8 +58,6 @@ class Health:
 
 def cluster_ok() -> bool:
     """True when the backend leader reached the API server recently."""
-    from scheduler.models import ClusterBackendStatus
-
     row = ClusterBackendStatus.objects.filter(pk=1).first()
     return bool(row and row.ok and
                 row.checked_at >= timezone.now() - timedelta(seconds=stale_after()))

@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from workflows import lifecycle
 from workflows.models import ALIVE_TASK_STATUSES, Task
 
 from . import status
@@ -55,8 +56,9 @@ class PodListener:
                 self.reasons_changed = True
             if not observation.node:
                 return False
-        return status.task_observed(workflow_name=workflow_name, task_name=task_name,
-                                    observation=observation)
+        return lifecycle.task_observed(
+            workflow_name=workflow_name, task_name=task_name, status=observation.status,
+            node=observation.node, exit_code=observation.exit_code, reason=observation.reason)
 
     # --- LIST --------------------------------------------------------------------------------
     def relist(self) -> int:
@@ -86,7 +88,7 @@ class PodListener:
         for task_id, workflow_name, task_name in candidates:
             if (workflow_name, task_name) not in seen:
                 logger.info("k8s backend: pod of %s/%s is gone", workflow_name, task_name)
-                changed += status.task_pod_missing(task_id=task_id)
+                changed += lifecycle.task_lost(task_id=task_id, reason="pod_deleted")
         return changed
 
     # --- WATCH -------------------------------------------------------------------------------

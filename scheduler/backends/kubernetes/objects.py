@@ -34,6 +34,7 @@ from typing import Any
 from django.conf import settings
 
 from scheduler.kai.podgroups import PODGROUP_ANNOTATION, dns_label, label_value
+from workflows.manifests import manifests_for, stored_spec
 
 from .client import MANAGED_BY, MANAGED_BY_LABEL
 
@@ -112,8 +113,6 @@ def _file_secret(name: str, files, labels, workflow, group) -> dict[str, Any]:
 
 
 def _workflow_objects(workflow, group, manifests) -> GroupObjects:
-    from workflows.manifests import stored_spec
-
     labels = owner_labels(workflow, group)
     mine = [m for m in manifests
             if ((m.get("metadata") or {}).get("annotations") or {}).get("osmo/group-name")
@@ -208,7 +207,5 @@ def _quantities_as_strings(pod: dict[str, Any]) -> None:
 
 def workflow_manifests(workflow) -> list[dict[str, Any]]:
     """A workflow's ``GET .../kai`` manifests (the PodGroups and Pods of all its groups)."""
-    from workflows.manifests import manifests_for, stored_spec
-
     return manifests_for(spec=stored_spec(workflow), workflow_name=workflow.name,
                          pool=workflow.pool, priority=workflow.priority)

@@ -16,9 +16,11 @@ Mapping (OSMO's backend listener; decisions where the documents are silent are m
   (* reason ``pod_deleted``) — or FAILED_PREEMPTED when it carried the condition above.
 - phase Unknown (node lost contact): * nothing; the node controller's later deletion decides.
 
-Reports go through :func:`workflows.services.task_report_status`, so the rules of every other
-status report hold (forward moves only, the workflow row locked, gangs settled); a report
-that is not a forward move (a re-delivered event, a re-list) is simply not applied.
+The writes are the workflow lifecycle's (:func:`workflows.lifecycle.task_observed`,
+``task_lost``, ``group_fail_submission``), so the rules of every other status report hold
+(forward moves only, the workflow row locked, gangs settled); a report that is not a forward
+move (a re-delivered event, a re-list) is simply not applied. What stays here: the pure
+mapping, and the scheduler's own rows (KAI's unschedulable reasons for ``explain``).
 """
 
 from __future__ import annotations
@@ -27,19 +29,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from workflows.models import (
-    ALIVE_TASK_STATUSES,
-    FINAL_TASK_STATUSES,
-    Task,
-    TaskStatus,
-    Workflow,
-    WorkflowGroup,
-)
-from workflows.services import status_rank
+from scheduler.kai.queues import queue_name_for
+from scheduler.models import GroupDispatch, SchedulerCycle
+from workflows.models import Task, TaskStatus
 
 PREEMPTION_REASON = "PreemptionByScheduler"
 
@@ -102,70 +97,11 @@ def reasons_of(observation: Observation) -> list[dict[str, str]]:
     return [{"code": _snake(observation.message_reason), "message": observation.message}]
 
 
-# --- writes ----------------------------------------------------------------------------------
-
-@transaction.atomic
-def task_observed(*, workflow_name: str, task_name: str, observation: Observation) -> bool:
-    """Apply an observation to its task; True when something changed."""
-    from workflows.services import task_report_status
-
-    workflow = Workflow.objects.select_for_update().filter(name=workflow_name).first()
-    if workflow is None:
-        return False
-    task = Task.objects.filter(workflow=workflow, name=task_name).first()
-    if task is None or task.status in FINAL_TASK_STATUSES:
-        return False
-    if observation.status == TaskStatus.SCHEDULING:
-        if observation.node and not task.node_name:  # bound by KAI: holds its GPUs now
-            return bool(Task.objects.filter(pk=task.pk, node_name="",
-                                            status__in=ALIVE_TASK_STATUSES)
-                        .update(node_name=observation.node))
-        return False
-    if observation.status not in FINAL_TASK_STATUSES and \
-            status_rank(observation.status) <= status_rank(task.status):
-        return False
-    task_report_status(workflow=workflow, task_name=task_name, status=observation.status,
-                       exit_code=observation.exit_code, node=observation.node or None,
-                       reason=observation.reason)
-    return True
-
-
-@transaction.atomic
-def task_pod_missing(*, task_id: int) -> bool:
-    """A dispatched task's pod is gone (found by a full re-list): FAILED_EVICTED."""
-    from workflows.services import task_report_status
-
-    task = Task.objects.filter(pk=task_id).select_related("workflow").first()
-    if task is None:
-        return False
-    workflow = Workflow.objects.select_for_update().get(pk=task.workflow_id)
-    task.refresh_from_db(fields=["status"])
-    if task.status not in ALIVE_TASK_STATUSES:
-        return False
-    task_report_status(workflow=workflow, task_name=task.name,
-                       status=TaskStatus.FAILED_EVICTED, reason="pod_deleted")
-    return True
-
-
-@transaction.atomic
-def group_fail_submission(*, group: WorkflowGroup, detail: str) -> None:
-    """The cluster refused the group's objects for good: its alive tasks end FAILED (reason
-    ``submission_failed``) and the workflow settles as for any failed gang."""
-    from workflows.services import settle
-
-    workflow = Workflow.objects.select_for_update().select_related("pool").get(
-        pk=group.workflow_id)
-    now = timezone.now()
-    Task.objects.filter(group_id=group.pk, status__in=ALIVE_TASK_STATUSES).update(
-        status=TaskStatus.FAILED, reason="submission_failed", finished_at=now)
-    settle(workflow, now)
-
+# --- the scheduler's rows: KAI's reasons --------------------------------------------------
 
 def group_reasons_record(*, workflow_name: str, task_name: str,
                          reasons: list[dict[str, str]]) -> bool:
     """Keep KAI's latest unschedulable reasons on the task's group; True when they changed."""
-    from scheduler.models import GroupDispatch
-
     group_id = Task.objects.filter(workflow__name=workflow_name, name=task_name).values_list(
         "group_id", flat=True).first()
     if group_id is None:
@@ -180,9 +116,6 @@ def pending_publish(*, previous: list | None = None) -> list:
     backend the embedded loop never writes it). A group the cluster has not accepted yet shows
     the dispatch error instead (code ``dispatch_failed``). Skipped when nothing changed since
     ``previous``; returns what is published."""
-    from scheduler.kai.queues import queue_name_for
-    from scheduler.models import GroupDispatch, SchedulerCycle
-
     rows = (GroupDispatch.objects.filter(group__status=TaskStatus.SCHEDULING,
                                          cleaned_at__isnull=True)
             .filter(~Q(reasons=[]) | Q(applied_at__isnull=True) & ~Q(last_error=""))

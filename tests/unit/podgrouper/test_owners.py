@@ -11,7 +11,7 @@ from scheduler.podgrouper import (
     register,
     registered_kinds,
 )
-from scheduler.podgrouper.registry import _REGISTRY
+from scheduler.podgrouper.registry import GROUPERS
 
 from .helpers import QUEUE, obj, pod_spec
 
@@ -114,4 +114,4 @@ def test_registry_lists_the_built_in_kinds_and_takes_new_ones() -> None:
         meta = group_pod(obj("v1", "Pod", "s-0", pod_spec(), owner=sweep), [sweep])
         assert (meta.grouper, meta.min_member, meta.priority_class) == ("sweep", 3, "build")
     finally:
-        del _REGISTRY[("example.com", "Sweep")]
+        del GROUPERS[("example.com", "Sweep")]

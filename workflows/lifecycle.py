@@ -1,7 +1,13 @@
-"""Workflow lifecycle writes: status reports, completion, cancel.
+"""The workflow state machine: every write of a workflow's, group's or task's status.
 
-Every change of a workflow's tasks happens with the workflow row locked, so concurrent reports,
-cancels and scheduler decisions on one workflow apply one after the other.
+The API (status reports, cancel), the embedded scheduling loop (bind, evict, mark running,
+simulated completion), the Kubernetes backend (observed pod states, lost pods, refused
+submissions) and the pool services (cancel on subpool delete) all change statuses through the
+services here, and nothing outside the workflows app writes a workflows table.
+
+Every change of a workflow's tasks happens with the workflow row locked (in id order when there
+are several), so concurrent reports, cancels and scheduler decisions on one workflow apply one
+after the other.
 
 Rules (OSMO's, where the contract is silent):
 - A task moves forward only: WAITING → SCHEDULING → RUNNING → a final status (a final status may
@@ -14,17 +20,24 @@ Rules (OSMO's, where the contract is silent):
 - When a group fails, the workflow's other alive groups are canceled (reason `upstream_failed`);
   when a group completes, waiting groups whose inputs have all completed are released to the
   scheduler (SCHEDULING).
+- Scheduler decisions: a bound task is RUNNING on its node; an evicted gang fails as a whole
+  (FAILED_PREEMPTED or the eviction's reason), while evicted elastic surplus (the gang keeps
+  other bound pods) returns to pending (SCHEDULING, unbound) to run again later.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from osmo.errors import Conflict
+from osmo.errors import Conflict, NotFound
+from pools.drain import drain_check_if_deleting_on_commit
+from scheduler.backends import cluster_changed
 
 from .models import (
     ALIVE_TASK_STATUSES,
@@ -56,6 +69,19 @@ def _lock_workflow(workflow: Workflow) -> Workflow:
     return Workflow.objects.select_for_update().select_related("pool").get(pk=workflow.pk)
 
 
+def lock_workflows(ids: Iterable[int]) -> None:
+    """Lock several workflows' rows in id order (the order every other writer uses)."""
+    ids = sorted(set(ids))
+    if ids:
+        list(Workflow.objects.filter(pk__in=ids).order_by("pk")
+             .select_for_update().values_list("pk", flat=True))
+
+
+def _settle_all(workflow_ids: Iterable[int], now) -> None:
+    for workflow in Workflow.objects.filter(pk__in=set(workflow_ids)).select_related("pool"):
+        settle(workflow, now)
+
+
 def _end_tasks(tasks, status: str, reason: str | None, now) -> None:
     tasks.filter(status__in=ALIVE_TASK_STATUSES).update(status=status, reason=reason,
                                                         finished_at=now)
@@ -64,8 +90,6 @@ def _end_tasks(tasks, status: str, reason: str | None, now) -> None:
 def _after_finish(workflow: Workflow) -> None:
     """A workflow ended: its subpool may be DELETING and now drained."""
     if workflow.pool.is_subpool:
-        from pools.tasks import drain_check_if_deleting_on_commit
-
         drain_check_if_deleting_on_commit(workflow.pool_id)
 
 
@@ -158,8 +182,6 @@ def task_report_status(*, workflow: Workflow, task_name: str, status: str,
     workflow = _lock_workflow(workflow)
     task = Task.objects.filter(workflow=workflow, name=task_name).first()
     if task is None:
-        from osmo.errors import NotFound
-
         raise NotFound("task_not_found",
                        f"Workflow '{workflow.name}' has no task '{task_name}'.")
     if status not in TaskStatus.values:
@@ -191,8 +213,6 @@ def _cancel(workflows: list[Workflow], reason: str) -> None:
         status=TaskStatus.FAILED_CANCELED, reason=reason, finished_at=now)
     Workflow.objects.filter(pk__in=ids).update(status=WorkflowStatus.FAILED_CANCELED,
                                                reason=reason, finished_at=now)
-    from scheduler.backends import cluster_changed
-
     cluster_changed()  # kubernetes backend: delete their pods now (no-op when embedded)
 
 
@@ -224,3 +244,165 @@ def workflows_cancel_not_started(*, pool, reason: str) -> list[str]:
     if workflows:
         _cancel(workflows, reason)
     return [w.name for w in workflows]
+
+
+# --- scheduler decisions (the embedded loop) ---------------------------------------------------
+
+@dataclass(frozen=True)
+class TaskEviction:
+    """One bound task the scheduler takes off its node, and the reason users see."""
+
+    task_id: int
+    node: str
+    group_id: int
+    workflow_id: int
+    reason: str
+
+
+def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
+    """Bind pending, unbound tasks to nodes (they run from now on); returns how many bound
+    (a task that changed meanwhile is left alone). The callers hold the workflows' locks.
+    One statement for any number of bindings: a cycle binds thousands at once."""
+    if not bindings:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE workflows_task t SET node_name = v.node, status = %s, started_at = %s "
+            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
+            "WHERE t.id = v.id AND t.node_name = '' AND t.status = %s",
+            [TaskStatus.RUNNING, now, [b[0] for b in bindings], [b[1] for b in bindings],
+             TaskStatus.SCHEDULING])
+        return cursor.rowcount
+
+
+def tasks_mark_running(task_ids: Sequence[int], now: datetime) -> None:
+    """The groups (and workflows) of newly bound tasks are running."""
+    groups = set(Task.objects.filter(pk__in=task_ids).values_list("group_id", flat=True))
+    WorkflowGroup.objects.filter(pk__in=groups, status=TaskStatus.SCHEDULING).update(
+        status=TaskStatus.RUNNING, started_at=now, below_min_since=None)
+    Workflow.objects.filter(groups__in=groups, status=WorkflowStatus.PENDING).update(
+        status=WorkflowStatus.RUNNING, started_at=now)
+
+
+def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
+    """Take tasks off their nodes: when every bound task of a gang goes, the gang fails
+    (the tasks end FAILED_PREEMPTED); elastic surplus returns to pending. Returns how many
+    were evicted (a task that moved meanwhile is left alone); the workflows settle."""
+    if not evictions:
+        return 0
+    bound: dict[int, set[int]] = {}
+    for group_id, task_id in (Task.objects.filter(
+            group_id__in={e.group_id for e in evictions},
+            status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
+            .exclude(node_name="").values_list("group_id", "id")):
+        bound.setdefault(group_id, set()).add(task_id)
+    victims: dict[int, set[int]] = {}
+    for eviction in evictions:
+        victims.setdefault(eviction.group_id, set()).add(eviction.task_id)
+    evicted = 0
+    for eviction in evictions:
+        whole = victims[eviction.group_id] >= bound.get(eviction.group_id, set())
+        evicted += Task.objects.filter(
+            pk=eviction.task_id, node_name=eviction.node, status=TaskStatus.RUNNING,
+        ).update(**({"status": TaskStatus.FAILED_PREEMPTED, "reason": eviction.reason,
+                     "finished_at": now} if whole else
+                    {"status": TaskStatus.SCHEDULING, "node_name": "",
+                     "reason": eviction.reason, "started_at": None}))
+    _settle_all({e.workflow_id for e in evictions}, now)
+    return evicted
+
+
+def groups_record_below_min(since: Mapping[int, datetime | None]) -> None:
+    """Remember since when running gangs are below their minimum (None: no longer)."""
+    for group_id, value in since.items():
+        WorkflowGroup.objects.filter(pk=group_id).update(below_min_since=value)
+
+
+# --- the embedded cluster ------------------------------------------------------------------
+
+def tasks_complete_due(*, now: datetime, default_seconds: int) -> int:
+    """Embedded cluster: running tasks end COMPLETED (exit code 0) after their `sleep N`
+    seconds, else after ``default_seconds``; returns how many ended."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, workflow_id FROM workflows_task WHERE status = %s "
+            "AND started_at + make_interval(secs => coalesce(run_seconds, %s)) <= %s",
+            [TaskStatus.RUNNING, default_seconds, now])
+        due = cursor.fetchall()
+    if not due:
+        return 0
+    workflow_ids = {workflow_id for _, workflow_id in due}
+    lock_workflows(workflow_ids)
+    changed = Task.objects.filter(pk__in=[pk for pk, _ in due], status=TaskStatus.RUNNING
+                                  ).update(status=TaskStatus.COMPLETED, exit_code=0,
+                                           finished_at=now)
+    _settle_all(workflow_ids, now)
+    return changed
+
+
+def tasks_evict_from_node(*, node_name: str, reason: str, now: datetime) -> int:
+    """A node is removed: its bound tasks end FAILED_EVICTED and their gangs fail."""
+    bound = Task.objects.filter(node_name=node_name,
+                                status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
+    workflow_ids = set(bound.values_list("workflow_id", flat=True))
+    lock_workflows(workflow_ids)
+    count = bound.update(status=TaskStatus.FAILED_EVICTED, reason=reason, finished_at=now)
+    _settle_all(workflow_ids, now)
+    return count
+
+
+# --- a real cluster's reports (the Kubernetes backend) --------------------------------------
+
+@transaction.atomic
+def task_observed(*, workflow_name: str, task_name: str, status: str, node: str = "",
+                  exit_code: int | None = None, reason: str | None = None) -> bool:
+    """Apply what the cluster says of a task's pod; True when something changed.
+
+    A re-delivered event or a re-list is not a forward move and changes nothing. A pod that
+    is bound but still starting (SCHEDULING with a node) records the node, so the task holds
+    its GPUs from the binding on, as on the embedded cluster.
+    """
+    workflow = Workflow.objects.select_for_update().filter(name=workflow_name).first()
+    if workflow is None:
+        return False
+    task = Task.objects.filter(workflow=workflow, name=task_name).first()
+    if task is None or task.status in FINAL_TASK_STATUSES:
+        return False
+    if status == TaskStatus.SCHEDULING:
+        if node and not task.node_name:
+            return bool(Task.objects.filter(pk=task.pk, node_name="",
+                                            status__in=ALIVE_TASK_STATUSES)
+                        .update(node_name=node))
+        return False
+    if status not in FINAL_TASK_STATUSES and status_rank(status) <= status_rank(task.status):
+        return False
+    task_report_status(workflow=workflow, task_name=task_name, status=status,
+                       exit_code=exit_code, node=node or None, reason=reason)
+    return True
+
+
+@transaction.atomic
+def task_lost(*, task_id: int, reason: str = "pod_deleted") -> bool:
+    """A dispatched task's pod is gone (found by a full re-list): FAILED_EVICTED."""
+    workflow_id = Task.objects.filter(pk=task_id).values_list("workflow_id", flat=True).first()
+    if workflow_id is None:
+        return False
+    workflow = Workflow.objects.select_for_update().get(pk=workflow_id)
+    task = Task.objects.get(pk=task_id)
+    if task.status not in ALIVE_TASK_STATUSES:
+        return False
+    task_report_status(workflow=workflow, task_name=task.name,
+                       status=TaskStatus.FAILED_EVICTED, reason=reason)
+    return True
+
+
+@transaction.atomic
+def group_fail_submission(*, group_id: int) -> None:
+    """The cluster refused a group's objects for good: its alive tasks end FAILED (reason
+    ``submission_failed``) and the workflow settles as for any failed gang."""
+    workflow_id = WorkflowGroup.objects.values_list("workflow_id", flat=True).get(pk=group_id)
+    workflow = Workflow.objects.select_for_update().select_related("pool").get(pk=workflow_id)
+    now = timezone.now()
+    _end_tasks(Task.objects.filter(group_id=group_id), TaskStatus.FAILED,
+               "submission_failed", now)
+    settle(workflow, now)

@@ -1,0 +1,114 @@
+"""The shape of the code base: module-level imports between the product's modules form no
+cycle, and a function-local import of a product module exists only for a reason named here
+(never to dodge a cycle)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("osmo", "pools", "workflows", "scheduler", "dashboard")
+
+# (module, imported module) pairs imported inside a function, and why.
+LOCAL_IMPORTS_ALLOWED = {
+    # Run after django.setup() in the standalone process, which must configure Django first.
+    ("osmo.standalone", "osmo.accounts.services"),
+    ("osmo.standalone", "osmo.demo"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = package[:len(package) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _targets(module: str, path: Path, node: ast.AST, modules: dict[str, Path]) -> set[str]:
+    """The product modules an import statement loads: ``from package import submodule``
+    names the submodule, ``from module import name`` the module. A module's own parent
+    packages are left out: Python always initialises them first, so they cannot close a cycle.
+    """
+    names: set[str] = set()
+    if isinstance(node, ast.Import):
+        names = {alias.name for alias in node.names}
+    elif isinstance(node, ast.ImportFrom):
+        base = _resolve(module, path, node)
+        names = {f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                 for alias in node.names}
+    found = set()
+    for name in names:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name and name != module and not module.startswith(f"{name}."):
+            found.add(name)
+    return found
+
+
+def _imports(modules: dict[str, Path]) -> tuple[dict[str, set[str]], set[tuple[str, str]]]:
+    top: dict[str, set[str]] = {}
+    local: set[tuple[str, str]] = set()
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        top[module] = set()
+        for node in tree.body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                top[module] |= _targets(module, path, node, modules)
+        for function in ast.walk(tree):
+            if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                for node in ast.walk(function):
+                    if isinstance(node, ast.Import | ast.ImportFrom):
+                        local |= {(module, target)
+                                  for target in _targets(module, path, node, modules)}
+    return top, local
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                return stack[stack.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        stack.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def test_module_level_imports_form_no_cycle():
+    top, _ = _imports(_modules())
+    cycle = _cycle(top)
+    assert cycle is None, " → ".join(cycle)
+
+
+def test_function_local_imports_of_product_modules_are_the_named_ones():
+    _, local = _imports(_modules())
+    assert local - LOCAL_IMPORTS_ALLOWED == set()
+
+
+def test_the_checker_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None

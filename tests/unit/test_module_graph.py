@@ -1,10 +1,11 @@
 """The shape of the code base: module-level imports between the product's modules form no
-cycle, and a function-local import of a product module exists only for a reason named here
-(never to dodge a cycle)."""
+cycle; a function-local import of a product module exists only for a reason named here
+(never to dodge a cycle); and only the workflows app writes the workflows tables."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,3 +113,49 @@ def test_function_local_imports_of_product_modules_are_the_named_ones():
 def test_the_checker_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+WORKFLOW_MODELS = {"Workflow", "WorkflowGroup", "Task", "WorkflowNameCounter"}
+WRITE_METHODS = {"update", "delete", "create", "bulk_create", "bulk_update", "get_or_create",
+                 "update_or_create"}
+WRITE_SQL = re.compile(r"\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+workflows_", re.IGNORECASE)
+
+
+def _queryset_root(node: ast.AST) -> str | None:
+    """`Task.objects.filter(...).update(...)` → "Task" (the model a queryset chain starts at)."""
+    while isinstance(node, ast.Call | ast.Attribute | ast.Subscript):
+        if isinstance(node, ast.Attribute) and node.attr == "objects" and isinstance(
+                node.value, ast.Name):
+            return node.value.id
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return None
+
+
+def _workflow_table_writes(tree: ast.AST) -> list[int]:
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in WRITE_METHODS \
+                and _queryset_root(node.func.value) in WORKFLOW_MODELS:
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and WRITE_SQL.search(node.value):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_workflows_app_writes_workflows_tables():
+    writes = {module: lines for module, path in _modules().items()
+              if not module.startswith("workflows")
+              and (lines := _workflow_table_writes(ast.parse(path.read_text())))}
+    assert writes == {}
+
+
+def test_the_write_finder_sees_orm_and_sql_writes():
+    found = _workflow_table_writes(ast.parse(
+        "Task.objects.filter(pk=1).exclude(x=2).update(status='X')\n"
+        "Workflow.objects.create(name='w')\n"
+        "cursor.execute('UPDATE workflows_task SET x = 1')\n"
+        "Task.objects.filter(pk=1).values_list('id')\n"
+        "Node.objects.filter(pk=1).update(x=1)\n"))
+    assert found == [1, 2, 3]

@@ -15,7 +15,8 @@ install: $(BIN)/.installed
 # The dashboard's browser tests drive Debian's Chromium (never a downloaded browser).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  if [ "$$(id -u)" = 0 ]; then echo "make test: installing Debian's chromium for the browser tests (apt-get, as root)"; \
+	    apt-get update -qq && apt-get install -y -qq chromium; \
 	  else echo "chromium is missing: install Debian's chromium to run the browser tests"; fi; }
 
 standalone: install

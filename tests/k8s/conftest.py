@@ -3,8 +3,6 @@ backend's parts driven one step at a time (the runner test drives them on their 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from scheduler.backends.kubernetes.cleanup import Cleaner
@@ -15,8 +13,6 @@ from tests import factories
 from tests.conftest import make_client
 
 from .emulator import KubeCluster
-
-CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "kai-crds"
 
 
 @pytest.fixture

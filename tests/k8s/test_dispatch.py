@@ -10,9 +10,10 @@ import pytest
 
 from scheduler.kai.crd_validation import validate_manifest
 from scheduler.models import GroupDispatch
+from tests.shared_data import kai_crds
 from workflows.models import Task, WorkflowGroup
 
-from .conftest import CRDS, spec, statuses, strip_server_fields, submit
+from .conftest import spec, statuses, strip_server_fields, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ def test_one_task_group_is_applied_exactly_as_kai_shows_it(backend, cluster, ali
     podgroup = strip_server_fields(cluster.get("podgroups", f"{name}-g"))
     pod = strip_server_fields(cluster.get("pods", f"{name}-g-t0"))
     assert [podgroup, pod] == expected
-    assert validate_manifest(podgroup, crds_dir=CRDS) == []
+    assert validate_manifest(podgroup, crds_dir=kai_crds()) == []
     assert pod["spec"]["schedulerName"] == "kai-scheduler"
     assert pod["metadata"]["labels"]["kai.scheduler/queue"] == QUEUE
     assert pod["metadata"]["annotations"]["pod-group-name"] == f"{name}-g"
@@ -50,7 +51,7 @@ def test_one_task_group_is_applied_exactly_as_kai_shows_it(backend, cluster, ali
     assert writes[-2:] == [("POST", "podgroups", f"{name}-g"), ("POST", "pods", f"{name}-g-t0")]
     for queue in cluster.names("queues"):
         assert validate_manifest(strip_server_fields(cluster.get("queues", queue)),
-                                 crds_dir=CRDS) == []
+                                 crds_dir=kai_crds()) == []
     assert cluster.names("services") == [] and cluster.names("secrets") == []
     assert GroupDispatch.objects.get().applied_at is not None
     assert statuses(alice, name) == ("PENDING", ["SCHEDULING"])
@@ -107,7 +108,7 @@ def test_multi_task_group_gets_a_headless_service_files_and_resolved_hosts(
              and kind != "topologies"]
     assert kinds == ["secrets", "services", "podgroups", "pods", "pods", "pods", "pods"]
     assert validate_manifest(strip_server_fields(cluster.get("podgroups", f"{name}-g")),
-                             crds_dir=CRDS) == []
+                             crds_dir=kai_crds()) == []
 
 
 def test_a_retry_after_a_lost_answer_creates_nothing_twice(backend, cluster, alice,
@@ -191,4 +192,4 @@ def test_a_workload_is_dispatched_with_our_labels_and_scheduler(backend, cluster
         assert pod["metadata"]["annotations"]["osmo/task-name"] == pod_name
     for podgroup in response.json()["podgroups"]:
         assert validate_manifest(strip_server_fields(cluster.get("podgroups", podgroup)),
-                                 crds_dir=CRDS) == []
+                                 crds_dir=kai_crds()) == []

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from pools import services as pool_services
 from scheduler.kai.crd_validation import validate_manifest
 from tests import factories
-from tests.unit.kai_queues.test_queues import CRDS
+from tests.shared_data import kai_crds
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +66,7 @@ def test_admin_sees_the_whole_hierarchy(admin_client, seed_002_pools) -> None:
     }
     assert names(body)[0] == "osmo-default-osmo"
     for manifest in body:
-        assert validate_manifest(manifest, crds_dir=CRDS) == []
+        assert validate_manifest(manifest, crds_dir=kai_crds()) == []
     # auth (token + groups) and ONE query for the pools, however many there are
     pool_queries = [q for q in queries.captured_queries if '"pools"' in q["sql"]]
     assert len(pool_queries) == 1

@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests import factories
 from tests.conftest import make_client
-
-EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "osmo-workflow-examples"
+from tests.shared_data import osmo_examples
 
 PLATFORMS = {
     "ovx-l40": {"description": "OVX L40", "node_selector": {"nvidia.com/gpu.product": "L40"}},
@@ -35,7 +32,7 @@ def gpu_spec(gpus: int, name: str = "job") -> str:
 
 
 def example(name: str) -> str:
-    return (EXAMPLES / name).read_text()
+    return (osmo_examples() / name).read_text()
 
 
 @pytest.fixture

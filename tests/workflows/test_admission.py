@@ -9,7 +9,8 @@ from rest_framework.test import APIClient
 from pools.models import Pool
 from tests import factories
 from tests.conftest import make_client
-from tests.workflows.conftest import EXAMPLES, example, gpu_spec, submit
+from tests.shared_data import osmo_examples
+from tests.workflows.conftest import example, gpu_spec, submit
 from workflows.models import Task, Workflow, WorkflowGroup, WorkflowNameCounter
 from workflows.spec.localfiles import inline_local_files
 
@@ -45,7 +46,7 @@ def test_every_example_is_admitted(team, user, name):
 
 
 def test_the_examples_folder_holds_the_ten_files():
-    assert len(list(EXAMPLES.glob("*.yaml"))) == 10
+    assert len(list(osmo_examples().glob("*.yaml"))) == 10
 
 
 def test_train_needs_16_gpus_in_one_group(team, user):

@@ -21,11 +21,10 @@ from scheduler.kai.podgroups import (
     podgroup_name,
     priority_class,
 )
+from tests.shared_data import example_paths, kai_crds, osmo_examples
 from workflows.spec import parse_workflow_spec
 
 REPO = Path(__file__).resolve().parents[3]
-CRDS = REPO.parent / "shared" / "reference" / "kai-crds"
-EXAMPLES = REPO.parent / "shared" / "osmo-workflow-examples"
 PLATFORMS = {
     "ovx-l40": {"description": "L40", "node_selector": {"nvidia.com/gpu.product": "L40"}},
     "dgx-h100": {"description": "H100", "node_selector": {"nvidia.com/gpu.product": "H100",
@@ -67,7 +66,7 @@ def test_priority_classes() -> None:
 
 
 def test_train_yaml_manifests_exactly() -> None:
-    text = (EXAMPLES / "train.yaml").read_text()
+    text = (osmo_examples() / "train.yaml").read_text()
     text = text.replace("        localpath: train.py", "        contents: print('train')")
     workflow = parse_workflow_spec(text, set_variables=["storage_url=s3://bucket"])
     manifests = build_group_manifests(workflow.groups[0], workflow_name="train-multi-gpu-1",
@@ -124,7 +123,7 @@ def test_train_yaml_manifests_exactly() -> None:
         "train-multi-gpu-1-training-master", "train-multi-gpu-1-training-worker"]
     assert manifests.all()[0] is manifests.podgroup
     assert validate_podgroup(manifests.podgroup, manifests.pods).allowed
-    assert validate_manifest(manifests.podgroup, crds_dir=CRDS) == []
+    assert validate_manifest(manifests.podgroup, crds_dir=kai_crds()) == []
 
 
 def test_platform_node_selector_replicas_env_and_names() -> None:
@@ -169,7 +168,7 @@ workflow:
                               platforms={"dgx-h100": PLATFORMS["dgx-h100"]})
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", example_paths(), ids=lambda p: p.name)
 @pytest.mark.parametrize("priority", ["HIGH", "NORMAL", "LOW"])
 def test_every_example_builds_valid_manifests(path: Path, priority: str) -> None:
     text = path.read_text().replace("        localpath: train.py", "        contents: x")
@@ -177,14 +176,14 @@ def test_every_example_builds_valid_manifests(path: Path, priority: str) -> None
     for manifests in build_workflow_manifests(workflow, workflow_name=f"{workflow.name}-1",
                                               namespace="osmo", queue="q", priority=priority,
                                               platforms=PLATFORMS):
-        assert validate_manifest(manifests.podgroup, crds_dir=CRDS) == []
+        assert validate_manifest(manifests.podgroup, crds_dir=kai_crds()) == []
         assert validate_podgroup(manifests.podgroup, manifests.pods).as_dict()["allowed"]
 
 
 # ---- CRD validation -----------------------------------------------------------------------
 
 def test_loads_current_crds_only() -> None:
-    schemas = load_crd_schemas(CRDS)
+    schemas = load_crd_schemas(kai_crds())
     assert set(schemas) == {
         ("scheduling.run.ai/v2alpha2", "PodGroup"), ("scheduling.run.ai/v2", "Queue"),
         ("kai.scheduler/v1alpha1", "Topology"), ("scheduling.run.ai/v1alpha2", "BindRequest"),
@@ -195,14 +194,14 @@ def test_loads_current_crds_only() -> None:
 
 
 def test_crd_dir_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(crd_validation.ENV_VAR, str(CRDS))
+    monkeypatch.setenv(crd_validation.ENV_VAR, str(kai_crds()))
     assert validate_manifest({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
                               "metadata": {"name": "x"}, "spec": {"minMember": 1}}) == []
     monkeypatch.delenv(crd_validation.ENV_VAR)
     with pytest.raises(FileNotFoundError, match="OSMO_KAI_CRDS_DIR"):
         load_crd_schemas()
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        load_crd_schemas(CRDS / "missing")
+        load_crd_schemas(kai_crds() / "missing")
 
 
 def test_crd_errors() -> None:
@@ -212,7 +211,7 @@ def test_crd_errors() -> None:
                  "subGroups": [{"name": "Bad", "minMember": "2", "extra": True}, {}]},
         "status": {"resourcesStatus": {"allocated": {"cpu": 1.5, "gpu": "2", "memory": []}}},
     }
-    assert validate_manifest(manifest, crds_dir=CRDS) == [
+    assert validate_manifest(manifest, crds_dir=kai_crds()) == [
         "metadata.name: required",
         "spec.minMember: -1 is less than the minimum of 0",
         "spec.minSubGroup: 2147483648 is not a 'int32'",
@@ -224,11 +223,11 @@ def test_crd_errors() -> None:
         "status.resourcesStatus.allocated.memory: [] is not valid under any of the given schemas",
         'spec.subGroups[0].extra: unknown field "extra" (the API server would drop it)',
     ]
-    relaxed = validate_manifest(manifest, crds_dir=CRDS, strict=False)
+    relaxed = validate_manifest(manifest, crds_dir=kai_crds(), strict=False)
     assert not any("unknown field" in message for message in relaxed)
-    assert validate_manifest({"apiVersion": "v1", "kind": "Pod"}, crds_dir=CRDS) == [
+    assert validate_manifest({"apiVersion": "v1", "kind": "Pod"}, crds_dir=kai_crds()) == [
         "no CRD schema for apiVersion 'v1', kind 'Pod'"]
-    assert validate_manifest([], crds_dir=CRDS) == ["manifest must be an object"]
+    assert validate_manifest([], crds_dir=kai_crds()) == ["manifest must be an object"]
 
 
 def test_queue_and_topology_manifests() -> None:
@@ -238,13 +237,13 @@ def test_queue_and_topology_manifests() -> None:
                  "gpu": {"quota": 10, "limit": -1, "overQuotaWeight": 1},
                  "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
                  "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1}}}}
-    assert validate_manifest(queue, crds_dir=CRDS) == []
+    assert validate_manifest(queue, crds_dir=kai_crds()) == []
     topology = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
                 "metadata": {"name": "osmo-topology"},
                 "spec": {"levels": [{"alias": "zone", "nodeLabel": "topology.osmo/zone"},
                                     {"alias": "hostname",
                                      "nodeLabel": "kubernetes.io/hostname"}]}}
-    assert validate_manifest(topology, crds_dir=CRDS) == []
+    assert validate_manifest(topology, crds_dir=kai_crds()) == []
     topology["spec"]["levels"] = []
-    assert validate_manifest(topology, crds_dir=CRDS) == [
+    assert validate_manifest(topology, crds_dir=kai_crds()) == [
         "spec.levels: [] should be non-empty"]

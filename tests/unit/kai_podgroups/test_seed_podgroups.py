@@ -17,11 +17,11 @@ import yaml
 from scheduler.core.podgroup_validation import normalize_topology_constraints, validate_podgroup
 from scheduler.kai.crd_validation import validate_manifest
 from scheduler.kai.podgroups import build_group_manifests
+from tests.shared_data import kai_crds
 from tests.unit.kai_podgroups.seed_cases import ALL_CASES, GANG_KEYS, SeedCase, osmo_spec_yaml
 from workflows.spec import SpecError, parse_workflow_spec
 
 REPO = Path(__file__).resolve().parents[3]
-CRDS = REPO.parent / "shared" / "reference" / "kai-crds"
 GROUP_PATH = "workflow.groups[0].scheduling"
 
 
@@ -90,8 +90,8 @@ def test_validator_verdict_on_seed_and_built(case: SeedCase) -> None:
 @pytest.mark.parametrize("case", ALL_CASES, ids=[case.id for case in ALL_CASES])
 def test_crd_schema(case: SeedCase) -> None:
     manifests = _build(case, validate=case.valid)
-    assert validate_manifest(manifests.podgroup, crds_dir=CRDS) == []
-    assert validate_manifest(_seed_manifest(case), crds_dir=CRDS) == case.raw_crd_errors
+    assert validate_manifest(manifests.podgroup, crds_dir=kai_crds()) == []
+    assert validate_manifest(_seed_manifest(case), crds_dir=kai_crds()) == case.raw_crd_errors
 
 
 def test_inconsistent_minmember_also_unreachable_with_its_pods() -> None:

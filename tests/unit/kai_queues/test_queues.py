@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.kai.crd_validation import load_crd_schemas, validate_manifest
+from scheduler.kai.crd_validation import validate_manifest
 from scheduler.kai.podgroups import label_value
 from scheduler.kai.queues import (
     PoolData,
@@ -22,10 +22,9 @@ from scheduler.kai.queues import (
     queue_name_for,
     root_queue_name,
 )
+from tests.shared_data import kai_schemas
 
 REPO = Path(__file__).resolve().parents[3]
-CRDS = REPO.parent / "shared" / "reference" / "kai-crds"
-SCHEMAS = load_crd_schemas(CRDS)
 UNBOUNDED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -137,7 +136,8 @@ def test_long_names_are_shortened_deterministically_with_full_names_kept() -> No
 
 def test_every_queue_and_the_topology_validate_against_the_crds() -> None:
     for manifest in [*build_queue_hierarchy([SEED_002], "osmo"), build_topology("osmo")]:
-        assert validate_manifest(manifest, schemas=SCHEMAS) == [], manifest["metadata"]["name"]
+        assert validate_manifest(manifest, schemas=kai_schemas()) == [], \
+            manifest["metadata"]["name"]
 
 
 def test_default_topology_golden() -> None:
@@ -185,7 +185,7 @@ def test_names_are_always_valid_and_unique(namespace, parent, subs) -> None:
         assert len(name) <= 63 and LABEL_VALUE.match(name) and DNS_SUBDOMAIN.match(name), name
         for value in queue_manifest["metadata"]["labels"].values():
             assert len(value) <= 63 and LABEL_VALUE.match(value)
-        assert validate_manifest(queue_manifest, schemas=SCHEMAS) == []
+        assert validate_manifest(queue_manifest, schemas=kai_schemas()) == []
 
 
 def test_builder_and_podgrouper_import_no_django() -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from scheduler.core.podgroup_validation import validate_podgroup
-from scheduler.kai.crd_validation import load_crd_schemas, validate_manifest
+from scheduler.kai.crd_validation import validate_manifest
+from tests.shared_data import kai_schemas
 
 REPO = Path(__file__).resolve().parents[3]
-CRDS = REPO.parent / "shared" / "reference" / "kai-crds"
-SCHEMAS = load_crd_schemas(CRDS)
 QUEUE = "osmo-pool-osmo-team.shared"
 
 
@@ -45,6 +44,6 @@ def assert_valid(grouping) -> None:
     """Every PodGroup passes its CRD schema and, with its pods, the webhook rules."""
     for group in grouping.groups:
         podgroup = group.manifests.podgroup
-        assert validate_manifest(podgroup, schemas=SCHEMAS) == [], podgroup
+        assert validate_manifest(podgroup, schemas=kai_schemas()) == [], podgroup
         result = validate_podgroup(podgroup, group.manifests.pods)
         assert result.errors == (), result.errors

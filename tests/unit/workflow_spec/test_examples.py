@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared_data import osmo_examples
 from workflows.spec import SpecError, parse_workflow_spec
 from workflows.spec.localfiles import inline_local_files
 
 REPO = Path(__file__).resolve().parents[3]
-EXAMPLES = REPO.parent / "shared" / "osmo-workflow-examples"
+EXAMPLES = osmo_examples(module=True)
 POOL_PLATFORMS = ["ovx-l40", "dgx-h100"]
 GiB = 2**30
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.shared_data import osmo_examples
 from workflows.spec import SpecError, parse_workflow_spec, render_template
 from workflows.spec.templating import is_templated, split_default_values
 
-EXAMPLES = Path(__file__).resolve().parents[3].parent / "shared" / "osmo-workflow-examples"
+EXAMPLES = osmo_examples(module=True)
 TEMPLATE = (EXAMPLES / "template_hello_world.yaml").read_text()
 
 

@@ -114,7 +114,9 @@ class PodGroupCheckSerializer(RequestSerializer):
     """A PodGroup manifest with the Pods to check against it; the manifest alone (a body with
     `apiVersion`) is also accepted."""
 
-    podgroup = serializers.JSONField(help_text="A scheduling.run.ai/v2alpha2 PodGroup.")
+    # Any JSON: what is not a PodGroup is reported by the webhook rules (200, allowed: false).
+    podgroup = serializers.JSONField(allow_null=True,
+                                     help_text="A scheduling.run.ai/v2alpha2 PodGroup.")
     pods = serializers.ListField(child=serializers.DictField(), required=False, allow_null=True,
                                  help_text="Pods whose subgroup labels are checked too.")
 

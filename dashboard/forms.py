@@ -9,6 +9,7 @@ from django import forms
 from osmo.accounts.models import AccessToken
 from osmo.accounts.services import token_digest
 from osmo.errors import OsmoError
+from osmo.serializers import INT32_MAX
 from pools import services
 from pools.models import Pool
 
@@ -50,7 +51,8 @@ class SubpoolCreateForm(ServiceForm):
         label="Subpool name", max_length=40,
         help_text="Lowercase letters, digits and '-', never '--'. The canonical name is "
                   "{parent}--{name}. An ARCHIVED name is reactivated.")
-    quota_gpus = forms.IntegerField(label="Quota (GPUs)", min_value=0, help_text=QUOTA_HELP)
+    quota_gpus = forms.IntegerField(label="Quota (GPUs)", min_value=0, max_value=INT32_MAX,
+                                    help_text=QUOTA_HELP)
     error_fields = {"invalid_name": "name", "subpool_exists": "name",
                     "invalid_quota": "quota_gpus", "quota_exceeds_parent": "quota_gpus"}
 
@@ -62,7 +64,7 @@ class SubpoolCreateForm(ServiceForm):
 
 class SubpoolQuotaForm(ServiceForm):
     quota_gpus = forms.IntegerField(
-        label="New quota (GPUs)", min_value=0,
+        label="New quota (GPUs)", min_value=0, max_value=INT32_MAX,
         help_text="Decreases are soft: running work continues and Available may go negative "
                   "until it drains.")
     error_fields = {"invalid_quota": "quota_gpus", "quota_exceeds_parent": "quota_gpus"}

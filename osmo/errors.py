@@ -38,6 +38,15 @@ class Conflict(OsmoError):
     status_code = status.HTTP_409_CONFLICT
 
 
+class RequestInvalid(exceptions.ValidationError):
+    """A request body or query string its serializer refused (osmo.serializers), with the
+    contract code it maps to; the exception handler renders it."""
+
+    def __init__(self, detail, *, error_code: str = "invalid_request"):
+        super().__init__(detail)
+        self.error_code = error_code
+
+
 class Forbidden(OsmoError):
     status_code = status.HTTP_403_FORBIDDEN
 
@@ -45,12 +54,12 @@ class Forbidden(OsmoError):
         super().__init__("forbidden", detail)
 
 
-def _flatten(detail) -> dict[str, list[str]]:
+def flatten_errors(detail) -> dict[str, list[str]]:
     if isinstance(detail, dict):
         out: dict[str, list[str]] = {}
         for field, messages in detail.items():
             if isinstance(messages, dict):
-                for sub, sub_messages in _flatten(messages).items():
+                for sub, sub_messages in flatten_errors(messages).items():
                     out[f"{field}.{sub}"] = sub_messages
             elif isinstance(messages, list):
                 out[field] = [str(m) for m in messages]
@@ -76,6 +85,13 @@ _DRF_CODES = {
 }
 
 
+def _summary(errors: dict[str, list[str]]) -> str:
+    """A one-line detail naming each wrong field with its first message."""
+    parts = [messages[0] if field == "non_field_errors" else f"{field}: {messages[0]}"
+             for field, messages in errors.items() if messages]
+    return "; ".join(parts) or "The request is not valid."
+
+
 def error_body(code: str, detail: str, errors: dict | None = None) -> dict:
     body = {"code": code, "detail": detail}
     if errors:
@@ -93,12 +109,14 @@ def exception_handler(exc, context):
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, DjangoValidationError):
-        errors = _flatten(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+        errors = flatten_errors(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
         return Response(error_body("invalid_request", "The request is not valid.", errors),
                         status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, exceptions.ValidationError):
-        errors = _flatten(exc.detail)
-        return Response(error_body("invalid_request", "The request is not valid.", errors),
+        # Serializers and FilterSets: the contract code the serializer chose, else the generic one.
+        errors = flatten_errors(exc.detail)
+        code = getattr(exc, "error_code", "invalid_request")
+        return Response(error_body(code, _summary(errors), errors),
                         status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, exceptions.APIException):
         code, status_code = next(

@@ -11,9 +11,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 
-from osmo.errors import OsmoError
+from osmo.errors import OsmoError, flatten_errors
+from osmo.serializers import RequestSerializer
 
 from . import quota, services
+from .api import serializers as shapes
 from .models import Pool, PoolEvent, SubpoolState
 
 
@@ -25,13 +27,33 @@ def _field_check(check, value, **kwargs):
 
 
 class ServiceModelForm(forms.ModelForm):
-    """A ModelForm that only shapes input: validation and saving belong to the services."""
+    """A ModelForm that only shapes input: validation and saving belong to the services.
+
+    The typed values also pass the API's request serializer (`shape`), so a service gets from the
+    admin what it gets from the API: the same bounds, the same platforms shape.
+    """
+
+    shape: type[RequestSerializer]
 
     def _post_clean(self):
         pass
 
+    def clean(self):
+        cleaned = super().clean()
+        fields = self.shape().fields
+        checked = self.shape(data={f: v for f, v in cleaned.items() if f in fields},
+                             partial=True)
+        if not checked.is_valid():
+            for path, messages in flatten_errors(checked.errors).items():
+                field, _, inner = path.partition(".")
+                self.add_error(field if field in self.fields else None,
+                               [f"{inner}: {m}" if inner else m for m in messages])
+        return cleaned
+
 
 class PoolForm(ServiceModelForm):
+    shape = shapes.PoolUpsertSerializer
+
     class Meta:
         model = Pool
         fields = ["name", "quota_gpus", "limit_gpus", "weight", "priority", "description",
@@ -45,6 +67,7 @@ class PoolForm(ServiceModelForm):
 
 
 class SubpoolForm(ServiceModelForm):
+    shape = shapes.SubpoolUpdateSerializer
     delete_subpool = forms.BooleanField(
         required=False, label="Delete",
         help_text="Archive at once, or drain (DELETING) while workflows still run.")

@@ -22,18 +22,18 @@ from workflows.selectors import alive_workflows, workflows_holding_gpus
 from . import quota as quota_math
 from .drain import drain_check_on_commit
 from .locking import lock_pool_family
-from .models import NAME_PATTERN, SUBPOOL_DELIMITER, Pool, PoolEvent, PoolStatus, SubpoolState
+from .models import NAME_PATTERN, SUBPOOL_DELIMITER, Pool, PoolEvent, SubpoolState
 from .selectors import active_subpool_quota_sum
 
 _NAME_RE = re.compile(NAME_PATTERN)
-_LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
-                           r"[A-Za-z0-9])?$")
 
 
-# --- validation shared by the API, the admin and the dashboard -------------------------------
+# --- domain rules shared by the API, the admin and the dashboard ----------------------------
+# Types and shapes are checked before a service is called: by the request serializers
+# (pools.api.serializers) and by the admin's and the dashboard's forms.
 
-def validate_name(name: Any, *, what: str = "pool") -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name) or SUBPOOL_DELIMITER in name:
+def validate_name(name: str, *, what: str = "pool") -> str:
+    if not _NAME_RE.match(name) or SUBPOOL_DELIMITER in name:
         raise OsmoError(
             "invalid_name",
             f"'{name}' is not a valid {what} name: use 1-40 lowercase letters, digits and '-', "
@@ -44,8 +44,8 @@ def validate_name(name: Any, *, what: str = "pool") -> str:
     return name
 
 
-def validate_quota(value: Any, *, field: str = "quota_gpus") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+def validate_quota(value: int, *, field: str = "quota_gpus") -> int:
+    if value < 0:
         raise OsmoError(
             "invalid_quota",
             f"{field} must be a non-negative whole number of GPUs, not {value!r}.",
@@ -58,48 +58,11 @@ def _invalid(field: str, message: str) -> OsmoError:
     return OsmoError("invalid_request", message, errors={field: [message]})
 
 
-def _validate_settings(changes: dict[str, Any], quota_gpus: int) -> None:
-    limit = changes.get("limit_gpus")
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < -1:
-            raise OsmoError("invalid_quota", "limit_gpus must be -1 (no limit) or a GPU count.",
-                            errors={"limit_gpus": ["Must be -1 or a non-negative integer."]})
-        if limit != -1 and limit < quota_gpus:
-            raise OsmoError("invalid_quota",
-                            f"limit_gpus ({limit}) cannot be below quota_gpus ({quota_gpus}).",
-                            errors={"limit_gpus": ["Must be -1 or at least quota_gpus."]})
-    for field in ("weight", "priority"):
-        value = changes.get(field)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or (field == "weight" and value < 0)):
-            raise _invalid(field, f"{field} must be a{' non-negative' * (field == 'weight')} "
-                                  f"integer.")
-    if changes.get("status") is not None and changes["status"] not in PoolStatus.values:
-        raise _invalid("status", f"status must be one of {', '.join(PoolStatus.values)}.")
-    if changes.get("description") is not None and not isinstance(changes["description"], str):
-        raise _invalid("description", "description must be a string.")
-    platforms = changes.get("platforms")
-    if platforms is not None:
-        _validate_platforms(platforms)
-
-
-def _validate_platforms(platforms: Any) -> None:
-    if not isinstance(platforms, dict):
-        raise _invalid("platforms", "platforms must be an object of name → "
-                                    "{description, node_selector}.")
-    for name, platform in platforms.items():
-        if not _NAME_RE.match(name):
-            raise _invalid(f"platforms.{name}", f"'{name}' is not a valid platform name.")
-        if not isinstance(platform, dict) or set(platform) - {"description", "node_selector"}:
-            raise _invalid(f"platforms.{name}",
-                           "A platform is {description, node_selector: {label: value}}.")
-        selector = platform.get("node_selector", {})
-        if not isinstance(selector, dict) or not all(
-            isinstance(k, str) and _LABEL_KEY_RE.match(k) and isinstance(v, str)
-            for k, v in selector.items()
-        ):
-            raise _invalid(f"platforms.{name}.node_selector",
-                           "node_selector maps label names to string values.")
+def _validate_limit(limit: int | None, quota_gpus: int) -> None:
+    if limit is not None and limit != -1 and limit < quota_gpus:
+        raise OsmoError("invalid_quota",
+                        f"limit_gpus ({limit}) cannot be below quota_gpus ({quota_gpus}).",
+                        errors={"limit_gpus": ["Must be -1 or at least quota_gpus."]})
 
 
 # --- audit -----------------------------------------------------------------------------------
@@ -153,17 +116,18 @@ def _lock_family(subpool: Pool) -> tuple[Pool, Pool]:
 # --- top-level pools -------------------------------------------------------------------------
 
 @transaction.atomic
-def pool_upsert(*, actor, name: str, quota_gpus: Any, **changes: Any) -> tuple[Pool, bool]:
-    """Create, update or reactivate a top-level pool. Returns (pool, created)."""
+def pool_upsert(*, actor, name: str, quota_gpus: int, **changes: Any) -> tuple[Pool, bool]:
+    """Create, update or reactivate a top-level pool. Returns (pool, created).
+
+    `changes` are validated settings (limit_gpus, weight, priority, status, description,
+    platforms, default_platform); absent ones keep their value."""
     validate_name(name)
     quota_gpus = validate_quota(quota_gpus)
-    if "limit_gpus" in changes and changes["limit_gpus"] is None:
-        changes["limit_gpus"] = -1
     existing = Pool.objects.filter(name=name, parent__isnull=True).values_list("pk", flat=True)
     pool = _lock(existing[0]) if existing else None
     effective = {f: getattr(pool, f) for f in _TOP_LEVEL_FIELDS} if pool else {}
     effective.update(changes)
-    _validate_settings(changes, quota_gpus)
+    _validate_limit(changes.get("limit_gpus"), quota_gpus)
     default_platform = effective.get("default_platform") or ""
     if default_platform and default_platform not in (effective.get("platforms") or {}):
         raise _invalid("default_platform",
@@ -240,7 +204,7 @@ def _quota_exceeds_parent(parent: Pool, others: int, requested: int) -> Conflict
 
 
 @transaction.atomic
-def subpool_create(*, actor, parent: Pool, subpool_name: Any, quota_gpus: Any
+def subpool_create(*, actor, parent: Pool, subpool_name: str, quota_gpus: int
                    ) -> tuple[Pool, bool]:
     """Create a subpool, or reactivate an ARCHIVED one of that name. Returns (pool, created)."""
     if parent.is_subpool:
@@ -278,7 +242,7 @@ def subpool_create(*, actor, parent: Pool, subpool_name: Any, quota_gpus: Any
 
 
 @transaction.atomic
-def subpool_update(*, actor, subpool: Pool, quota_gpus: Any) -> Pool:
+def subpool_update(*, actor, subpool: Pool, quota_gpus: int) -> Pool:
     """Change an ACTIVE subpool's quota. Decreases are soft: nothing running is evicted."""
     quota_gpus = validate_quota(quota_gpus)
     parent, subpool = _lock_family(subpool)

@@ -200,24 +200,18 @@ def node_delete(*, node: Node, force: bool = False) -> int:
     return count
 
 
-def validate_topology(levels) -> list[dict]:
+def validate_topology(levels: list[dict]) -> list[dict]:
+    """The level rules (the request serializer has checked the shape): unique labels and
+    aliases, and `kubernetes.io/hostname` only as the finest level."""
     errors = []
-    if not isinstance(levels, list) or not 1 <= len(levels) <= 16:
-        errors.append("levels must be a list of 1 to 16 {alias, nodeLabel} objects.")
-    else:
-        for index, level in enumerate(levels):
-            if not isinstance(level, dict) or not isinstance(level.get("nodeLabel"), str) \
-                    or not level["nodeLabel"] or not isinstance(level.get("alias", ""), str):
-                errors.append(f"levels[{index}] needs a nodeLabel (and an optional alias).")
-        if not errors:
-            labels = [level["nodeLabel"] for level in levels]
-            aliases = [level["alias"] for level in levels if level.get("alias")]
-            if len(set(labels)) != len(labels):
-                errors.append("node labels must be unique.")
-            if len(set(aliases)) != len(aliases):
-                errors.append("aliases must be unique.")
-            if "kubernetes.io/hostname" in labels[:-1]:
-                errors.append("kubernetes.io/hostname may only be the last (finest) level.")
+    labels = [level["nodeLabel"] for level in levels]
+    aliases = [level["alias"] for level in levels if level.get("alias")]
+    if len(set(labels)) != len(labels):
+        errors.append("node labels must be unique.")
+    if len(set(aliases)) != len(aliases):
+        errors.append("aliases must be unique.")
+    if "kubernetes.io/hostname" in labels[:-1]:
+        errors.append("kubernetes.io/hostname may only be the last (finest) level.")
     if errors:
         raise OsmoError("invalid_topology", " ".join(errors), errors={"levels": errors})
     return [{"alias": level["alias"], "nodeLabel": level["nodeLabel"]} if level.get("alias")
@@ -225,7 +219,7 @@ def validate_topology(levels) -> list[dict]:
 
 
 @transaction.atomic
-def topology_replace(*, levels) -> ClusterTopology:
+def topology_replace(*, levels: list[dict]) -> ClusterTopology:
     """Replace the levels; placed work is not moved."""
     clean = validate_topology(levels)
     topology, _ = ClusterTopology.objects.update_or_create(

@@ -7,42 +7,100 @@ the two in step.
 
 from __future__ import annotations
 
+import re
+
 from rest_framework import serializers
 
+from osmo.serializers import (
+    QueryBooleanField,
+    RequestSerializer,
+    StrictCharField,
+    StrictIntegerField,
+    StringMapField,
+)
+
 from .. import quota
-from ..models import Pool, SubpoolState
+from ..models import NAME_PATTERN, SUBPOOL_DELIMITER, Pool, PoolStatus, SubpoolState
 from ..selectors import PoolTree
 
+_NAME_RE = re.compile(NAME_PATTERN)
+_LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
+                           r"[A-Za-z0-9])?$")
+
 # --- requests --------------------------------------------------------------------------------
+# Validated by the views and the admin's pool form; the services receive typed values.
+
+_NAME_HELP = (f"Matches {NAME_PATTERN} and never contains '{SUBPOOL_DELIMITER}' "
+              f"(else 400 invalid_name).")
 
 
-class PlatformSerializer(serializers.Serializer):
-    description = serializers.CharField(required=False, allow_blank=True)
-    node_selector = serializers.DictField(child=serializers.CharField(), required=False)
+class PlatformSerializer(RequestSerializer):
+    reject_unknown_fields = True
+
+    description = StrictCharField(required=False, allow_blank=True)
+    node_selector = StringMapField(required=False, help_text="Node label → value.")
+
+    def validate_node_selector(self, selector: dict[str, str]) -> dict[str, str]:
+        bad = [key for key in selector if not _LABEL_KEY_RE.match(key)]
+        if bad:
+            raise serializers.ValidationError(f"Not valid label names: {', '.join(bad)}.")
+        return selector
 
 
-class PoolUpsertSerializer(serializers.Serializer):
+class PoolUpsertSerializer(RequestSerializer):
     """Body of `PUT /api/configs/pool/{name}`; absent optional fields keep their value."""
 
-    quota_gpus = serializers.IntegerField(min_value=0)
-    description = serializers.CharField(required=False, allow_blank=True)
-    limit_gpus = serializers.IntegerField(required=False, allow_null=True, min_value=-1,
-                                          help_text="-1 or null: no limit.")
-    weight = serializers.IntegerField(required=False, min_value=0)
-    priority = serializers.IntegerField(required=False)
+    field_error_codes = {"quota_gpus": "invalid_quota", "limit_gpus": "invalid_quota"}
+
+    quota_gpus = StrictIntegerField(min_value=0)
+    limit_gpus = StrictIntegerField(required=False, allow_null=True, min_value=-1,
+                                    help_text="-1 or null: no limit; else at least quota_gpus.")
+    weight = StrictIntegerField(required=False, min_value=0)
+    priority = StrictIntegerField(required=False)
+    status = serializers.ChoiceField(choices=PoolStatus.choices, required=False)
+    description = StrictCharField(required=False, allow_blank=True)
     platforms = serializers.DictField(child=PlatformSerializer(), required=False)
-    default_platform = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    status = serializers.ChoiceField(choices=["ONLINE", "OFFLINE", "MAINTENANCE"],
-                                     required=False)
+    default_platform = StrictCharField(required=False, allow_blank=True, allow_null=True,
+                                       max_length=63, help_text="One of `platforms`.")
+
+    def validate_limit_gpus(self, limit: int | None) -> int:
+        return -1 if limit is None else limit
+
+    def validate_platforms(self, platforms: dict) -> dict:
+        bad = {name: ["Not a valid platform name: use lowercase letters, digits and '-'."]
+               for name in platforms if not _NAME_RE.match(name)}
+        if bad:
+            raise serializers.ValidationError(bad)
+        return platforms
 
 
-class SubpoolCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(help_text="Short name; the canonical name is {parent}--{name}.")
-    quota_gpus = serializers.IntegerField(min_value=0)
+class SubpoolCreateSerializer(RequestSerializer):
+    field_error_codes = {"name": "invalid_name", "quota_gpus": "invalid_quota"}
+
+    # The name's format is a domain rule (pools.services.validate_name, a CHECK constraint too),
+    # shared with the admin and the dashboard; the shape is a string.
+    name = StrictCharField(help_text=(
+        f"Short name; the canonical name is {{parent}}{SUBPOOL_DELIMITER}{{name}}. {_NAME_HELP}"))
+    quota_gpus = StrictIntegerField(min_value=0)
 
 
-class SubpoolUpdateSerializer(serializers.Serializer):
-    quota_gpus = serializers.IntegerField(min_value=0)
+class SubpoolUpdateSerializer(RequestSerializer):
+    field_error_codes = {"quota_gpus": "invalid_quota"}
+
+    quota_gpus = StrictIntegerField(min_value=0)
+
+
+class HistoryQuerySerializer(RequestSerializer):
+    limit = serializers.IntegerField(required=False, default=500,
+                                     help_text="At most this many events (1 to 5000).")
+
+    def validate_limit(self, limit: int) -> int:
+        return max(1, min(limit, 5000))
+
+
+class PoolQuotaQuerySerializer(RequestSerializer):
+    include_archived = QueryBooleanField(required=False, default=False,
+                                         help_text="Also list ARCHIVED subpools.")
 
 
 # --- responses -------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -11,17 +12,9 @@ from osmo.accounts.roles import roles_for
 from osmo.errors import Forbidden, OsmoError
 
 from .. import quota, selectors, services
-from ..models import SubpoolState
+from ..models import Pool, SubpoolState
 from . import serializers as s
-
-POOL_FIELDS = ("description", "limit_gpus", "weight", "priority", "platforms",
-               "default_platform", "status")
-
-
-def request_object(request) -> dict:
-    if not isinstance(request.data, dict):
-        raise OsmoError("invalid_request", "The body must be a JSON object.")
-    return request.data
+from .filters import SubpoolFilter
 
 
 def _require_platform_admin(roles) -> None:
@@ -39,6 +32,13 @@ def _parent_for_subpools(request, parent_name: str):
     roles = roles_for(request.user)
     parent = selectors.pool_get(name=parent_name, roles=roles)
     return roles, parent
+
+
+def _require_top_level(parent) -> None:
+    # Checked before the body, the order API.md lists the codes in (the service checks it too).
+    if parent.is_subpool:
+        raise OsmoError("parent_is_subpool",
+                        f"'{parent.name}' is a subpool; subpools cannot have subpools.")
 
 
 class PoolListView(APIView):
@@ -62,10 +62,11 @@ class PoolDetailView(APIView):
     def put(self, request, name: str):
         roles = roles_for(request.user)
         _require_platform_admin(roles)
-        body = request_object(request)
-        changes = {field: body[field] for field in POOL_FIELDS if field in body}
+        services.validate_name(name)  # the path's name is refused before the body's fields
+        body = s.PoolUpsertSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
         pool, created = services.pool_upsert(actor=request.user, name=name,
-                                             quota_gpus=body.get("quota_gpus"), **changes)
+                                             **body.validated_data)
         tree = selectors.pool_tree(roles=roles, only=pool.name)
         return Response(s.pool_object(pool, tree),
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -85,34 +86,28 @@ class PoolDetailView(APIView):
 
 class PoolHistoryView(APIView):
     @extend_schema(responses=s.HistoryItemSerializer(many=True),
-                   parameters=[OpenApiParameter("limit", int, description="At most this many "
-                                                "events (default 500).")],
+                   parameters=[s.HistoryQuerySerializer],
                    summary="Audit events of a pool, newest first")
     def get(self, request, name: str):
         pool = selectors.pool_get(name=name, roles=roles_for(request.user))
-        try:
-            limit = max(1, min(int(request.query_params.get("limit", 500)), 5000))
-        except ValueError as exc:
-            raise OsmoError("invalid_request", "limit must be an integer.") from exc
-        events = selectors.pool_history(pool=pool)[:limit]
+        query = s.HistoryQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        events = selectors.pool_history(pool=pool)[:query.validated_data["limit"]]
         return Response([s.history_item(e) for e in events])
 
 
-class SubpoolListView(APIView):
+class SubpoolListView(GenericAPIView):
+    queryset = Pool.objects.filter(parent__isnull=False)
+    filterset_class = SubpoolFilter
+    pagination_class = None  # a plain JSON array (API.md)
+
     @extend_schema(responses=s.SubpoolSerializer(many=True),
-                   parameters=[OpenApiParameter("state", str, enum=SubpoolState.values)],
                    summary="Subpools of a pool, all states")
     def get(self, request, parent: str):
-        roles, parent_pool = _parent_for_subpools(request, parent)
-        state = request.query_params.get("state")
-        if state is not None and state not in SubpoolState.values:
-            raise OsmoError("invalid_request",
-                            f"state must be one of {', '.join(SubpoolState.values)}.",
-                            errors={"state": [f"Unknown state '{state}'."]})
-        tree = selectors.pool_tree(roles=roles, only=parent_pool.top_level_name)
-        subpools = [p for p in tree.subpools.get(parent_pool.name, [])
-                    if state is None or p.subpool_state == state]
-        return Response([s.subpool_object(p, tree.usage_of(p))
+        _, parent_pool = _parent_for_subpools(request, parent)
+        subpools = list(self.filter_queryset(self.get_queryset().filter(parent=parent_pool)))
+        usage = selectors.usage_by_pool([p.pk for p in subpools])
+        return Response([s.subpool_object(p, usage.get(p.pk, quota.Usage()))
                          for p in subpools])
 
     @extend_schema(request=s.SubpoolCreateSerializer,
@@ -121,10 +116,12 @@ class SubpoolListView(APIView):
     def post(self, request, parent: str):
         roles, parent_pool = _parent_for_subpools(request, parent)
         _require_pool_admin(roles, parent_pool)
-        body = request_object(request)
+        _require_top_level(parent_pool)
+        body = s.SubpoolCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
         subpool, created = services.subpool_create(
-            actor=request.user, parent=parent_pool, subpool_name=body.get("name"),
-            quota_gpus=body.get("quota_gpus"),
+            actor=request.user, parent=parent_pool, subpool_name=body.validated_data["name"],
+            quota_gpus=body.validated_data["quota_gpus"],
         )
         return Response(_subpool_body(subpool),
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -139,18 +136,17 @@ class SubpoolDetailView(APIView):
     def _subpool(self, request, parent: str, subpool: str):
         roles, parent_pool = _parent_for_subpools(request, parent)
         _require_pool_admin(roles, parent_pool)
-        if parent_pool.is_subpool:
-            raise OsmoError("parent_is_subpool",
-                            f"'{parent}' is a subpool; subpools cannot have subpools.")
+        _require_top_level(parent_pool)
         return selectors.subpool_get(parent=parent_pool, subpool_name=subpool)
 
     @extend_schema(request=s.SubpoolUpdateSerializer, responses=s.SubpoolSerializer,
                    summary="Change a subpool's quota (decreases are soft)")
     def put(self, request, parent: str, subpool: str):
         target = self._subpool(request, parent, subpool)
-        body = request_object(request)
+        body = s.SubpoolUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
         updated = services.subpool_update(actor=request.user, subpool=target,
-                                          quota_gpus=body.get("quota_gpus"))
+                                          quota_gpus=body.validated_data["quota_gpus"])
         return Response(_subpool_body(updated))
 
     @extend_schema(responses={200: s.SubpoolSerializer, 202: s.SubpoolSerializer},
@@ -165,11 +161,12 @@ class SubpoolDetailView(APIView):
 
 class PoolQuotaView(APIView):
     @extend_schema(responses=s.PoolQuotaSerializer,
-                   parameters=[OpenApiParameter("include_archived", bool)],
+                   parameters=[s.PoolQuotaQuerySerializer],
                    summary="Quota figures of every visible pool and its subpools")
     def get(self, request):
-        include_archived = request.query_params.get("include_archived", "").lower() in {
-            "1", "true", "yes"}
+        query = s.PoolQuotaQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        include_archived = query.validated_data["include_archived"]
         tree = selectors.pool_tree(roles=roles_for(request.user),
                                    include_archived_subpools=include_archived, light=True)
         return Response(s.quota_report(tree, include_archived=include_archived))

@@ -15,8 +15,6 @@
 
 from __future__ import annotations
 
-import re
-
 import yaml
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
@@ -27,7 +25,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from osmo.accounts.roles import roles_for
-from osmo.errors import OsmoError
 from scheduler.core.podgroup_validation import (
     PODGROUP_API_VERSION,
     PODGROUP_KIND,
@@ -36,8 +33,7 @@ from scheduler.core.podgroup_validation import (
 from scheduler.kai import selectors
 from scheduler.kai.selectors import StoredTopologies
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-ADMISSION_API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+from . import serializers as s
 
 
 class YAMLRenderer(renderers.BaseRenderer):
@@ -88,12 +84,6 @@ class AdmissionReviewSerializer(serializers.Serializer):
     response = AdmissionResponseSerializer()
 
 
-def _object_body(request) -> dict:
-    if not isinstance(request.data, dict):
-        raise OsmoError("invalid_request", "The body must be a JSON object.")
-    return request.data
-
-
 # --- views -----------------------------------------------------------------------------------
 
 class KaiQueuesView(APIView):
@@ -102,7 +92,7 @@ class KaiQueuesView(APIView):
     @extend_schema(
         summary="The KAI Queue hierarchy (scheduling.run.ai/v2) of a namespace",
         parameters=[
-            OpenApiParameter("namespace", str, description="Default: OSMO_NAMESPACE."),
+            s.KaiQueuesQuerySerializer,
             OpenApiParameter("format", str, enum=["json", "yaml"],
                              description="yaml: a multi-document YAML stream."),
         ],
@@ -114,11 +104,9 @@ class KaiQueuesView(APIView):
                        description="The same manifests as YAML documents.")},
     )
     def get(self, request):
-        namespace = request.query_params.get("namespace") or settings.OSMO_NAMESPACE
-        if not _DNS_LABEL.match(namespace):
-            raise OsmoError("invalid_request",
-                            f"'{namespace}' is not a valid namespace (a DNS label).",
-                            errors={"namespace": ["Must be a DNS label (≤ 63 characters)."]})
+        query = s.KaiQueuesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        namespace = query.validated_data.get("namespace") or settings.OSMO_NAMESPACE
         roles = roles_for(request.user)
         return Response(selectors.queue_manifests(namespace=namespace, roles=roles))
 
@@ -128,21 +116,14 @@ class PodGroupValidateView(APIView):
         summary="Check a PodGroup against the webhook rules",
         description="Body: a PodGroup manifest, or {\"podgroup\": manifest, \"pods\": [...]} "
                     "to check the pods' subgroup labels as well.",
-        request=OpenApiTypes.OBJECT,
+        request=s.PodGroupCheckSerializer,
         responses=PodGroupValidationSerializer,
     )
     def post(self, request):
-        body = _object_body(request)
-        pods = None
-        manifest = body
-        if "podgroup" in body and "apiVersion" not in body:
-            manifest = body["podgroup"]
-            pods = body.get("pods")
-            if pods is not None and (not isinstance(pods, list)
-                                     or not all(isinstance(p, dict) for p in pods)):
-                raise OsmoError("invalid_request", "pods must be a list of Pod objects.",
-                                errors={"pods": ["Must be a list of objects."]})
-        return Response(validate_podgroup(manifest, pods,
+        body = s.PodGroupCheckSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(validate_podgroup(body.validated_data["podgroup"],
+                                          body.validated_data.get("pods"),
                                           topologies=StoredTopologies()).as_dict())
 
 
@@ -187,20 +168,11 @@ class PodGroupAdmissionWebhookView(APIView):
         summary="Validating admission webhook for PodGroups (Kubernetes AdmissionReview)",
         description="No token: the Kubernetes API server calls it. Protect it with TLS and a "
                     "network policy in production.",
-        request=OpenApiTypes.OBJECT,
+        request=s.AdmissionReviewInputSerializer,
         responses=AdmissionReviewSerializer,
         auth=[],
     )
     def post(self, request):
-        review = _object_body(request)
-        if review.get("apiVersion") not in ADMISSION_API_VERSIONS \
-                or review.get("kind") != "AdmissionReview":
-            raise OsmoError("invalid_request", "The body must be an AdmissionReview "
-                                               "(admission.k8s.io/v1).",
-                            errors={"apiVersion": [f"Must be one of "
-                                                   f"{', '.join(ADMISSION_API_VERSIONS)}."]})
-        request_part = review.get("request")
-        if not isinstance(request_part, dict) or not request_part.get("uid"):
-            raise OsmoError("invalid_request", "The AdmissionReview has no request uid.",
-                            errors={"request.uid": ["Required."]})
-        return Response(admission_response(review))
+        review = s.AdmissionReviewInputSerializer(data=request.data)
+        review.is_valid(raise_exception=True)
+        return Response(admission_response(review.validated_data))

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from osmo.serializers import (
+    QueryBooleanField,
+    RequestSerializer,
+    StrictCharField,
+    StrictIntegerField,
+    UpperChoiceField,
+)
 from pools.api.serializers import _iso
 
-from ..models import Workflow
+from ..models import Priority, Workflow
 
 
 def task_object(task) -> dict:
@@ -45,18 +52,54 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None) -> dict:
     }
 
 
-class SubmitSerializer(serializers.Serializer):
-    file = serializers.CharField(help_text=(
+def _key_value(item: str) -> None:
+    if "=" not in item:
+        raise serializers.ValidationError("Must be a 'key=value' string.")
+
+
+def _variables(help_text: str) -> serializers.ListField:
+    return serializers.ListField(child=StrictCharField(validators=[_key_value]), default=list,
+                                 allow_null=True, help_text=help_text)
+
+
+class SubmitSerializer(RequestSerializer):
+    """JSON body of `POST /api/pool/{pool}/workflow` (a YAML body is the spec itself)."""
+
+    field_error_codes = {"file": "invalid_spec"}
+
+    file = StrictCharField(help_text=(
         "The OSMO workflow spec (v2) as YAML text; templated specs are rendered with their "
         "default-values and the variables below. Scheduling extensions per group: a "
         "`scheduling:` block with minMember, minSubGroup, subGroups [{name, parent, minMember, "
         "minSubGroup, topologyConstraint}] and topologyConstraint {requiredTopologyLevel, "
         "preferredTopologyLevel}; per task: replicas and subGroup (workflows/spec/EXTENSIONS.md)."
     ))
-    set_variables = serializers.ListField(child=serializers.CharField(), required=False,
-                                          help_text="k=v pairs; values parsed as YAML scalars.")
-    set_string_variables = serializers.ListField(child=serializers.CharField(), required=False,
-                                                 help_text="k=v pairs; values kept as strings.")
+    set_variables = _variables("k=v pairs; values parsed as YAML scalars.")
+    set_string_variables = _variables("k=v pairs; values kept as strings.")
+
+    def validate_file(self, source: str) -> str:
+        if not source.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        return source
+
+    def validate_set_variables(self, items: list[str] | None) -> list[str]:
+        return items or []
+
+    def validate_set_string_variables(self, items: list[str] | None) -> list[str]:
+        return items or []
+
+
+class SubmitQuerySerializer(RequestSerializer):
+    priority = UpperChoiceField(choices=Priority.choices, required=False, allow_blank=True,
+                                help_text="Default NORMAL.")
+    dry_run = QueryBooleanField(required=False, default=False,
+                                help_text="Run every check, write nothing; 200 with the "
+                                          "would-be workflow and its manifests.")
+
+
+class WorkloadQuerySerializer(RequestSerializer):
+    priority = UpperChoiceField(choices=Priority.choices, required=False, allow_blank=True,
+                                help_text="Default: from the PodGroup's priority class.")
 
 
 class TaskSerializer(serializers.Serializer):
@@ -98,8 +141,11 @@ class DryRunSerializer(serializers.Serializer):
     manifests = serializers.ListField(child=serializers.DictField())
 
 
-class TaskStatusSerializer(serializers.Serializer):
-    status = serializers.CharField()
-    exit_code = serializers.IntegerField(required=False, allow_null=True)
-    node = serializers.CharField(required=False, help_text="Where the task runs (RUNNING).")
-    reason = serializers.CharField(required=False)
+class TaskStatusSerializer(RequestSerializer):
+    # Not a choice: an unknown status is a 409 invalid_transition (API.md), from the service.
+    status = StrictCharField(help_text="RUNNING, COMPLETED, FAILED, FAILED_PREEMPTED, ...: "
+                                       "forward moves only, else 409 invalid_transition.")
+    exit_code = StrictIntegerField(required=False, allow_null=True)
+    node = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=253,
+                           help_text="Where the task runs (RUNNING).")
+    reason = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=60)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import yaml
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, status
 from rest_framework import serializers as drf_serializers
 from rest_framework.parsers import JSONParser
@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from osmo.accounts.roles import roles_for
-from osmo.errors import Forbidden, OsmoError
+from osmo.errors import Forbidden, OsmoError, RequestInvalid
 from pools import selectors as pool_selectors
 
 from .. import admission, lifecycle, selectors
@@ -21,35 +21,14 @@ from .filters import WorkflowFilter
 from .parsers import TextYAMLParser, XYAMLParser, YAMLTextParser
 
 
-def _flag(request, name: str) -> bool:
-    value = request.query_params.get(name, "false").lower()
-    if value not in {"true", "false", "1", "0", "yes", "no"}:
-        raise OsmoError("invalid_request", f"{name} must be true or false.",
-                        errors={name: [f"Not a boolean: '{value}'."]})
-    return value in {"true", "1", "yes"}
-
-
-def _string_list(body: dict, key: str) -> list[str]:
-    value = body.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) and "=" in v for v in value):
-        raise OsmoError("invalid_request", f"{key} must be a list of 'key=value' strings.",
-                        errors={key: ["A list of 'key=value' strings."]})
-    return value
-
-
-def _submission(data) -> tuple[str, list[str], list[str]]:
-    """(spec text, set_variables, set_string_variables) from a JSON or YAML body."""
-    if isinstance(data, str):
-        return data, [], []
-    if not isinstance(data, dict):
-        raise OsmoError("invalid_request", "Send the workflow as JSON {file: ...} or as "
-                                           "application/yaml.")
-    source = data.get("file")
-    if not isinstance(source, str) or not source.strip():
-        raise OsmoError("invalid_spec", "The body needs the workflow YAML in 'file'.",
-                        errors={"file": ["This field is required."]})
-    return (source, _string_list(data, "set_variables"),
-            _string_list(data, "set_string_variables"))
+def _submission(request) -> tuple[str, list[str], list[str]]:
+    """(spec text, set_variables, set_string_variables) from a YAML or a JSON body."""
+    if isinstance(request.data, str):  # the YAML itself (a template may not parse until rendered)
+        return request.data, [], []
+    body = s.SubmitSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    return (body.validated_data["file"], body.validated_data["set_variables"],
+            body.validated_data["set_string_variables"])
 
 
 class WorkflowSubmitView(APIView):
@@ -58,22 +37,23 @@ class WorkflowSubmitView(APIView):
     @extend_schema(
         request={"application/json": s.SubmitSerializer, "application/yaml": str},
         responses={201: s.WorkflowSerializer, 200: s.DryRunSerializer},
-        parameters=[OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"]),
-                    OpenApiParameter("dry_run", bool)],
+        parameters=[s.SubmitQuerySerializer],
         summary="Submit a workflow to a pool or subpool (admission against quota)")
     def post(self, request, pool: str):
         roles = roles_for(request.user)
         try:
-            source, set_variables, set_string_variables = _submission(request.data)
-            dry_run = _flag(request, "dry_run")
-        except OsmoError:
+            source, set_variables, set_string_variables = _submission(request)
+            query = s.SubmitQuerySerializer(data=request.query_params)
+            query.is_valid(raise_exception=True)
+        except RequestInvalid:
             # The pool's 404/403 come first (API.md order); the lookup is only paid here,
             # admission itself looks the pool up and locks it in one statement.
             pool_selectors.pool_get_for_write(name=pool, roles=roles)
             raise
+        dry_run = query.validated_data["dry_run"]
         result = admission.workflow_submit(
             actor=request.user, pool=pool, roles=roles, source=source,
-            priority=request.query_params.get("priority"), set_variables=set_variables,
+            priority=query.validated_data.get("priority"), set_variables=set_variables,
             set_string_variables=set_string_variables, dry_run=dry_run)
         body = s.workflow_object(result.workflow, groups=result.groups, tasks=result.tasks)
         if dry_run:
@@ -146,19 +126,13 @@ class TaskStatusView(APIView):
         if not (roles.backend or roles.platform_admin):
             raise Forbidden("Only cluster backends (osmo-backend) report task status.")
         workflow = _workflow(request, name)
-        body = request.data if isinstance(request.data, dict) else {}
-        new_status = body.get("status")
-        exit_code = body.get("exit_code")
-        if not isinstance(new_status, str):
-            raise OsmoError("invalid_request", "status is required.",
-                            errors={"status": ["This field is required."]})
-        if exit_code is not None and (isinstance(exit_code, bool)
-                                      or not isinstance(exit_code, int)):
-            raise OsmoError("invalid_request", "exit_code must be an integer.",
-                            errors={"exit_code": ["Must be an integer."]})
-        lifecycle.task_report_status(workflow=workflow, task_name=task, status=new_status,
-                                    exit_code=exit_code, node=body.get("node") or None,
-                                    reason=body.get("reason") or None)
+        body = s.TaskStatusSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        report = body.validated_data
+        lifecycle.task_report_status(workflow=workflow, task_name=task, status=report["status"],
+                                     exit_code=report.get("exit_code"),
+                                    node=report.get("node") or None,
+                                    reason=report.get("reason") or None)
         return Response(s.workflow_object(_workflow(request, name)))
 
 
@@ -171,7 +145,7 @@ class WorkloadSubmitView(APIView):
             "name": drf_serializers.CharField(),
             "podgroups": drf_serializers.ListField(child=drf_serializers.CharField()),
             "pods": drf_serializers.ListField(child=drf_serializers.CharField())})},
-        parameters=[OpenApiParameter("priority", str, enum=["HIGH", "NORMAL", "LOW"])],
+        parameters=[s.WorkloadQuerySerializer],
         summary="Submit a Kubernetes workload; the pod grouper makes its PodGroups and pods")
     def post(self, request, pool: str):
         roles = roles_for(request.user)
@@ -188,8 +162,10 @@ class WorkloadSubmitView(APIView):
         if not isinstance(manifest, dict) or not manifest:
             raise OsmoError("invalid_spec", "Send a Kubernetes object or a List of them.",
                             errors={"body": ["An object with apiVersion and kind."]})
+        query = s.WorkloadQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         result = admission.workload_submit(actor=request.user, pool=target, manifest=manifest,
-                                           priority=request.query_params.get("priority"))
+                                           priority=query.validated_data.get("priority"))
         return Response({"name": result.workflow.name,
                          "podgroups": [g.podgroup for g in result.groups],
                          "pods": [t.name for t in result.tasks]},

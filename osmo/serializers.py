@@ -1,0 +1,121 @@
+"""Request shapes: the base class and fields of every request body and query-string serializer.
+
+A request serializer validates types and formats (the same classes make the OpenAPI document, so
+the two cannot drift); services keep the domain rules. An invalid request raises
+`RequestInvalid`, which the one exception handler (osmo.errors) renders as
+`{code, detail, errors}` with the contract code of the first field in error (API.md:
+`invalid_quota` for quota figures, `invalid_name` for names, ...), else the serializer's own code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rest_framework import serializers
+
+from .errors import RequestInvalid
+
+# Bounds of the database columns the validated integers are stored in.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+class RequestSerializer(serializers.Serializer):
+    # Base of request serializers: `is_valid(raise_exception=True)` raises `RequestInvalid`.
+    # Declare fields in the order the contract checks them: the first field in error decides the
+    # code. `field_error_codes` maps a field to its contract code; the others (and a body that is
+    # not an object) get `error_code`. (Comments, not a docstring: the OpenAPI document would
+    # show a docstring as every request body's description.)
+
+    error_code = "invalid_request"
+    field_error_codes: dict[str, str] = {}
+    # Nested shapes the contract spells out completely (a platform) refuse unknown keys; request
+    # bodies ignore them, as they always have.
+    reject_unknown_fields = False
+
+    def is_valid(self, *, raise_exception: bool = False) -> bool:
+        valid = super().is_valid()
+        if not valid and raise_exception:
+            raise RequestInvalid(self.errors, error_code=self.error_code_for(self.errors))
+        return valid
+
+    def error_code_for(self, errors: Mapping) -> str:
+        first = next(iter(errors), None)
+        return self.field_error_codes.get(first, self.error_code)
+
+    def to_internal_value(self, data):
+        if self.reject_unknown_fields and isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: ["Unknown field: expected one of "
+                           f"{', '.join(sorted(self.fields))}."] for key in unknown})
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer within the bounds of an integer column (32-bit unless told otherwise).
+
+    DRF's IntegerField also takes "10", 1.0 and true; the contract's GPU figures are integers.
+    """
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_value", INT32_MIN)
+        kwargs.setdefault("max_value", INT32_MAX)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string, kept as sent (DRF's CharField also takes numbers and trims whitespace)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON true or false (DRF's BooleanField also takes "yes", 1, "on", ...)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StringMapField(serializers.DictField):
+    """An object of string values (labels, node selectors), refused as a whole when it is not."""
+
+    default_error_messages = {"invalid": "Must be an object mapping names to string values."}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("child", StrictCharField(allow_blank=True))
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, Mapping) or not all(isinstance(v, str) for v in data.values()):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class QueryBooleanField(serializers.BooleanField):
+    """A query-string flag: true/false, 1/0 or yes/no, in any case."""
+
+    TRUE_VALUES = {"true", "1", "yes", True}
+    FALSE_VALUES = {"false", "0", "no", False}  # False: what DRF reads for an absent flag
+
+
+class UpperChoiceField(serializers.ChoiceField):
+    """A choice given in any case (`?priority=high`), returned as the stored upper-case value."""
+
+    def to_internal_value(self, data):
+        return super().to_internal_value(data.upper() if isinstance(data, str) else data)

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pools.quota import unallocated
 from scheduler.core.podgroup_validation import DEFAULT_TOPOLOGY_LEVELS, DEFAULT_TOPOLOGY_NAME
 from scheduler.kai.podgroups import label_value
 
@@ -84,8 +85,8 @@ class PoolData:
     @property
     def unallocated_gpus(self) -> int:
         """Pool quota − Σ ACTIVE subpool quotas (seed 002), never below 0."""
-        allocated = sum(s.quota_gpus for s in self.subpools if s.state == ACTIVE)
-        return max(0, self.quota_gpus - allocated)
+        return max(0, unallocated(self.quota_gpus, [(s.state, s.quota_gpus)
+                                                    for s in self.subpools]))
 
 
 # --- names ----------------------------------------------------------------------------------

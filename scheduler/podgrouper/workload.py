@@ -226,10 +226,6 @@ class WorkloadGrouping:
     priority: str
 
     @property
-    def podgroup_names(self) -> list[str]:
-        return [group.name for group in self.groups]
-
-    @property
     def pod_names(self) -> list[str]:
         return [name for group in self.groups for name in group.pod_names]
 

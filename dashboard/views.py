@@ -1,4 +1,4 @@
-"""Dashboard pages: shape and permissions only; reads from dashboard.selectors, writes through
+"""Dashboard pages: shape and permissions only; reads from dashboard.queries, writes through
 the forms (which call pools.services).
 
 Every page has a fragment twin (`.../fragment/`) with its live figures, which the page's script
@@ -22,8 +22,7 @@ from pools import quota
 from pools import selectors as pool_selectors
 from pools.models import SubpoolState
 
-from . import forms
-from . import selectors as dash
+from . import forms, queries
 
 REFRESH_SECONDS = 5
 
@@ -69,7 +68,7 @@ def token_login(request):
 @login_required
 @require_GET
 def pools(request):
-    hierarchy = dash.pool_hierarchy(roles=roles_for(request.user))
+    hierarchy = queries.pool_hierarchy(roles=roles_for(request.user))
     return render(request, "dashboard/pools.html",
                   {"hierarchy": hierarchy, "refresh_seconds": REFRESH_SECONDS})
 
@@ -77,16 +76,16 @@ def pools(request):
 @login_required
 @require_GET
 def pools_fragment(request):
-    hierarchy = dash.pool_hierarchy(roles=roles_for(request.user))
+    hierarchy = queries.pool_hierarchy(roles=roles_for(request.user))
     return render(request, "dashboard/_pool_tree.html", {"hierarchy": hierarchy})
 
 
 # --- one pool --------------------------------------------------------------------------------
 
 def _page_context(request, name: str) -> dict:
-    page = dash.pool_page(roles=roles_for(request.user), name=name)
+    page = queries.pool_page(roles=roles_for(request.user), name=name)
     return {"page": page, "parent": page.parent, "subpool": page.subpool,
-            "workflows": dash.pool_workflows(page)}
+            "workflows": queries.pool_workflows(page)}
 
 
 @login_required
@@ -96,7 +95,7 @@ def pool(request, name: str):
         context = _page_context(request, name)
     except NotFound as error:
         return _not_found(request, error)
-    context.update(history=dash.pool_events(context["page"]), refresh_seconds=REFRESH_SECONDS)
+    context.update(history=queries.pool_events(context["page"]), refresh_seconds=REFRESH_SECONDS)
     if context["page"].can_admin:
         context["create_form"] = forms.SubpoolCreateForm(auto_id="create-%s")
     return render(request, "dashboard/pool.html", context)
@@ -221,7 +220,7 @@ def subpool_delete(request, name: str, subpool: str):
 @login_required
 @require_GET
 def cluster(request):
-    overview = dash.cluster_overview(roles=roles_for(request.user), user=request.user)
+    overview = queries.cluster_overview(roles=roles_for(request.user), user=request.user)
     return render(request, "dashboard/cluster.html",
                   {"overview": overview, "refresh_seconds": REFRESH_SECONDS})
 
@@ -229,5 +228,5 @@ def cluster(request):
 @login_required
 @require_GET
 def cluster_fragment(request):
-    overview = dash.cluster_overview(roles=roles_for(request.user), user=request.user)
+    overview = queries.cluster_overview(roles=roles_for(request.user), user=request.user)
     return render(request, "dashboard/_cluster.html", {"overview": overview})

@@ -30,8 +30,12 @@ def allocated_to_subpools(subpools: Iterable[tuple[str, float | int]]) -> int:
     return sum(effective_quota(state, quota) for state, quota in subpools)
 
 
-def unallocated(parent_quota: float | int, subpools: Iterable[tuple[str, float | int]]) -> int:
-    return whole_gpus(parent_quota) - allocated_to_subpools(subpools)
+def unallocated(parent_quota: float | int, subpools: Iterable[tuple[str, float | int]] = (),
+                *, allocated: int = 0) -> int:
+    """A parent's unallocated GPUs: its quota less what its ACTIVE subpools hold, given as
+    `(state, configured_quota)` pairs or, where the database already summed them, as
+    `allocated`. Every figure of a parent's own share comes from here."""
+    return whole_gpus(parent_quota) - allocated - allocated_to_subpools(subpools)
 
 
 def available(quota: float | int, used_high_normal: float | int) -> int:
@@ -41,7 +45,7 @@ def available(quota: float | int, used_high_normal: float | int) -> int:
 
 def fits_in_parent(parent_quota: int, other_active_quotas: int, new_quota: int) -> bool:
     """Σ ACTIVE subpool quotas (others + this one) must stay within the parent quota."""
-    return other_active_quotas + new_quota <= parent_quota
+    return new_quota <= unallocated(parent_quota, allocated=other_active_quotas)
 
 
 @dataclass(frozen=True)

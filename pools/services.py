@@ -195,7 +195,7 @@ def pool_delete(*, actor, pool: Pool) -> Pool:
 # --- subpools --------------------------------------------------------------------------------
 
 def _quota_exceeds_parent(parent: Pool, others: int, requested: int) -> Conflict:
-    unallocated = parent.quota_gpus - others
+    unallocated = quota_math.unallocated(parent.quota_gpus, allocated=others)
     return Conflict(
         "quota_exceeds_parent",
         f"Pool '{parent.name}' has {parent.quota_gpus} GPUs, {others} of them already in ACTIVE "

@@ -21,6 +21,7 @@ from django.utils import timezone
 from osmo.errors import Conflict, Forbidden, OsmoError
 from pools.locking import POOL_FAMILY_LOCK
 from pools.models import Pool, PoolStatus, SubpoolState
+from pools.quota import unallocated
 from pools.selectors import pool_not_found
 from scheduler.kai.podgroups import podgroup_name
 from scheduler.kai.queues import queue_name_for
@@ -102,7 +103,7 @@ def check_quota(*, target: Pool, parent: Pool, spec_total: int, largest_group: i
         # Kept on the parent row by the subpool services and read through this transaction's
         # FOR SHARE lock, which fetches the row's latest committed version.
         has_subpools, allocated = parent.active_subpools > 0, parent.allocated_gpus
-        quota = parent.quota_gpus - allocated if has_subpools else parent.quota_gpus
+        quota = unallocated(parent.quota_gpus, allocated=allocated if has_subpools else 0)
         what = (f"unallocated share of pool '{parent.name}'" if has_subpools
                 else f"pool '{parent.name}' quota")
         if has_subpools and spec_total > quota:

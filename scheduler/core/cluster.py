@@ -43,9 +43,19 @@ class Cluster:
         self.schedulable = [node.schedulable for node in self.nodes]
         self.labels = [dict(node.labels) for node in self.nodes]
         self.level_count = len(topology.levels)
-        self.domain_of: list[list[DomainKey | None]] = []
-        self.domain_nodes: list[dict[DomainKey, list[int]]] = []
-        self.domain_free: list[dict[DomainKey, list[int]]] = []
+        self.domain_of, self.domain_nodes, self.domain_free = self._index_domains(topology)
+        self.capacity, self.total_free, self.buckets = self._sum_capacity()
+        self.log: list[tuple[int, int, int, int]] = []
+        self.release_epoch = 0
+        self._selector_cache: dict[tuple, frozenset[int] | None] = {}
+
+    def _index_domains(self, topology: Topology) -> tuple[
+            list[list[DomainKey | None]], list[dict[DomainKey, list[int]]],
+            list[dict[DomainKey, list[int]]]]:
+        """Per level: each node's domain, each domain's schedulable nodes and free capacity."""
+        domain_of: list[list[DomainKey | None]] = []
+        domain_nodes: list[dict[DomainKey, list[int]]] = []
+        domain_free: list[dict[DomainKey, list[int]]] = []
         for level in range(self.level_count):
             keys: list[DomainKey | None] = []
             members: dict[DomainKey, list[int]] = {}
@@ -63,25 +73,27 @@ class Cluster:
                     totals[0] += self.free_gpu[i]
                     totals[1] += self.free_cpu[i]
                     totals[2] += self.free_mem[i]
-            self.domain_of.append(keys)
-            self.domain_nodes.append(members)
-            self.domain_free.append(free)
-        self.total_free = [0, 0, 0]
-        self.capacity = [0, 0, 0]
-        self.buckets: dict[int, list[int]] = {}
+            domain_of.append(keys)
+            domain_nodes.append(members)
+            domain_free.append(free)
+        return domain_of, domain_nodes, domain_free
+
+    def _sum_capacity(self) -> tuple[list[int], list[int], dict[int, list[int]]]:
+        """Capacity and free totals over schedulable nodes; nodes bucketed by free GPUs."""
+        capacity = [0, 0, 0]
+        total_free = [0, 0, 0]
+        buckets: dict[int, list[int]] = {}
         for i, node in enumerate(self.nodes):
             if not self.schedulable[i]:
                 continue
-            self.capacity[0] += node.gpus
-            self.capacity[1] += node.cpu
-            self.capacity[2] += node.memory
-            self.total_free[0] += self.free_gpu[i]
-            self.total_free[1] += self.free_cpu[i]
-            self.total_free[2] += self.free_mem[i]
-            self.buckets.setdefault(self.free_gpu[i], []).append(i)
-        self.log: list[tuple[int, int, int, int]] = []
-        self.release_epoch = 0
-        self._selector_cache: dict[tuple, frozenset[int] | None] = {}
+            capacity[0] += node.gpus
+            capacity[1] += node.cpu
+            capacity[2] += node.memory
+            total_free[0] += self.free_gpu[i]
+            total_free[1] += self.free_cpu[i]
+            total_free[2] += self.free_mem[i]
+            buckets.setdefault(self.free_gpu[i], []).append(i)
+        return capacity, total_free, buckets
 
     # --- capacity changes -------------------------------------------------------------------
 

@@ -64,8 +64,20 @@ class _Cycle:
     # --- setup ------------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        node_position = {node.name: i for i, node in enumerate(self.nodes)}
-        queue_names = {queue.name for queue in self.queues}
+        trees, invalid = self._build_trees()
+        stale_evicted = self._evict_stale(trees)
+        self.cluster = Cluster(self.nodes, self.snapshot.topology,
+                               self._bound_usage(stale_evicted), self.config.placement)
+        self.placer = Placer(self.cluster, self.snapshot.topology, self.config.max_domain_attempts)
+        requested = self._make_runs(trees, invalid, stale_evicted)
+        capacity = dict(zip(RESOURCES, self.cluster.capacity, strict=True))
+        shares = fair_shares(self.queues, capacity, requested)
+        self.requested = subtree_requests(self.queues, requested)
+        self.book = QueueBook(self.queues, shares, self.requested)
+        self._book_bound_pods()
+
+    def _build_trees(self) -> tuple[dict, dict[str, str]]:
+        """Every valid gang's tree by name, and why each invalid gang is invalid."""
         trees = {}
         invalid: dict[str, str] = {}
         for gang in self.gangs:
@@ -73,6 +85,10 @@ class _Cycle:
                 trees[gang.name] = build_tree(gang)
             except InvalidGang as error:
                 invalid[gang.name] = str(error)
+        return trees, invalid
+
+    def _evict_stale(self, trees: dict) -> set[str]:
+        """Judge every gang's staleness; evict the bound pods of those past their grace."""
         stale_evicted: set[str] = set()
         for gang in self.gangs:
             tree = trees.get(gang.name)
@@ -88,6 +104,11 @@ class _Cycle:
                 for pod in sorted(gang.pods, key=lambda pod: pod.name):
                     if pod.node is not None:
                         self.evictions.append(Eviction(pod.name, gang.name, pod.node, STALE))
+        return stale_evicted
+
+    def _bound_usage(self, stale_evicted: set[str]) -> list[list[int]]:
+        """[gpus, cpu, memory] held per node by bound pods, the evicted stale gangs' freed."""
+        node_position = {node.name: i for i, node in enumerate(self.nodes)}
         used = [[0, 0, 0] for _ in self.nodes]
         for gang in self.gangs:
             if gang.name in stale_evicted:
@@ -100,12 +121,15 @@ class _Cycle:
                         usage[0] += pod.gpus
                         usage[1] += pod.cpu
                         usage[2] += pod.memory
-        self.cluster = Cluster(self.nodes, self.snapshot.topology, used, self.config.placement)
-        self.placer = Placer(self.cluster, self.snapshot.topology, self.config.max_domain_attempts)
+        return used
 
+    def _make_runs(self, trees: dict, invalid: dict[str, str],
+                   stale_evicted: set[str]) -> dict[str, dict[str, int]]:
+        """One GangRun per gang into `self.runs`; returns what each leaf queue's gangs request."""
         requested: dict[str, dict[str, int]] = {}
         self.runs: list[GangRun] = []
-        leaf_queues = {q.name for q in self.queues} - {q.parent for q in self.queues}
+        queue_names = {queue.name for queue in self.queues}
+        leaf_queues = queue_names - {queue.parent for queue in self.queues}
         for gang in self.gangs:
             tree = trees.get(gang.name)
             queue_ok = gang.queue in leaf_queues
@@ -114,33 +138,39 @@ class _Cycle:
             run = GangRun(gang, tree, work, queue_ok)
             if gang.name in stale_evicted:
                 run.evicted = True
-            if tree is None:
-                run.reasons.append(Reason("invalid_podgroup",
-                                          f"gang {gang.name!r} is invalid: {invalid[gang.name]}",
-                                          queue=gang.queue))
-            if gang.queue not in queue_names:
-                run.reasons.append(Reason("queue_not_found",
-                                          f"queue {gang.queue!r} does not exist",
-                                          queue=gang.queue))
-            elif not queue_ok:
-                run.reasons.append(Reason("queue_not_leaf",
-                                          f"queue {gang.queue!r} has child queues; only leaf "
-                                          "queues hold jobs", queue=gang.queue))
-            if work is not None and work.bad_levels:
-                levels = ", ".join(sorted(set(work.bad_levels)))
-                run.reasons.append(Reason("topology_unknown_level",
-                                          f"topology level(s) {levels} are not levels of "
-                                          f"topology {self.snapshot.topology.name!r}"))
+            run.reasons.extend(self._unschedulable_reasons(run, invalid, queue_names))
             self.runs.append(run)
             if queue_ok and not run.evicted:
                 own = requested.setdefault(gang.queue, {r: 0 for r in RESOURCES})
                 total = amount_of(gang.pods)
                 for i, resource in enumerate(RESOURCES):
                     own[resource] += total[i]
-        capacity = dict(zip(RESOURCES, self.cluster.capacity, strict=True))
-        shares = fair_shares(self.queues, capacity, requested)
-        self.requested = subtree_requests(self.queues, requested)
-        self.book = QueueBook(self.queues, shares, self.requested)
+        return requested
+
+    def _unschedulable_reasons(self, run: GangRun, invalid: dict[str, str],
+                               queue_names: set[str]) -> list[Reason]:
+        """What keeps a gang from ever being placed: its spec, its queue, its topology levels."""
+        gang, reasons = run.gang, []
+        if run.tree is None:
+            reasons.append(Reason("invalid_podgroup",
+                                  f"gang {gang.name!r} is invalid: {invalid[gang.name]}",
+                                  queue=gang.queue))
+        if gang.queue not in queue_names:
+            reasons.append(Reason("queue_not_found", f"queue {gang.queue!r} does not exist",
+                                  queue=gang.queue))
+        elif not run.queue_ok:
+            reasons.append(Reason("queue_not_leaf",
+                                  f"queue {gang.queue!r} has child queues; only leaf "
+                                  "queues hold jobs", queue=gang.queue))
+        if run.work is not None and run.work.bad_levels:
+            levels = ", ".join(sorted(set(run.work.bad_levels)))
+            reasons.append(Reason("topology_unknown_level",
+                                  f"topology level(s) {levels} are not levels of "
+                                  f"topology {self.snapshot.topology.name!r}"))
+        return reasons
+
+    def _book_bound_pods(self) -> None:
+        """Charge every live gang's bound pods to its queue, non-preemptible share apart."""
         for run in self.runs:
             if run.queue_ok and not run.evicted:
                 core, surplus = run.bound_split()

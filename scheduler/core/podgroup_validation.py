@@ -140,6 +140,9 @@ def _as_topologies(topologies: Mapping[str, object] | None) -> dict[str, Topolog
 # Seed 001 plural form → KAI v0.17 singular form
 
 
+_PLURAL_PATH = "spec.topologyConstraints"
+
+
 def normalize_topology_constraints(spec: Mapping[str, Any]) -> tuple[dict[str, Any], list[Issue]]:
     """Fold seed 001's ``topologyConstraints`` into singular ``topologyConstraint`` fields.
 
@@ -150,92 +153,110 @@ def normalize_topology_constraints(spec: Mapping[str, Any]) -> tuple[dict[str, A
     returned as an unchanged copy.
     """
     result = copy.deepcopy(dict(spec))
-    issues: list[Issue] = []
     plural = result.pop("topologyConstraints", None)
     if plural is None:
-        return result, issues
-    base = "spec.topologyConstraints"
+        return result, []
     if not isinstance(plural, Mapping):
-        return result, [Issue(base, "must be an object with global, subGroups, subGroupSets")]
+        return result, [Issue(_PLURAL_PATH, "must be an object with global, subGroups, "
+                                           "subGroupSets")]
+    folder = _ConstraintFolder(result)
     for key in plural:
         if key not in ("global", "subGroups", "subGroupSets"):
-            issues.append(Issue(f"{base}.{key}", f"unknown field '{key}'"))
+            folder.issues.append(Issue(f"{_PLURAL_PATH}.{key}", f"unknown field '{key}'"))
+    if "global" in plural:
+        folder.assign(result, plural["global"], f"{_PLURAL_PATH}.global", "the PodGroup")
+    folder.fold_subgroups(plural.get("subGroups"))
+    folder.fold_sets(plural.get("subGroupSets"))
+    return result, folder.issues
 
-    subgroups = result.get("subGroups")
-    entries = [sg for sg in subgroups if isinstance(sg, dict)] \
-        if isinstance(subgroups, list) else []
-    by_name: dict[str, dict[str, Any]] = {}
-    for entry in entries:
-        by_name.setdefault(entry.get("name"), entry)  # type: ignore[arg-type]
 
-    def assign(target: dict[str, Any], constraint: object, path: str, what: str) -> None:
+class _ConstraintFolder:
+    """Writes the plural form's constraints onto a spec copy, collecting what does not fit."""
+
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+        self.issues: list[Issue] = []
+        subgroups = spec.get("subGroups")
+        self.entries = [sg for sg in subgroups if isinstance(sg, dict)] \
+            if isinstance(subgroups, list) else []
+        self.by_name: dict[str, dict[str, Any]] = {}
+        for entry in self.entries:
+            self.by_name.setdefault(entry.get("name"), entry)  # type: ignore[arg-type]
+
+    def assign(self, target: dict[str, Any], constraint: object, path: str, what: str) -> None:
         existing = target.get("topologyConstraint")
         if existing is not None and existing != constraint:
-            issues.append(Issue(path,
-                                f"conflicts with the topologyConstraint already set on {what}"))
+            self.issues.append(Issue(path, f"conflicts with the topologyConstraint already set "
+                                           f"on {what}"))
             return
         target["topologyConstraint"] = copy.deepcopy(constraint)
 
-    if "global" in plural:
-        assign(result, plural["global"], f"{base}.global", "the PodGroup")
-
-    per_subgroup = plural.get("subGroups")
-    if per_subgroup is not None:
+    def fold_subgroups(self, per_subgroup: object) -> None:
+        """``subGroups``: subgroup name → its constraint."""
+        if per_subgroup is None:
+            return
         if not isinstance(per_subgroup, Mapping):
-            issues.append(Issue(f"{base}.subGroups", "must map subgroup names to constraints"))
-        else:
-            for name, constraint in per_subgroup.items():
-                path = f"{base}.subGroups.{name}"
-                if name not in by_name:
-                    issues.append(Issue(path, f"subgroup '{name}' does not exist"))
-                    continue
-                assign(by_name[name], constraint, path, f"subgroup '{name}'")
+            self.issues.append(Issue(f"{_PLURAL_PATH}.subGroups",
+                                     "must map subgroup names to constraints"))
+            return
+        for name, constraint in per_subgroup.items():
+            path = f"{_PLURAL_PATH}.subGroups.{name}"
+            if name not in self.by_name:
+                self.issues.append(Issue(path, f"subgroup '{name}' does not exist"))
+                continue
+            self.assign(self.by_name[name], constraint, path, f"subgroup '{name}'")
 
-    sets = plural.get("subGroupSets")
-    if sets is not None:
+    def fold_sets(self, sets: object) -> None:
+        """``subGroupSets``: each set's constraint goes to the subgroup that has exactly the
+        set as its children."""
+        if sets is None:
+            return
         if not isinstance(sets, list):
-            issues.append(Issue(f"{base}.subGroupSets", "must be a list"))
-            sets = []
+            self.issues.append(Issue(f"{_PLURAL_PATH}.subGroupSets", "must be a list"))
+            return
         children: dict[str | None, set[str]] = {}
-        for entry in entries:
+        for entry in self.entries:
             children.setdefault(entry.get("parent"), set()).add(entry.get("name"))  # type: ignore[arg-type]
         seen_in_set: dict[str, int] = {}
         for index, item in enumerate(sets):
-            path = f"{base}.subGroupSets[{index}]"
-            if not isinstance(item, Mapping) or not isinstance(item.get("subGroups"), list):
-                issues.append(Issue(path,
-                                    "must be an object with subGroups (a list) and constraint"))
-                continue
-            members = [str(name) for name in item["subGroups"]]
-            for name in members:
-                if name in seen_in_set:
-                    issues.append(Issue(
-                        f"{path}.subGroups",
-                        f"subgroup '{name}' is already in subGroupSets[{seen_in_set[name]}]; "
-                        "a subgroup belongs to at most one set",
-                    ))
-                seen_in_set.setdefault(name, index)
-            missing = [name for name in members if name not in by_name]
-            if missing:
-                issues.append(Issue(f"{path}.subGroups",
-                                    f"unknown subgroups: {', '.join(missing)}"))
-                continue
-            wanted = set(members)
-            owners = [parent for parent, kids in children.items() if kids == wanted]
-            if not owners:
-                issues.append(Issue(
+            self._fold_set(index, item, children, seen_in_set)
+
+    def _fold_set(self, index: int, item: object, children: dict[str | None, set[str]],
+                  seen_in_set: dict[str, int]) -> None:
+        path = f"{_PLURAL_PATH}.subGroupSets[{index}]"
+        if not isinstance(item, Mapping) or not isinstance(item.get("subGroups"), list):
+            self.issues.append(Issue(path,
+                                     "must be an object with subGroups (a list) and constraint"))
+            return
+        members = [str(name) for name in item["subGroups"]]
+        for name in members:
+            if name in seen_in_set:
+                self.issues.append(Issue(
                     f"{path}.subGroups",
-                    f"no subgroup has exactly the children {sorted(wanted)}; add a parent subgroup "
-                    "for them (parent: on each) and put the constraint on it",
+                    f"subgroup '{name}' is already in subGroupSets[{seen_in_set[name]}]; "
+                    "a subgroup belongs to at most one set",
                 ))
-                continue
-            owner = owners[0]
-            if owner is None:
-                assign(result, item.get("constraint"), f"{path}.constraint", "the PodGroup")
-            else:
-                assign(by_name[owner], item.get("constraint"), f"{path}.constraint",
-                       f"subgroup '{owner}'")
-    return result, issues
+            seen_in_set.setdefault(name, index)
+        missing = [name for name in members if name not in self.by_name]
+        if missing:
+            self.issues.append(Issue(f"{path}.subGroups",
+                                     f"unknown subgroups: {', '.join(missing)}"))
+            return
+        wanted = set(members)
+        owners = [parent for parent, kids in children.items() if kids == wanted]
+        if not owners:
+            self.issues.append(Issue(
+                f"{path}.subGroups",
+                f"no subgroup has exactly the children {sorted(wanted)}; add a parent subgroup "
+                "for them (parent: on each) and put the constraint on it",
+            ))
+            return
+        owner = owners[0]
+        if owner is None:
+            self.assign(self.spec, item.get("constraint"), f"{path}.constraint", "the PodGroup")
+        else:
+            self.assign(self.by_name[owner], item.get("constraint"), f"{path}.constraint",
+                        f"subgroup '{owner}'")
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,19 +312,7 @@ def validate_podgroup(
     warnings: list[Issue] = []
     if not isinstance(manifest, Mapping):
         return ValidationResult((Issue("", "a PodGroup manifest must be an object"),), ())
-    if manifest.get("apiVersion") != PODGROUP_API_VERSION:
-        errors.append(Issue("apiVersion", f"must be {PODGROUP_API_VERSION}, "
-                                          f"got {manifest.get('apiVersion')!r}"))
-    if manifest.get("kind") != PODGROUP_KIND:
-        errors.append(Issue("kind", f"must be {PODGROUP_KIND}, got {manifest.get('kind')!r}"))
-    metadata = manifest.get("metadata") or {}
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    if name is None:
-        if not (isinstance(metadata, Mapping) and metadata.get("generateName")):
-            errors.append(Issue("metadata.name", "a PodGroup needs a name"))
-    elif not is_dns_subdomain(name):
-        errors.append(Issue("metadata.name", f"'{name}' is not a valid DNS-1123 subdomain "
-                                             "(lowercase alphanumerics, '-', '.'; ≤ 253)"))
+    name = _check_header(manifest, errors)
     raw_spec = manifest.get("spec")
     if not isinstance(raw_spec, Mapping):
         errors.append(Issue("spec", "a PodGroup needs a spec object"))
@@ -332,6 +341,24 @@ def validate_podgroup(
     if tree_ok:
         _check_reachability(root, pods is not None, warnings)
     return ValidationResult(tuple(errors), tuple(warnings))
+
+
+def _check_header(manifest: Mapping[str, Any], errors: list[Issue]) -> object:
+    """apiVersion, kind and metadata.name; returns the name (None when generated or missing)."""
+    if manifest.get("apiVersion") != PODGROUP_API_VERSION:
+        errors.append(Issue("apiVersion", f"must be {PODGROUP_API_VERSION}, "
+                                          f"got {manifest.get('apiVersion')!r}"))
+    if manifest.get("kind") != PODGROUP_KIND:
+        errors.append(Issue("kind", f"must be {PODGROUP_KIND}, got {manifest.get('kind')!r}"))
+    metadata = manifest.get("metadata") or {}
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if name is None:
+        if not (isinstance(metadata, Mapping) and metadata.get("generateName")):
+            errors.append(Issue("metadata.name", "a PodGroup needs a name"))
+    elif not is_dns_subdomain(name):
+        errors.append(Issue("metadata.name", f"'{name}' is not a valid DNS-1123 subdomain "
+                                             "(lowercase alphanumerics, '-', '.'; ≤ 253)"))
+    return name
 
 
 def _collect_subgroups(spec: Mapping[str, Any], errors: list[Issue]) -> list[_Node]:

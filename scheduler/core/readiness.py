@@ -161,25 +161,16 @@ def ready_counts(tree: GangTree, is_pod_ready: Callable[[Pod], bool] | None = No
     return [sum(1 for pod in node.pods if check(pod)) for node in tree.nodes]
 
 
-def gang_ready(gang: Gang, is_pod_ready: Callable[[Pod], bool] | None = None) -> bool:
-    """Convenience for callers holding a `Gang`: is it ready with these pods?"""
-    tree = build_tree(gang)
-    return is_ready(tree, ready_counts(tree, is_pod_ready))
-
-
 def minimum_pods(tree: GangTree, index: int = ROOT) -> int:
-    """Fewest pods that make `index` ready (smallest children first)."""
+    """Fewest pods that make `index` ready (smallest children first): the seed-003
+    non-preemptible count, stated once; placement reaches the same minimum through
+    `GangWork.demand`, and the tests pin this statement to the seed's examples."""
     node = tree.nodes[index]
     if node.is_leaf:
         return max(0, node.leaf_minimum())
     child_minimums = sorted(minimum_pods(tree, child) for child in node.children)
     needed = sum(child_minimums[:node.required_children()])
     return max(node.min_member or 0, needed)
-
-
-def non_preemptible_pod_count(gang: Gang) -> int:
-    """Pods of a semi-preemptible gang that are non-preemptible (rule: module docstring)."""
-    return minimum_pods(build_tree(gang))
 
 
 def core_counts(tree: GangTree, counts: Sequence[int]) -> list[int]:

@@ -66,6 +66,15 @@ def victim_units(runs: Sequence[GangRun]) -> list[VictimUnit]:
     return units
 
 
+def _still_bound(unit: VictimUnit) -> list[Pod]:
+    """The unit's pods not yet evicted: a whole gang's bound pods, or its one surplus pod."""
+    victim = unit.run
+    pods = unit.pods if not unit.whole else [
+        pod for pod in victim.gang.pods
+        if pod.node is not None and pod.name not in victim.evicted_pods]
+    return [pod for pod in pods if pod.name not in victim.evicted_pods]
+
+
 class Evictor:
     """Runs one reclaim or preempt attempt for a pending gang."""
 
@@ -93,10 +102,7 @@ class Evictor:
             victim = unit.run
             if victim.evicted:
                 continue
-            pods = unit.pods if not unit.whole else [
-                pod for pod in victim.gang.pods
-                if pod.node is not None and pod.name not in victim.evicted_pods]
-            pods = [pod for pod in pods if pod.name not in victim.evicted_pods]
+            pods = _still_bound(unit)
             if not pods:
                 continue
             freed = amount_of(pods)
@@ -124,20 +130,27 @@ class Evictor:
                 work.rollback(mark)
             if tries >= MAX_PLACEMENT_TRIES:
                 break
-        for unit, pods in reversed(taken):
-            book.add(unit.run.gang.queue, amount_of(pods), sign=1)
-            unit.run.evicted_pods.difference_update(pod.name for pod in pods)
-        cluster.rollback(start)
+        self._restore(taken, start)
         if blocked_by_share is not None and mode == RECLAIMED:
-            fair = book.fair_share[blocked_by_share][0]
-            used = book.allocated[blocked_by_share][0]
-            run.reasons.append(Reason(
-                "queue_over_fair_share",
-                f"queue {blocked_by_share!r} would exceed its fair share of "
-                f"{describe('gpu', fair)} ({describe('gpu', used)} in use, this gang needs "
-                f"{describe('gpu', lower[0])}), so it cannot reclaim resources from other queues",
-                queue=blocked_by_share))
+            run.reasons.append(self._over_fair_share(blocked_by_share, lower[0]))
         return False
+
+    def _restore(self, taken: list[tuple[VictimUnit, list[Pod]]], start: int) -> None:
+        """Undo a failed attempt's virtual evictions, last first."""
+        for unit, pods in reversed(taken):
+            self.book.add(unit.run.gang.queue, amount_of(pods), sign=1)
+            unit.run.evicted_pods.difference_update(pod.name for pod in pods)
+        self.cluster.rollback(start)
+
+    def _over_fair_share(self, queue: str, gpus_needed: int) -> Reason:
+        fair = self.book.fair_share[queue][0]
+        used = self.book.allocated[queue][0]
+        return Reason(
+            "queue_over_fair_share",
+            f"queue {queue!r} would exceed its fair share of "
+            f"{describe('gpu', fair)} ({describe('gpu', used)} in use, this gang needs "
+            f"{describe('gpu', gpus_needed)}), so it cannot reclaim resources from other queues",
+            queue=queue)
 
     def _within_share(self, queue: str, need: Sequence[int], resources: Sequence[int]) -> bool:
         book = self.book

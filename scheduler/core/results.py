@@ -123,9 +123,6 @@ class CycleResult:
     def queue(self, name: str) -> QueueStatus:
         return next(status for status in self.queues if status.name == name)
 
-    def bound_nodes(self) -> dict[str, str]:
-        return {binding.pod: binding.node for binding in self.bindings}
-
     def to_dict(self) -> dict:
         return {
             "now": self.now,

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pools.quota import unallocated
 from scheduler.core.kai_names import (  # noqa: F401 - also this module's public names
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
@@ -87,8 +88,8 @@ class PoolData:
     @property
     def unallocated_gpus(self) -> int:
         """Pool quota − Σ ACTIVE subpool quotas (seed 002), never below 0."""
-        allocated = sum(s.quota_gpus for s in self.subpools if s.state == ACTIVE)
-        return max(0, self.quota_gpus - allocated)
+        return max(0, unallocated(self.quota_gpus, [(s.state, s.quota_gpus)
+                                                    for s in self.subpools]))
 
 
 # --- names ----------------------------------------------------------------------------------

@@ -227,10 +227,6 @@ class WorkloadGrouping:
     priority: str
 
     @property
-    def podgroup_names(self) -> list[str]:
-        return [group.name for group in self.groups]
-
-    @property
     def pod_names(self) -> list[str]:
         return [name for group in self.groups for name in group.pod_names]
 
@@ -453,16 +449,36 @@ def group_workload(
                        allowed_queues=allowed_queues, priority=priority,
                        priority_classes=priority_classes or KNOWN_PRIORITY_CLASSES,
                        scheduler_name=scheduler_name, name_prefix=name_prefix)
-    given_names = {name_of(item) for item in items if _is_podgroup(item)}
+    units, attached, universe = _units(items)
+    buckets = _buckets(units, attached, index_lookup(universe), default_queue)
+    groups = _build_groups(builder, buckets)
+    overall = max((group.priority for group in groups), key=PRIORITY_ORDER.__getitem__)
+    return WorkloadGrouping(groups=tuple(groups), priority=overall)
+
+
+Unit = tuple[str, Mapping[str, Any]]  # ("given", podgroup) or ("pod", pod)
+Bucket = tuple[str, Any, list]  # a PodGroup's kind of origin, what it came from, its pods
+
+
+def _owned_keys(items: list[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    """(API group, kind, name) of every object an item names as its controller: those are
+    expanded through their owner, not on their own."""
     owned = set()
     for item in items:
         ref = controller_ref(item)
         if ref is not None:
             owned.add((str(ref.get("apiVersion", "")).rpartition("/")[0], str(ref.get("kind")),
                        str(ref.get("name"))))
+    return owned
 
-    # Ordered units: ("given", podgroup) or ("pod", pod); expansions add intermediate owners.
-    units: list[tuple[str, Mapping[str, Any]]] = []
+
+def _units(items: list[Mapping[str, Any]]
+           ) -> tuple[list[Unit], dict[str, list[Mapping[str, Any]]], list[Mapping[str, Any]]]:
+    """Ordered units, ("given", podgroup) or ("pod", pod); the pods attached to each given
+    PodGroup; and every object known, the intermediate owners expansions create included."""
+    given_names = {name_of(item) for item in items if _is_podgroup(item)}
+    owned = _owned_keys(items)
+    units: list[Unit] = []
     attached: dict[str, list[Mapping[str, Any]]] = {name: [] for name in given_names}
     universe: list[Mapping[str, Any]] = list(items)
     for index, item in enumerate(items):
@@ -483,15 +499,25 @@ def group_workload(
             created = grouper_for(item).expand(item)
             universe.extend(obj for obj in created if not _is_pod(obj))
             units.extend(("pod", obj) for obj in created if _is_pod(obj))
-    lookup = index_lookup(universe)
+    return units, attached, universe
 
-    buckets: dict[str, tuple[str, Any, list]] = {}
+
+def _duplicate_podgroup(name: str) -> WorkloadError:
+    return WorkloadError("invalid_spec", f"two PodGroups are named '{name}'",
+                         {"items": [f"Duplicate PodGroup name '{name}'."]})
+
+
+def _buckets(units: list[Unit],
+             attached: dict[str, list[Mapping[str, Any]]], lookup: Lookup,
+             default_queue: str) -> dict[str, Bucket]:
+    """PodGroup name → ("given", podgroup, its pods) or ("grouped", (meta, top owner),
+    [(pod, subgroup)]), in the units' order."""
+    buckets: dict[str, Bucket] = {}
     for unit_kind, obj in units:
         if unit_kind == "given":
             name = name_of(obj)
             if name in buckets:
-                raise WorkloadError("invalid_spec", f"two PodGroups are named '{name}'",
-                                    {"items": [f"Duplicate PodGroup name '{name}'."]})
+                raise _duplicate_podgroup(name)
             buckets[name] = ("given", obj, attached[name])
             continue
         meta = group_pod(obj, lookup, default_queue=default_queue)
@@ -500,11 +526,15 @@ def group_workload(
             chain_top = owner_chain(obj, lookup).top
             buckets[meta.name] = ("grouped", (meta, chain_top), [(obj, meta.subgroup)])
         elif bucket[0] == "given":
-            raise WorkloadError("invalid_spec", f"two PodGroups are named '{meta.name}'",
-                                {"items": [f"Duplicate PodGroup name '{meta.name}'."]})
+            raise _duplicate_podgroup(meta.name)
         else:
             bucket[2].append((obj, meta.subgroup))
+    return buckets
 
+
+def _build_groups(builder: _Builder,
+                  buckets: dict[str, Bucket]) -> list[WorkloadGroup]:
+    """One WorkloadGroup per bucket; pod names must be unique across the workload."""
     pod_names: set[str] = set()
     groups = []
     for kind_of_bucket, payload, pods in buckets.values():
@@ -519,5 +549,4 @@ def group_workload(
                                     {"items": [f"Duplicate pod name '{pod_name}'."]})
             pod_names.add(pod_name)
         groups.append(group)
-    overall = max((group.priority for group in groups), key=PRIORITY_ORDER.__getitem__)
-    return WorkloadGrouping(groups=tuple(groups), priority=overall)
+    return groups

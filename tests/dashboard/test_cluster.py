@@ -1,4 +1,4 @@
-"""The cluster page and `dashboard.selectors.cluster_overview`: nodes by zone and rack with
+"""The cluster page and `dashboard.queries.cluster_overview`: nodes by zone and rack with
 GPUs held per priority, the queues' shares and the pending gangs with their reasons."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dashboard import selectors
+from dashboard import presenters, queries
+from osmo.accounts.roles import Roles
 from scheduler import services as scheduler_services
 from scheduler.models import Node, SchedulerCycle
 from tests import factories
@@ -16,7 +17,7 @@ from tests.dashboard.conftest import session_client
 
 pytestmark = pytest.mark.django_db
 
-ZONE, RACK = selectors.ZONE_LABEL, selectors.RACK_LABEL
+ZONE, RACK = presenters.ZONE_LABEL, presenters.RACK_LABEL
 
 QUEUES = [{"name": "osmo-pool-osmo-team", "parent": "osmo-default-osmo", "deserved_gpus": 100,
            "fair_share_gpus": 60, "allocated_gpus": 64, "allocated_non_preemptible_gpus": 50,
@@ -38,18 +39,12 @@ def last_cycle(pending_gangs):
 
 def test_no_nodes_registered(db):
     viewer = session_client("viewer", "osmo-team-user")
-    assert selectors.cluster_overview() == selectors.ClusterOverview()
+    assert queries.cluster_overview() == presenters.ClusterOverview()
     html = viewer.get("/cluster/").content.decode()
     assert "No nodes registered." in html
     assert "the scheduler has not run a cycle" in html
     fragment = viewer.get("/cluster/fragment/").content.decode()
     assert "No nodes registered." in fragment and "<html" not in fragment
-
-
-def test_without_a_node_model_the_overview_is_empty(db, monkeypatch):
-    monkeypatch.setattr(selectors, "_node_model", lambda: None)
-    node("node-0", 8)
-    assert selectors.cluster_overview() == selectors.ClusterOverview()
 
 
 def test_overview_groups_nodes_and_usage(db):
@@ -61,7 +56,7 @@ def test_overview_groups_nodes_and_usage(db):
     node("node-0", 8, "z1", "r1")
     node("node-9", 4)
     node("node-5", 8, "z1", "r1")
-    overview = selectors.cluster_overview()
+    overview = queries.cluster_overview()
     layout = [(z.name, [(r.name, [n.name for n in r.nodes]) for r in z.racks])
               for z in overview.zones]
     assert layout == [("z1", [("r1", ["node-0", "node-5"]), ("r2", ["node-1"])]),
@@ -81,12 +76,12 @@ def test_pending_gangs_follow_visibility(db):
     last_cycle([{"podgroup": f"{w.name}-group", "workflow": w.name, "group": "group",
                  "queue": "q", "reasons": reasons} for w in (mine, theirs)])
     viewer = session_client("viewer", "osmo-team-user")
-    overview = selectors.cluster_overview(roles=selectors.Roles(
+    overview = queries.cluster_overview(roles=Roles(
         "viewer", False, False, (), ("team",)), user=viewer.user)
     assert [g.workflow for g in overview.pending] == [mine.name]
-    assert [g.workflow for g in selectors.cluster_overview().pending] == [mine.name, theirs.name]
-    assert overview.queues == [selectors.QueueRow("osmo-pool-osmo-team", "osmo-default-osmo",
-                                                  100, 60, 64, 50, 80)]
+    assert [g.workflow for g in queries.cluster_overview().pending] == [mine.name, theirs.name]
+    assert overview.queues == [presenters.QueueRow("osmo-pool-osmo-team", "osmo-default-osmo",
+                                                   100, 60, 64, 50, 80)]
 
 
 def test_cluster_page_renders_everything(db, django_assert_max_num_queries):

@@ -52,3 +52,9 @@ def test_usage_figures_are_whole_numbers(parent, quotas):
     children = [(quota.ACTIVE, q) for q in quotas]
     assert isinstance(quota.unallocated(parent, children), int)
     assert quota.unallocated(parent, children) <= parent
+
+
+@given(st.integers(0, 100_000), subpools)
+def test_a_summed_allocation_gives_the_same_unallocated_figure(parent, children):
+    allocated = quota.allocated_to_subpools(children)
+    assert quota.unallocated(parent, allocated=allocated) == quota.unallocated(parent, children)

@@ -90,10 +90,6 @@ class TaskSpec:
     """Where the task sits in the submitted spec (``workflow.groups[0].tasks[1]``)."""
 
     @property
-    def gpus_per_replica(self) -> int:
-        return self.resource.gpus
-
-    @property
     def gpus(self) -> int:
         """GPUs of all replicas of the task."""
         return self.resource.gpus * self.replicas

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -83,25 +83,8 @@ def parse_workflow_spec(
     ``scheduling:`` block (structural errors still raise) — for tools and tests that need to
     see what a rejected shape would build; admission never turns it off.
     """
-    rendered_text: str | None = None
-    undefined: tuple[str, ...] = ()
-    if isinstance(source, bytes):
-        try:
-            source = source.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SpecError({"file": [f"not UTF-8 text: {exc}"]}) from exc
-    if isinstance(source, str):
-        rendered = render_template(source, set_variables, set_string_variables)
-        rendered_text, undefined = rendered.text, rendered.undefined_variables
-        try:
-            document = yaml.load(rendered.text, Loader=SAFE_LOADER)
-        except yaml.YAMLError as exc:
-            raise SpecError({"file": [f"not valid YAML: {_yaml_problem(exc)}"]}) from exc
-    elif isinstance(source, Mapping):
-        document = source
-    else:
-        raise SpecError({"file": ["expected workflow YAML text"]})
-
+    document, rendered_text, undefined = _load_document(source, set_variables,
+                                                        set_string_variables)
     parser = _Parser(
         platforms=None if platforms is None else frozenset(platforms),
         default_platform=default_platform,
@@ -123,6 +106,30 @@ def parse_workflow_spec(
         rendered_text=rendered_text,
         warnings=spec.warnings,
     )
+
+
+def _load_document(
+    source: str | bytes | Mapping[str, Any],
+    set_variables: Sequence[str],
+    set_string_variables: Sequence[str],
+) -> tuple[object, str | None, tuple[str, ...]]:
+    """The spec as YAML data, with the rendered text and the undefined template variables
+    (None and () for a spec given as data)."""
+    if isinstance(source, bytes):
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SpecError({"file": [f"not UTF-8 text: {exc}"]}) from exc
+    if isinstance(source, Mapping):
+        return source, None, ()
+    if not isinstance(source, str):
+        raise SpecError({"file": ["expected workflow YAML text"]})
+    rendered = render_template(source, set_variables, set_string_variables)
+    try:
+        document = yaml.load(rendered.text, Loader=SAFE_LOADER)
+    except yaml.YAMLError as exc:
+        raise SpecError({"file": [f"not valid YAML: {_yaml_problem(exc)}"]}) from exc
+    return document, rendered.text, rendered.undefined_variables
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -151,6 +158,15 @@ class _TaskDraft:
         self.group_index = group_index
         self.name: str = ""
         self.fields: dict[str, Any] = {}
+
+
+class _GroupDraft(NamedTuple):
+    """A group before its tasks are parsed: name, spec path, raw scheduling block, tasks."""
+
+    name: str
+    path: str
+    scheduling: Any
+    drafts: list[_TaskDraft]
 
 
 class _Parser:
@@ -369,98 +385,119 @@ class _Parser:
     def _groups(
         self, workflow: Mapping[str, Any], resources: dict[str, ResourceSpec]
     ) -> tuple[GroupSpec, ...]:
-        errors = self.errors
+        layout = self._layout(workflow)
+        if layout is None:
+            return ()
+        self._check_group_names(layout)
+        task_home = self._task_homes(layout)
+        group_specs: list[GroupSpec] = []
+        dependencies: list[list[str]] = []
+        for group_index, group in enumerate(layout):
+            block = check_block_shape(group.scheduling, f"{group.path}.scheduling", self.errors)
+            leaves = leaf_names(block) if block else set()
+            tasks = [self._task(draft, resources, block, leaves, task_home, group_index)
+                     for draft in group.drafts]
+            lead = self._lead(tasks, group.path)
+            if len(tasks) == 1:
+                tasks = [replace(tasks[0], lead=True)]  # a single task leads its group
+            depends = self._group_dependencies(tasks, task_home, group_index, layout)
+            dependencies.append(depends)
+            group_specs.append(self._group(group.name, group.path, tasks, lead, depends, block))
+        self._check_cycles(layout, dependencies)
+        return tuple(group_specs)
+
+    def _layout(self, workflow: Mapping[str, Any]) -> list[_GroupDraft] | None:
+        """The workflow's groups before parsing their tasks; None when there are none to parse."""
         has_groups, has_tasks = "groups" in workflow, "tasks" in workflow
         if has_groups and has_tasks:
-            errors.add("workflow", "use either tasks or groups, not both")
-            return ()
+            self.errors.add("workflow", "use either tasks or groups, not both")
+            return None
         if not has_groups and not has_tasks:
-            errors.add("workflow", "required: tasks or groups")
-            return ()
-
-        # (group name, group path, raw scheduling block or None, task drafts)
-        layout: list[tuple[str, str, Any, list[_TaskDraft]]] = []
+            self.errors.add("workflow", "required: tasks or groups")
+            return None
         if has_tasks:
-            raw_tasks = workflow["tasks"]
-            if not isinstance(raw_tasks, list) or not raw_tasks:
-                errors.add("workflow.tasks", "must be a non-empty list of tasks")
-                return ()
-            for index, raw in enumerate(raw_tasks):
-                path = f"workflow.tasks[{index}]"
-                draft = _TaskDraft(raw if isinstance(raw, Mapping) else {}, path, len(layout))
-                if not isinstance(raw, Mapping):
-                    errors.add(path, "a task must be an object")
-                task_name = raw.get("name") if isinstance(raw, Mapping) else None
-                group_name = f"{task_name}-group" if isinstance(task_name, str) else ""
-                layout.append((group_name, path, None, [draft]))
-        else:
-            raw_groups = workflow["groups"]
-            if not isinstance(raw_groups, list) or not raw_groups:
-                errors.add("workflow.groups", "must be a non-empty list of groups")
-                return ()
-            for index, raw in enumerate(raw_groups):
-                path = f"workflow.groups[{index}]"
-                if not isinstance(raw, Mapping):
-                    errors.add(path, "a group must be an object with name and tasks")
-                    continue
-                group_name = self._name(raw.get("name"), f"{path}.name")
-                raw_tasks = raw.get("tasks")
-                if not isinstance(raw_tasks, list) or not raw_tasks:
-                    errors.add(f"{path}.tasks", "must be a non-empty list of tasks")
-                    raw_tasks = []
-                drafts = []
-                for task_index, raw_task in enumerate(raw_tasks):
-                    task_path = f"{path}.tasks[{task_index}]"
-                    if not isinstance(raw_task, Mapping):
-                        errors.add(task_path, "a task must be an object")
-                        raw_task = {}
-                    drafts.append(_TaskDraft(raw_task, task_path, len(layout)))
-                layout.append((group_name, path, raw.get("scheduling"), drafts))
+            return self._layout_of_tasks(workflow["tasks"])
+        return self._layout_of_groups(workflow["groups"])
 
-        # Names: unique groups, unique tasks across the workflow.
+    def _layout_of_tasks(self, raw_tasks: object) -> list[_GroupDraft] | None:
+        """`tasks:` form: each task is a group of its own, named `{task}-group`."""
+        if not isinstance(raw_tasks, list) or not raw_tasks:
+            self.errors.add("workflow.tasks", "must be a non-empty list of tasks")
+            return None
+        layout: list[_GroupDraft] = []
+        for index, raw in enumerate(raw_tasks):
+            path = f"workflow.tasks[{index}]"
+            draft = _TaskDraft(raw if isinstance(raw, Mapping) else {}, path, len(layout))
+            if not isinstance(raw, Mapping):
+                self.errors.add(path, "a task must be an object")
+            task_name = raw.get("name") if isinstance(raw, Mapping) else None
+            group_name = f"{task_name}-group" if isinstance(task_name, str) else ""
+            layout.append(_GroupDraft(group_name, path, None, [draft]))
+        return layout
+
+    def _layout_of_groups(self, raw_groups: object) -> list[_GroupDraft] | None:
+        if not isinstance(raw_groups, list) or not raw_groups:
+            self.errors.add("workflow.groups", "must be a non-empty list of groups")
+            return None
+        layout: list[_GroupDraft] = []
+        for index, raw in enumerate(raw_groups):
+            path = f"workflow.groups[{index}]"
+            if not isinstance(raw, Mapping):
+                self.errors.add(path, "a group must be an object with name and tasks")
+                continue
+            group_name = self._name(raw.get("name"), f"{path}.name")
+            raw_tasks = raw.get("tasks")
+            if not isinstance(raw_tasks, list) or not raw_tasks:
+                self.errors.add(f"{path}.tasks", "must be a non-empty list of tasks")
+                raw_tasks = []
+            drafts = []
+            for task_index, raw_task in enumerate(raw_tasks):
+                task_path = f"{path}.tasks[{task_index}]"
+                if not isinstance(raw_task, Mapping):
+                    self.errors.add(task_path, "a task must be an object")
+                    raw_task = {}
+                drafts.append(_TaskDraft(raw_task, task_path, len(layout)))
+            layout.append(_GroupDraft(group_name, path, raw.get("scheduling"), drafts))
+        return layout
+
+    def _check_group_names(self, layout: list[_GroupDraft]) -> None:
         seen_groups: dict[str, str] = {}
-        for group_name, path, _, _ in layout:
-            if group_name and group_name in seen_groups:
-                errors.add(f"{path}.name", f"duplicate group name '{group_name}' (also "
-                                           f"{seen_groups[group_name]})")
-            seen_groups.setdefault(group_name, path)
+        for group in layout:
+            if group.name and group.name in seen_groups:
+                self.errors.add(f"{group.path}.name", f"duplicate group name '{group.name}' "
+                                                      f"(also {seen_groups[group.name]})")
+            seen_groups.setdefault(group.name, group.path)
+
+    def _task_homes(self, layout: list[_GroupDraft]) -> dict[str, int]:
+        """Names every task (unique across the workflow); task name → its group's index."""
         task_home: dict[str, int] = {}
         task_paths: dict[str, str] = {}
-        for _, _, _, drafts in layout:
-            for draft in drafts:
+        for group in layout:
+            for draft in group.drafts:
                 draft.name = self._name(draft.raw.get("name"), f"{draft.path}.name")
                 if not draft.name:
                     continue
                 if draft.name in task_home:
-                    errors.add(f"{draft.path}.name", f"duplicate task name '{draft.name}' "
-                                                     f"(also {task_paths[draft.name]})")
+                    self.errors.add(f"{draft.path}.name", f"duplicate task name '{draft.name}' "
+                                                          f"(also {task_paths[draft.name]})")
                     continue
                 task_home[draft.name] = draft.group_index
                 task_paths[draft.name] = draft.path
+        return task_home
 
-        group_specs: list[GroupSpec] = []
-        dependencies: list[list[str]] = []
-        for group_index, (group_name, path, scheduling, drafts) in enumerate(layout):
-            block = check_block_shape(scheduling, f"{path}.scheduling", errors)
-            leaves = leaf_names(block) if block else set()
-            tasks = []
-            for draft in drafts:
-                tasks.append(self._task(draft, resources, block, leaves, task_home, group_index))
-            lead = self._lead(tasks, path)
-            if len(tasks) == 1:
-                tasks = [replace(tasks[0], lead=True)]  # a single task leads its group
-            depends = []
-            for task in tasks:
-                for dependency in task.depends_on:
-                    home = task_home.get(dependency)
-                    if home is not None and home != group_index:
-                        name = layout[home][0]
-                        if name not in depends:
-                            depends.append(name)
-            dependencies.append(depends)
-            group_specs.append(self._group(group_name, path, tasks, lead, depends, block))
-        self._check_cycles(layout, dependencies)
-        return tuple(group_specs)
+    @staticmethod
+    def _group_dependencies(tasks: list[TaskSpec], task_home: dict[str, int], group_index: int,
+                            layout: list[_GroupDraft]) -> list[str]:
+        """The other groups whose tasks this group's tasks take inputs from, first seen first."""
+        depends: list[str] = []
+        for task in tasks:
+            for dependency in task.depends_on:
+                home = task_home.get(dependency)
+                if home is not None and home != group_index:
+                    name = layout[home].name
+                    if name not in depends:
+                        depends.append(name)
+        return depends
 
     def _lead(self, tasks: list[TaskSpec], group_path: str) -> str:
         if not tasks:
@@ -510,52 +547,15 @@ class _Parser:
         if not isinstance(lead, bool):
             errors.add(f"{path}.lead", f"must be true or false, got {lead!r}")
             lead = False
-
-        resource_name = raw.get("resource", DEFAULT_RESOURCE)
-        if not isinstance(resource_name, str):
-            errors.add(f"{path}.resource", f"must be a resource name, got {resource_name!r}")
-            resource_name = DEFAULT_RESOURCE
-        if resource_name in resources:
-            resource = resources[resource_name]
-        elif resource_name == DEFAULT_RESOURCE:
-            resource = ResourceSpec(name=DEFAULT_RESOURCE)
-        else:
-            known = ", ".join(resources) or "none declared"
-            errors.add(f"{path}.resource", f"unknown resource '{resource_name}' (workflow."
-                                           f"resources: {known})")
-            resource = ResourceSpec(name=resource_name)
-
+        resource = self._task_resource(raw.get("resource", DEFAULT_RESOURCE), path, resources)
         replicas = raw.get("replicas", 1)
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
             errors.add(f"{path}.replicas", f"must be an integer ≥ 1, got {replicas!r}")
             replicas = 1
-
-        subgroup = raw.get("subGroup")
-        has_subgroups = bool(block and isinstance(block.get("subGroups"), list)
-                             and block["subGroups"])
-        if subgroup is not None and not isinstance(subgroup, str):
-            errors.add(f"{path}.subGroup", f"must be a subgroup name, got {subgroup!r}")
-            subgroup = None
-        if subgroup is not None and not has_subgroups:
-            errors.add(f"{path}.subGroup", f"subGroup '{subgroup}' needs the group's "
-                                           "scheduling.subGroups to define it")
-            subgroup = None
-        if subgroup is None and has_subgroups:
-            if draft.name in leaves:
-                subgroup = draft.name  # a leaf named like the task is its default
-            else:
-                errors.add(f"{path}.subGroup", "required when the group defines "
-                                               "scheduling.subGroups: the leaf subgroup of "
-                                               "this task's pods")
-
+        subgroup = self._subgroup(raw.get("subGroup"), draft, block, leaves)
         inputs, depends = self._inputs(raw.get("inputs"), f"{path}.inputs", task_home,
                                        group_index)
-        outputs = raw.get("outputs")
-        if outputs is None:
-            outputs = []
-        elif not isinstance(outputs, list):
-            errors.add(f"{path}.outputs", "must be a list")
-            outputs = []
+        outputs = self._outputs(raw.get("outputs"), f"{path}.outputs")
         files = self._files(raw.get("files"), f"{path}.files")
         environment = self._environment(raw.get("environment"), f"{path}.environment")
         extra = {key: value for key, value in raw.items() if key not in TASK_KEYS}
@@ -571,13 +571,50 @@ class _Parser:
             subgroup=subgroup,
             depends_on=depends,
             inputs=tuple(MappingProxyType(dict(item)) for item in inputs),
-            outputs=tuple(MappingProxyType(dict(item)) if isinstance(item, Mapping)
-                          else MappingProxyType({"value": item}) for item in outputs),
+            outputs=outputs,
             files=files,
             environment=MappingProxyType(environment),
             extra=MappingProxyType(extra),
             path=path,
         )
+
+    def _task_resource(self, resource_name: object, path: str,
+                       resources: dict[str, ResourceSpec]) -> ResourceSpec:
+        """The declared resource a task names; `default` may go undeclared (an empty one)."""
+        if not isinstance(resource_name, str):
+            self.errors.add(f"{path}.resource",
+                            f"must be a resource name, got {resource_name!r}")
+            resource_name = DEFAULT_RESOURCE
+        if resource_name in resources:
+            return resources[resource_name]
+        if resource_name == DEFAULT_RESOURCE:
+            return ResourceSpec(name=DEFAULT_RESOURCE)
+        known = ", ".join(resources) or "none declared"
+        self.errors.add(f"{path}.resource", f"unknown resource '{resource_name}' (workflow."
+                                            f"resources: {known})")
+        return ResourceSpec(name=resource_name)
+
+    def _subgroup(self, subgroup: object, draft: _TaskDraft, block: Mapping[str, Any] | None,
+                  leaves: set[str]) -> str | None:
+        """The leaf subgroup of the task's pods: named by the task, or the leaf named like the
+        task; None when the group's scheduling block defines no subgroups."""
+        path = f"{draft.path}.subGroup"
+        has_subgroups = bool(block and isinstance(block.get("subGroups"), list)
+                             and block["subGroups"])
+        if subgroup is not None and not isinstance(subgroup, str):
+            self.errors.add(path, f"must be a subgroup name, got {subgroup!r}")
+            subgroup = None
+        if subgroup is not None and not has_subgroups:
+            self.errors.add(path, f"subGroup '{subgroup}' needs the group's "
+                                  "scheduling.subGroups to define it")
+            subgroup = None
+        if subgroup is None and has_subgroups:
+            if draft.name in leaves:
+                subgroup = draft.name  # a leaf named like the task is its default
+            else:
+                self.errors.add(path, "required when the group defines scheduling.subGroups: "
+                                      "the leaf subgroup of this task's pods")
+        return subgroup
 
     def _inputs(
         self, raw: object, path: str, task_home: dict[str, int], group_index: int
@@ -609,6 +646,16 @@ class _Parser:
             if name not in depends:
                 depends.append(name)
         return inputs, tuple(depends)
+
+    def _outputs(self, raw: object, path: str) -> tuple[Mapping[str, Any], ...]:
+        """Kept as given; a bare value becomes ``{value: ...}``."""
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            self.errors.add(path, "must be a list")
+            return ()
+        return tuple(MappingProxyType(dict(item)) if isinstance(item, Mapping)
+                     else MappingProxyType({"value": item}) for item in raw)
 
     def _files(self, raw: object, path: str) -> tuple[FileSpec, ...]:
         if raw is None:
@@ -726,9 +773,8 @@ class _Parser:
 
         return TopologySpec(required_level=finest(True), preferred_level=finest(False))
 
-    def _check_cycles(self, layout: list[tuple[str, str, Any, list[_TaskDraft]]],
-                      dependencies: list[list[str]]) -> None:
-        index_of = {name: index for index, (name, *_rest) in enumerate(layout)}
+    def _check_cycles(self, layout: list[_GroupDraft], dependencies: list[list[str]]) -> None:
+        index_of = {group.name: index for index, group in enumerate(layout)}
         state: dict[int, int] = {}  # 1 = on stack, 2 = done
         reported: set[frozenset[int]] = set()
 
@@ -744,8 +790,8 @@ class _Parser:
                     key = frozenset(cycle)
                     if key not in reported:
                         reported.add(key)
-                        names = [layout[i][0] for i in cycle] + [layout[target][0]]
-                        self.errors.add(layout[target][1],
+                        names = [layout[i].name for i in cycle] + [layout[target].name]
+                        self.errors.add(layout[target].path,
                                         "dependency cycle between groups: " + " -> ".join(names))
                 elif target not in state:
                     visit(target, stack)

@@ -52,7 +52,7 @@ def test_job_without_min_member_is_one_podgroup_per_pod() -> None:
     job = obj("batch/v1", "Job", "etl", {"parallelism": 3, "completions": 10,
                                          "template": template(0)})
     grouping = grouped(job)
-    assert grouping.podgroup_names == ["pg-etl-0", "pg-etl-1", "pg-etl-2"]
+    assert [group.name for group in grouping.groups] == ["pg-etl-0", "pg-etl-1", "pg-etl-2"]
     assert grouping.pod_names == ["etl-0", "etl-1", "etl-2"]
     assert {spec_of(g)["minMember"] for g in grouping.groups} == {1}
     assert {spec_of(g)["priorityClassName"] for g in grouping.groups} == {"train"}
@@ -94,7 +94,7 @@ def test_deployment_is_one_inference_podgroup_per_pod() -> None:
             "Deployment"
     first = grouping.pod_names[0]
     assert first.startswith("serve-") and first.endswith("-0")
-    assert grouping.podgroup_names[0] == f"pg-{first}"
+    assert [group.name for group in grouping.groups][0] == f"pg-{first}"
     assert grouping.priority == "HIGH"
 
 
@@ -158,7 +158,7 @@ def test_leaderworkerset_is_one_gang_per_group() -> None:
                                  "workerTemplate": template(8)},
     })
     grouping = grouped(lws)
-    assert grouping.podgroup_names == ["pg-llm-0", "pg-llm-1"]
+    assert [group.name for group in grouping.groups] == ["pg-llm-0", "pg-llm-1"]
     first = grouping.groups[0]
     assert spec_of(first)["minMember"] == 4
     assert spec_of(first)["subGroups"] == [{"name": "leader", "minMember": 1},
@@ -196,7 +196,7 @@ def test_grove_podcliqueset_cliques_are_subgroups() -> None:
             {"name": "decode", "spec": {"replicas": 2, "podSpec": pod_spec(1)}},
         ]}})
     grouping = grouped(pcs)
-    assert grouping.podgroup_names == ["pg-dis-0", "pg-dis-1"]
+    assert [group.name for group in grouping.groups] == ["pg-dis-0", "pg-dis-1"]
     first = grouping.groups[0]
     assert spec_of(first)["minMember"] == 4
     assert spec_of(first)["subGroups"] == [{"name": "prefill", "minMember": 2},

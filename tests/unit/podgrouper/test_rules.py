@@ -226,7 +226,7 @@ def test_list_items_owned_by_other_items_are_walked_not_expanded() -> None:
     pods = [obj("v1", "Pod", f"j-own-{i}", pod_spec(), owner=job_with_pods) for i in range(2)]
     grouping = grouped([job_with_pods, *pods])
     assert grouping.pod_names == ["j-own-0", "j-own-1"]
-    assert grouping.podgroup_names == ["pg-j"]
+    assert [group.name for group in grouping.groups] == ["pg-j"]
 
 
 def test_malformed_workloads_are_invalid_spec() -> None:

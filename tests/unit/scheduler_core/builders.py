@@ -67,5 +67,9 @@ def snapshot(node_list, queue_list, gang_list, levels: Topology | None = None, n
                     topology=levels or Topology(), now=now, config=SchedulerConfig(**config))
 
 
+def bound_nodes(result) -> dict[str, str]:
+    return {b.pod: b.node for b in result.bindings}
+
+
 def bound_pods_of(result, gang_name: str) -> dict[str, str]:
     return {b.pod: b.node for b in result.bindings if b.gang == gang_name}

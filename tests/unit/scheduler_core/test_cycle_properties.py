@@ -26,6 +26,7 @@ from scheduler.core.model import (
 )
 from scheduler.core.readiness import build_tree, is_ready, ready_counts
 from scheduler.core.results import PREEMPTED, RECLAIMED
+from tests.unit.scheduler_core.builders import bound_nodes
 
 TOPOLOGY = Topology(levels=(TopologyLevel("zone"), TopologyLevel("rack")))
 
@@ -90,7 +91,7 @@ def gangs(draw, prefix, leaves, priorities=(50, 100, 125)):
 
 def apply(snapshot, result, now):
     """The snapshot after the Django layer applied the result."""
-    bound = result.bound_nodes()
+    bound = bound_nodes(result)
     evicted = {eviction.pod for eviction in result.evictions}
     gone = {e.gang for e in result.evictions}
     new_gangs = []
@@ -110,7 +111,7 @@ def check_invariants(snapshot, result):
     nodes = {node.name: node for node in snapshot.nodes}
     pods = {pod.name: (gang, pod) for gang in snapshot.gangs for pod in gang.pods}
     evicted = {eviction.pod for eviction in result.evictions}
-    bound = result.bound_nodes()
+    bound = bound_nodes(result)
     usage = {name: [0, 0, 0] for name in nodes}
     for gang in snapshot.gangs:
         for pod in gang.pods:

@@ -5,6 +5,7 @@ from dataclasses import replace
 from scheduler.core.cycle import run_cycle
 from scheduler.core.results import PREEMPTED, RECLAIMED, STALE
 from tests.unit.scheduler_core.builders import (
+    bound_nodes,
     flat_queues,
     gang,
     leaf,
@@ -32,7 +33,7 @@ def test_in_quota_gang_reclaims_newest_borrowers_on_one_node():
     result = run_cycle(snapshot(CLUSTER, queues, borrowers() + [pending], now=200))
     assert [(e.gang, e.reason, e.by_gang) for e in result.evictions] == [
         ("b-6", RECLAIMED, "a-job"), ("b-7", RECLAIMED, "a-job")]
-    assert result.bound_nodes() == {"a-0": CLUSTER[3].name}
+    assert bound_nodes(result) == {"a-0": CLUSTER[3].name}
     b = result.queue("b").figures("gpu")
     assert (b.fair_share, b.allocated) == (24, 24)
 
@@ -65,7 +66,7 @@ def test_higher_priority_preempts_lower_priority_in_same_queue():
     result = run_cycle(snapshot(CLUSTER, queues, borrowers() + [urgent]))
     assert [(e.gang, e.reason) for e in result.evictions] == [("b-6", PREEMPTED),
                                                               ("b-7", PREEMPTED)]
-    assert result.bound_nodes() == {"u-0": CLUSTER[3].name}
+    assert bound_nodes(result) == {"u-0": CLUSTER[3].name}
 
 
 def test_equal_priority_does_not_preempt():
@@ -123,7 +124,7 @@ def test_stale_eviction_can_be_disabled_per_gang():
 def test_stale_gang_recovers_when_its_missing_pod_fits():
     result = run_cycle(snapshot(CLUSTER, flat_queues("team"), [stale_gang(below_min_since=990)],
                                 now=1000))
-    assert result.bound_nodes() == {"t-0": CLUSTER[1].name}
+    assert bound_nodes(result) == {"t-0": CLUSTER[1].name}
     assert result.stale == ()
 
 

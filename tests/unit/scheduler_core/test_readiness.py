@@ -9,12 +9,20 @@ from scheduler.core.readiness import (
     InvalidGang,
     build_tree,
     core_counts,
-    gang_ready,
     is_ready,
     minimum_pods,
-    non_preemptible_pod_count,
+    ready_counts,
 )
 from tests.unit.scheduler_core.builders import gang, leaf, mid, pods
+
+
+def gang_ready(gang, is_pod_ready=None):
+    tree = build_tree(gang)
+    return is_ready(tree, ready_counts(tree, is_pod_ready))
+
+
+def non_preemptible_pod_count(gang):
+    return minimum_pods(build_tree(gang))
 
 
 def counts_for(tree, per_leaf):

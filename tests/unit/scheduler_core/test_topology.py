@@ -2,7 +2,14 @@
 
 from scheduler.core.cycle import run_cycle
 from scheduler.core.model import Node, TopologyConstraint
-from tests.unit.scheduler_core.builders import flat_queues, gang, pods, snapshot, topology
+from tests.unit.scheduler_core.builders import (
+    bound_nodes,
+    flat_queues,
+    gang,
+    pods,
+    snapshot,
+    topology,
+)
 
 QUEUES = flat_queues("team")
 RACKS = topology("rack")
@@ -20,7 +27,7 @@ def test_preferred_rack_keeps_the_gang_together_in_the_fullest_rack_that_fits():
                topology=TopologyConstraint(preferred_level="rack"))
     result = run_cycle(snapshot(cluster, QUEUES, [busy, job], levels=RACKS))
     # r1 has 10 free GPUs (fuller than r0's 16) and holds both pods
-    assert set(result.bound_nodes().values()) == {"r1-n1"}
+    assert set(bound_nodes(result).values()) == {"r1-n1"}
 
 
 def test_preferred_rack_falls_back_to_the_whole_cluster():
@@ -36,7 +43,7 @@ def test_required_rack_backtracks_past_a_fragmented_rack():
             gang("u1", "team", pods("u1", 1, gpus=4, node="r0-n1"))]
     job = gang("job", "team", pods("p", 1, gpus=8), topology=TopologyConstraint("rack"))
     result = run_cycle(snapshot(cluster, QUEUES, used + [job], levels=RACKS))
-    assert result.bound_nodes()["p-0"].startswith("r1-")
+    assert bound_nodes(result)["p-0"].startswith("r1-")
 
 
 def test_nodes_without_the_level_label_are_outside_every_domain():
@@ -53,8 +60,8 @@ def test_binpack_fills_the_fullest_node_and_spread_the_emptiest():
     job = gang("job", "team", pods("p", 1, gpus=1))
     packed = run_cycle(snapshot(cluster, QUEUES, [used, job]))
     spread = run_cycle(snapshot(cluster, QUEUES, [used, job], placement="spread"))
-    assert packed.bound_nodes() == {"p-0": "b"}
-    assert spread.bound_nodes() == {"p-0": "a"}
+    assert bound_nodes(packed) == {"p-0": "b"}
+    assert bound_nodes(spread) == {"p-0": "a"}
 
 
 def test_topology_aliases_name_levels():

@@ -29,7 +29,7 @@ def test_replicas_multiply_gpus() -> None:
                                   "replicas": 2}]}]}}
     workflow = parse_workflow_spec(yaml.safe_dump(spec))
     assert [task.gpus for task in workflow.tasks] == [8, 24, 2]
-    assert [task.gpus_per_replica for task in workflow.tasks] == [8, 8, 1]
+    assert [task.resource.gpus for task in workflow.tasks] == [8, 8, 1]
     assert [(group.gpus, group.pod_count) for group in workflow.groups] == [(32, 4), (2, 2)]
     assert (workflow.total_gpus, workflow.max_group_gpus) == (34, 32)
     assert workflow.group("tiny").task("t").replicas == 2

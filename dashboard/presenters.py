@@ -1,7 +1,7 @@
-"""Reads for the dashboard: plain data for the templates, from a fixed number of queries.
+"""The dashboard's view models: plain data shaped for the templates, with no database reads.
 
-Quota figures come from `pools.selectors.pool_tree` and the arithmetic of `pools.quota`, the same
-as the REST API's, so a page and `GET /api/pool_quota` never disagree.
+`dashboard.queries` fetches the rows and hands them here; quota figures use the arithmetic of
+`pools.quota`, the same as the REST API's, so a page and `GET /api/pool_quota` never disagree.
 """
 
 from __future__ import annotations
@@ -10,20 +10,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Q, Sum
-
 from osmo.accounts.roles import Roles
 from pools import quota
-from pools.models import SUBPOOL_DELIMITER, Pool, SubpoolState
-from pools.selectors import pool_history, pool_not_found, pool_tree
-from scheduler.models import Node
-from scheduler.selectors import scheduler_status
-from workflows.models import ALIVE_WORKFLOW_STATUSES, Priority, Workflow, WorkflowStatus
-from workflows.selectors import gpu_holding_tasks
-
-WORKFLOW_ROWS = 50  # per table on a pool page; the page says how many more there are
-HISTORY_ROWS = 50
-
+from pools.models import Pool, SubpoolState
+from workflows.models import Priority
 
 # --- bars ------------------------------------------------------------------------------------
 
@@ -150,7 +140,7 @@ class ParentView:
         return self.low_gpus + sum(s.low_gpus for s in self.subpools + self.archived)
 
 
-def _subpool_view(subpool, usage: quota.Usage) -> SubpoolView:
+def subpool_view(subpool, usage: quota.Usage) -> SubpoolView:
     effective = quota.effective_quota(subpool.subpool_state, subpool.quota_gpus)
     return SubpoolView(
         name=subpool.subpool_name, canonical_name=subpool.name, parent=subpool.parent_id,
@@ -162,7 +152,7 @@ def _subpool_view(subpool, usage: quota.Usage) -> SubpoolView:
     )
 
 
-def _parent_views(tree, roles: Roles) -> list[ParentView]:
+def parent_views(tree, roles: Roles) -> list[ParentView]:
     parents = []
     for parent in tree.parents:
         subpools = tree.subpools.get(parent.name, [])
@@ -177,7 +167,7 @@ def _parent_views(tree, roles: Roles) -> list[ParentView]:
             can_admin=roles.can_admin(parent.name),
         )
         for subpool in subpools:
-            row = _subpool_view(subpool, tree.usage_of(subpool))
+            row = subpool_view(subpool, tree.usage_of(subpool))
             (view.archived if row.state == SubpoolState.ARCHIVED else view.subpools).append(row)
         parents.append(view)
     return parents
@@ -200,11 +190,6 @@ class Hierarchy:
         return sum(p.all_low_gpus for p in self.parents)
 
 
-def pool_hierarchy(*, roles: Roles) -> Hierarchy:
-    """Every visible top-level pool with its subpools: two queries whatever the size."""
-    return Hierarchy(_parent_views(pool_tree(roles=roles), roles))
-
-
 # --- one pool --------------------------------------------------------------------------------
 
 @dataclass
@@ -222,49 +207,12 @@ class PoolPage:
         return self.parent.can_admin
 
 
-def pool_page(*, roles: Roles, name: str) -> PoolPage:
-    """A visible pool with its family's figures (two queries), else 404 `pool_not_found`."""
-    top_level_name = name.split(SUBPOOL_DELIMITER, 1)[0]
-    tree = pool_tree(roles=roles, only=top_level_name)
-    parent = next((p for p in tree.parents if p.name == top_level_name), None)
-    if parent is None:
-        raise pool_not_found(name)
-    parent_view = _parent_views(tree, roles)[0]
-    if name == top_level_name:
-        return PoolPage(pool=parent, parent=parent_view, subpool=None)
-    subpool = next((s for s in tree.subpools.get(parent.name, []) if s.name == name), None)
-    if subpool is None:
-        raise pool_not_found(name)
-    return PoolPage(pool=subpool, parent=parent_view,
-                    subpool=_subpool_view(subpool, tree.usage_of(subpool)))
-
-
 @dataclass
 class PoolWorkflows:
     running: list
     pending: list
     running_count: int
     pending_count: int
-
-
-def pool_workflows(page: PoolPage, *, limit: int = WORKFLOW_ROWS) -> PoolWorkflows:
-    """Running and pending workflows of the pool (a parent's include its subpools'): three
-    queries."""
-    if page.subpool is not None:
-        pool_filter = Q(pool_id=page.pool.pk)
-    else:
-        pool_filter = Q(pool_id=page.pool.pk) | Q(pool__parent_id=page.pool.name)
-    alive = Workflow.objects.filter(pool_filter, status__in=ALIVE_WORKFLOW_STATUSES)
-    counts = alive.aggregate(
-        running=Count("pk", filter=Q(status=WorkflowStatus.RUNNING)),
-        pending=Count("pk", filter=Q(status=WorkflowStatus.PENDING)),
-    )
-    rows = alive.select_related("pool", "user")
-    running = list(rows.filter(status=WorkflowStatus.RUNNING)
-                   .order_by("-started_at", "-submitted_at", "-id")[:limit])
-    pending = list(rows.filter(status=WorkflowStatus.PENDING)
-                   .order_by("submitted_at", "id")[:limit])  # queue order: oldest first
-    return PoolWorkflows(running, pending, counts["running"], counts["pending"])
 
 
 @dataclass(frozen=True)
@@ -298,10 +246,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def pool_events(page: PoolPage, *, limit: int = HISTORY_ROWS) -> list[HistoryRow]:
-    events = pool_history(pool=page.pool)[:limit]
-    return [HistoryRow(e.at, e.pool.name, e.actor_name, e.action,
-                       describe_change(e.before, e.after)) for e in events]
+def history_row(event) -> HistoryRow:
+    """A PoolEvent row as one line of a pool's history."""
+    return HistoryRow(event.at, event.pool.name, event.actor_name, event.action,
+                      describe_change(event.before, event.after))
 
 
 # --- the cluster -----------------------------------------------------------------------------
@@ -418,19 +366,6 @@ class ClusterOverview:
         return totals
 
 
-def _node_model():
-    """The embedded cluster's Node model."""
-    return Node
-
-
-def _scheduler_status(roles: Roles | None, user) -> dict:
-    """The body of `GET /api/scheduler/status` (API.md); pending gangs limited to what the
-    caller may see (None: everything, for trusted callers)."""
-    if roles is None:
-        roles = Roles(None, True, False, (), ())
-    return scheduler_status(roles=roles, user=user) or {}
-
-
 def group_nodes(nodes: list[tuple[NodeRow, dict]]) -> list[ZoneGroup]:
     """Nodes (with their labels) grouped by zone, then rack; names sorted, unlabelled last."""
     tree: dict[str, dict[str, list[NodeRow]]] = defaultdict(lambda: defaultdict(list))
@@ -445,27 +380,22 @@ def group_nodes(nodes: list[tuple[NodeRow, dict]]) -> list[ZoneGroup]:
             for zone, racks in sorted(tree.items(), key=lambda item: order(item[0]))]
 
 
-def cluster_overview(*, roles: Roles | None = None, user=None) -> ClusterOverview:
-    """Nodes by zone and rack with GPUs used per priority, the queues' shares and the pending
-    gangs with the scheduler's reasons: three to four queries. Empty without a Node model."""
-    node_model = _node_model()
-    if node_model is None:
-        return ClusterOverview()
-    held: dict[str, dict[str, int]] = defaultdict(dict)
-    for node_name, priority, gpus in (
-        gpu_holding_tasks().exclude(node_name="").values_list("node_name", "priority")
-        .annotate(gpus=Sum("gpus")).order_by()
-    ):
-        held[node_name][priority] = gpus
-    nodes = []
-    for node in node_model.objects.order_by("name"):
-        labels = getattr(node, "labels", None) or {}
-        nodes.append((NodeRow(name=node.name, gpus=int(getattr(node, "gpus", 0) or 0),
-                              used_by_priority=held.get(node.name, {}),
-                              schedulable=bool(getattr(node, "schedulable", True))), labels))
-    status = _scheduler_status(roles, user)
+
+
+def node_row(node, used_by_priority: dict[str, int]) -> NodeRow:
+    """A Node row with the GPUs its tasks hold per priority."""
+    return NodeRow(name=node.name, gpus=int(getattr(node, "gpus", 0) or 0),
+                   used_by_priority=used_by_priority,
+                   schedulable=bool(getattr(node, "schedulable", True)))
+
+
+def cluster_view(nodes, held: dict[str, dict[str, int]], status: dict) -> ClusterOverview:
+    """Nodes (sorted by name) with GPUs held per node and priority, and the body of
+    `GET /api/scheduler/status` (API.md): the queues' shares and the pending gangs."""
+    rows = [(node_row(node, held.get(node.name, {})), getattr(node, "labels", None) or {})
+            for node in nodes]
     return ClusterOverview(
-        zones=group_nodes(nodes),
+        zones=group_nodes(rows),
         queues=[QueueRow(name=q.get("name", ""), parent=q.get("parent"),
                          **{f: int(q.get(f) or 0) for f in QUEUE_FIGURES})
                 for q in status.get("queues", [])],

@@ -1,0 +1,110 @@
+"""The dashboard's database reads, each a fixed number of queries; `dashboard.presenters` shapes
+what they fetch into the templates' view models."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import Count, Q, Sum
+
+from osmo.accounts.roles import Roles
+from pools.models import SUBPOOL_DELIMITER
+from pools.selectors import pool_history, pool_not_found, pool_tree
+from scheduler.models import Node
+from scheduler.selectors import scheduler_status
+from workflows.models import ALIVE_WORKFLOW_STATUSES, Workflow, WorkflowStatus
+from workflows.selectors import gpu_holding_tasks
+
+from .presenters import (
+    ClusterOverview,
+    Hierarchy,
+    HistoryRow,
+    PoolPage,
+    PoolWorkflows,
+    cluster_view,
+    history_row,
+    parent_views,
+    subpool_view,
+)
+
+WORKFLOW_ROWS = 50  # per table on a pool page; the page says how many more there are
+HISTORY_ROWS = 50
+
+
+# --- the pool tree ---------------------------------------------------------------------------
+
+def pool_hierarchy(*, roles: Roles) -> Hierarchy:
+    """Every visible top-level pool with its subpools: two queries whatever the size."""
+    return Hierarchy(parent_views(pool_tree(roles=roles), roles))
+
+
+# --- one pool --------------------------------------------------------------------------------
+
+def pool_page(*, roles: Roles, name: str) -> PoolPage:
+    """A visible pool with its family's figures (two queries), else 404 `pool_not_found`."""
+    top_level_name = name.split(SUBPOOL_DELIMITER, 1)[0]
+    tree = pool_tree(roles=roles, only=top_level_name)
+    parent = next((p for p in tree.parents if p.name == top_level_name), None)
+    if parent is None:
+        raise pool_not_found(name)
+    parent_view = parent_views(tree, roles)[0]
+    if name == top_level_name:
+        return PoolPage(pool=parent, parent=parent_view, subpool=None)
+    subpool = next((s for s in tree.subpools.get(parent.name, []) if s.name == name), None)
+    if subpool is None:
+        raise pool_not_found(name)
+    return PoolPage(pool=subpool, parent=parent_view,
+                    subpool=subpool_view(subpool, tree.usage_of(subpool)))
+
+
+def pool_workflows(page: PoolPage, *, limit: int = WORKFLOW_ROWS) -> PoolWorkflows:
+    """Running and pending workflows of the pool (a parent's include its subpools'): three
+    queries."""
+    if page.subpool is not None:
+        pool_filter = Q(pool_id=page.pool.pk)
+    else:
+        pool_filter = Q(pool_id=page.pool.pk) | Q(pool__parent_id=page.pool.name)
+    alive = Workflow.objects.filter(pool_filter, status__in=ALIVE_WORKFLOW_STATUSES)
+    counts = alive.aggregate(
+        running=Count("pk", filter=Q(status=WorkflowStatus.RUNNING)),
+        pending=Count("pk", filter=Q(status=WorkflowStatus.PENDING)),
+    )
+    rows = alive.select_related("pool", "user")
+    running = list(rows.filter(status=WorkflowStatus.RUNNING)
+                   .order_by("-started_at", "-submitted_at", "-id")[:limit])
+    pending = list(rows.filter(status=WorkflowStatus.PENDING)
+                   .order_by("submitted_at", "id")[:limit])  # queue order: oldest first
+    return PoolWorkflows(running, pending, counts["running"], counts["pending"])
+
+
+def pool_events(page: PoolPage, *, limit: int = HISTORY_ROWS) -> list[HistoryRow]:
+    return [history_row(event) for event in pool_history(pool=page.pool)[:limit]]
+
+
+# --- the cluster -----------------------------------------------------------------------------
+
+def _scheduler_status(roles: Roles | None, user) -> dict:
+    """The body of `GET /api/scheduler/status` (API.md); pending gangs limited to what the
+    caller may see (None: everything, for trusted callers)."""
+    if roles is None:
+        roles = Roles(None, True, False, (), ())
+    return scheduler_status(roles=roles, user=user) or {}
+
+
+def _gpus_held_by_node() -> dict[str, dict[str, int]]:
+    """Node name → priority → GPUs its tasks hold: one query."""
+    held: dict[str, dict[str, int]] = defaultdict(dict)
+    for node_name, priority, gpus in (
+        gpu_holding_tasks().exclude(node_name="").values_list("node_name", "priority")
+        .annotate(gpus=Sum("gpus")).order_by()
+    ):
+        held[node_name][priority] = gpus
+    return held
+
+
+def cluster_overview(*, roles: Roles | None = None, user=None) -> ClusterOverview:
+    """Nodes by zone and rack with GPUs used per priority, the queues' shares and the pending
+    gangs with the scheduler's reasons: three to four queries."""
+    held = _gpus_held_by_node()
+    nodes = list(Node.objects.order_by("name"))
+    return cluster_view(nodes, held, _scheduler_status(roles, user))

@@ -150,6 +150,19 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout"
 CELERY_TASK_PUBLISH_RETRY = False
 CELERY_BEAT_SCHEDULE: dict = {}  # filled below, once the intervals are known
 
+# Input limits (README "Limits"): one body limit for every content type, then the limits of
+# workflows.spec.limits.InputLimits, each raised by its OSMO_MAX_* variable (unset: default).
+OSMO_MAX_BODY_BYTES = env_int("OSMO_MAX_BODY_BYTES", 4 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = OSMO_MAX_BODY_BYTES
+OSMO_INPUT_LIMITS = {
+    name: env_int(f"OSMO_{name.upper()}", 0)
+    for name in ("max_depth", "max_nodes", "max_groups", "max_tasks", "max_replicas", "max_pods",
+                 "max_subgroups", "max_template_iterations", "max_rendered_bytes")
+    if os.environ.get(f"OSMO_{name.upper()}")
+}
+# Seconds of work one PodGroup validation (the webhook, the check endpoint) may take.
+OSMO_WEBHOOK_BUDGET_SECONDS = float(os.environ.get("OSMO_WEBHOOK_BUDGET_SECONDS", "2"))
+
 # Product knobs (API.md "Running").
 OSMO_NAMESPACE = os.environ.get("OSMO_NAMESPACE", "osmo")
 OSMO_DRAIN_CHECK_INTERVAL = env_int("OSMO_DRAIN_CHECK_INTERVAL", 900)

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from osmo.errors import Conflict, Forbidden, OsmoError
+from osmo.limits import input_limits
 from pools.locking import POOL_FAMILY_LOCK
 from pools.models import Pool, PoolStatus, SubpoolState
 from pools.quota import unallocated
@@ -73,10 +74,10 @@ def parse_for_pool(pool: Pool, source, *, set_variables=(), set_string_variables
             set_string_variables=list(set_string_variables or ()),
             platforms=list(settings_pool.platforms or {}),
             default_platform=settings_pool.default_platform or None,
-            topologies=topologies,
+            topologies=topologies, limits=input_limits(),
         )
     except SpecError as error:
-        raise OsmoError("invalid_spec", "The workflow spec is not valid: "
+        raise OsmoError(getattr(error, "code", "invalid_spec"), "The workflow spec is not valid: "
                         + "; ".join(f"{path}: {messages[0]}"
                                     for path, messages in list(error.errors.items())[:3]),
                         errors={path: list(messages) for path, messages in error.errors.items()}
@@ -199,6 +200,23 @@ WHERE p.name = %s FOR SHARE OF p
 """
 
 
+def _platform_settings(pool: Pool) -> tuple:
+    settings_pool = pool.parent if pool.is_subpool else pool
+    return settings_pool.platforms, settings_pool.default_platform
+
+
+def _visible_target(pool: Pool | str, roles=None) -> Pool:
+    """The target pool and its parent, read without a lock (404/403 as `_locked_target`)."""
+    name = pool if isinstance(pool, str) else pool.name
+    target = Pool.objects.select_related("parent").filter(name=name).first()
+    if target is None or target.archived_at is not None or (
+            target.is_subpool and target.parent.archived_at is not None):
+        raise pool_not_found(name)
+    if roles is not None and not roles.can_view(target.top_level_name):
+        raise Forbidden(f"You have no role on pool '{target.top_level_name}'.")
+    return target
+
+
 def _locked_target(pool: Pool | str, roles=None) -> Pool:
     """The target pool (by row or by name) with its parent, both locked FOR SHARE after the
     family lock, in one round trip for a top-level pool. By name, `roles` decide visibility:
@@ -227,11 +245,16 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
                     roles=None) -> Admission:
     """Admit a workflow into `pool` (a Pool, or a name checked against `roles`: 404/403);
     see the module docstring."""
+    # Parse before any lock: a large spec costs its own request time, never its pool's lock.
+    unlocked = _visible_target(pool, roles)
+    priority = validate_priority(priority)
+    spec = parse_for_pool(unlocked, source, set_variables=set_variables,
+                          set_string_variables=set_string_variables)
     with transaction.atomic():
         target = _locked_target(pool, roles)
-        priority = validate_priority(priority)
-        spec = parse_for_pool(target, source, set_variables=set_variables,
-                              set_string_variables=set_string_variables)
+        if _platform_settings(target) != _platform_settings(unlocked):  # changed meanwhile
+            spec = parse_for_pool(target, source, set_variables=set_variables,
+                                  set_string_variables=set_string_variables)
         check_quota(target=target, parent=target.parent if target.is_subpool else target,
                     spec_total=spec.total_gpus, largest_group=spec.max_group_gpus,
                     priority=priority)
@@ -260,7 +283,7 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
     try:
         grouping = group_workload(manifest, namespace=settings.OSMO_NAMESPACE,
                                   default_queue=leaf, allowed_queues={leaf}, priority=priority,
-                                  name_prefix=name)
+                                  name_prefix=name, max_pods=input_limits().max_pods)
     except WorkloadError as error:
         raise OsmoError(error.code, error.detail, errors=error.errors) from error
     with transaction.atomic():

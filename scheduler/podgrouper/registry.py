@@ -9,7 +9,9 @@ kind, any version. Unknown kinds get :class:`Grouper` itself: the default groupe
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from scheduler.kai.podgroups import dns_label
@@ -18,6 +20,20 @@ from .model import TRAIN, OwnerRef, PodGroupMeta, SubGroupSpec, WorkloadError
 from .owners import OwnerChain, group_kind
 
 GROUPERS: dict[tuple[str, str], Grouper] = {}
+INT32_MAX = 2**31 - 1  # Kubernetes count fields are int32
+# [pods one expansion may still create, its limit]; set by `pod_budget` (None: unbounded).
+_pods_left: ContextVar[list[int] | None] = ContextVar("pods_left", default=None)
+
+
+@contextmanager
+def pod_budget(max_pods: int) -> Iterator[None]:
+    """Within this block, expansions create at most ``max_pods`` pods in all: a Job with
+    ``parallelism: 2147483647`` is refused after ``max_pods`` pods, not built."""
+    token = _pods_left.set([max_pods, max_pods])
+    try:
+        yield
+    finally:
+        _pods_left.reset(token)
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
@@ -45,6 +61,9 @@ def int_field(value: Any, path: str, *, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise WorkloadError("invalid_spec", f"{path} must be an integer ≥ {minimum}, "
                                             f"got {value!r}", {path: [f"Must be ≥ {minimum}."]})
+    if value > INT32_MAX:
+        raise WorkloadError("invalid_spec", f"{path} must be at most {INT32_MAX}, got {value}",
+                            {path: [f"Must be ≤ {INT32_MAX}."]})
     return value
 
 
@@ -68,6 +87,13 @@ def make_pod(owner: Mapping[str, Any], template: Mapping[str, Any] | None, name:
              labels: Mapping[str, str] | None = None,
              owner_ref: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A Pod from a pod template, owned by ``owner_ref`` (default: ``owner``)."""
+    budget = _pods_left.get()
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            limit = budget[1]
+            raise WorkloadError("too_many_pods", f"The workload makes more than {limit} pods.",
+                                {"body": [f"At most {limit} pods per workload."]})
     template = template or {}
     metadata = template.get("metadata") or {}
     ref_source = owner_ref if owner_ref is not None else owner

@@ -84,7 +84,7 @@ from .model import (
     WorkloadError,
 )
 from .owners import Lookup, controller_ref, group_kind, index_lookup, owner_chain
-from .registry import annotations_of, labels_of, name_of
+from .registry import annotations_of, labels_of, name_of, pod_budget
 
 KNOWN_PRIORITY_CLASSES: dict[str, int] = {
     "osmo-high": 125, "osmo-normal": 100, "osmo-low": 50, "inference": 125, "build": 100,
@@ -432,6 +432,7 @@ def group_workload(
     priority_classes: Mapping[str, int] | None = None,
     scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     name_prefix: str | None = None,
+    max_pods: int = 1_000,
 ) -> WorkloadGrouping:
     """Expand and group a workload manifest (an object, a ``List`` or a list of objects).
 
@@ -442,8 +443,22 @@ def group_workload(
     ``name_prefix``: prepended (``{prefix}-``) to every PodGroup and Pod name, e.g. the unique
     workload name, so two submissions of a Job ``train`` never collide (names stay DNS labels
     via :func:`scheduler.kai.podgroups.dns_label`; a given pod's annotation follows).
-    Raises :class:`WorkloadError` (``invalid_spec`` / ``invalid_podgroup``).
+    ``max_pods``: the most pods the workload may make (given and expanded), checked while
+    expanding (``too_many_pods``).
+    Raises :class:`WorkloadError` (``invalid_spec`` / ``invalid_podgroup`` / ``too_many_pods``).
     """
+    with pod_budget(max_pods):
+        grouping = _group(manifest, namespace, default_queue, allowed_queues, priority,
+                          priority_classes, scheduler_name, name_prefix)
+    pods = sum(len(group.manifests.pods) for group in grouping.groups)
+    if pods > max_pods:
+        raise WorkloadError("too_many_pods", f"The workload makes {pods} pods; at most "
+                            f"{max_pods}.", {"body": [f"At most {max_pods} pods per workload."]})
+    return grouping
+
+
+def _group(manifest, namespace, default_queue, allowed_queues, priority, priority_classes,
+           scheduler_name, name_prefix) -> WorkloadGrouping:
     items = _items(manifest)
     builder = _Builder(namespace=namespace, default_queue=default_queue,
                        allowed_queues=allowed_queues, priority=priority,

@@ -12,10 +12,12 @@ from rest_framework.views import APIView
 
 from osmo.accounts.roles import roles_for
 from osmo.errors import Forbidden, OsmoError, RequestInvalid
+from osmo.limits import input_limits
 from pools import selectors as pool_selectors
 
 from .. import admission, lifecycle, selectors
 from ..manifests import manifests_for, stored_spec
+from ..spec.limits import LimitExceeded, load_yaml_all
 from . import serializers as s
 from .filters import WorkflowFilter
 from .parsers import TextYAMLParser, XYAMLParser, YAMLTextParser
@@ -153,7 +155,9 @@ class WorkloadSubmitView(APIView):
         manifest = request.data
         if isinstance(manifest, str):
             try:
-                documents = [d for d in yaml.safe_load_all(manifest) if d is not None]
+                documents = load_yaml_all(manifest, input_limits(), path="body")
+            except LimitExceeded as error:
+                raise OsmoError(error.code, str(error), errors=error.errors) from error
             except yaml.YAMLError as error:
                 raise OsmoError("invalid_spec", f"The workload is not valid YAML: {error}",
                                 errors={"body": [str(error)]}) from error

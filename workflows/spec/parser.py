@@ -39,6 +39,7 @@ from scheduler.core.podgroup_validation import (
     Topology,
 )
 from workflows.spec.errors import ErrorCollector, SpecError
+from workflows.spec.limits import DEFAULT_LIMITS, InputLimits, LimitExceeded, load_yaml
 from workflows.spec.model import (
     FileSpec,
     GroupSpec,
@@ -53,7 +54,6 @@ from workflows.spec.templating import render_template
 from workflows.spec.units import parse_bytes, parse_duration_seconds, parse_millicores
 
 # libyaml's safe loader when the wheel has it (10× faster), else the pure-Python one.
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 NAME_MAX = 63
@@ -74,6 +74,7 @@ def parse_workflow_spec(
     topologies: Mapping[str, object] | None = None,
     default_topology: str = DEFAULT_TOPOLOGY_NAME,
     validate_scheduling: bool = True,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> WorkflowSpec:
     """Render (if templated), parse and validate a workflow spec; raise :class:`SpecError`.
 
@@ -81,10 +82,12 @@ def parse_workflow_spec(
     Topology name → levels, coarsest first (default: the contract's ``osmo-topology``).
     ``validate_scheduling=False`` keeps the PodGroup webhook rules from rejecting a group's
     ``scheduling:`` block (structural errors still raise) — for tools and tests that need to
-    see what a rejected shape would build; admission never turns it off.
+    see what a rejected shape would build; admission never turns it off. ``limits``: the
+    input limits (:mod:`.limits`), checked before the work they bound.
     """
     document, rendered_text, undefined = _load_document(source, set_variables,
-                                                        set_string_variables)
+                                                        set_string_variables, limits)
+    check_workflow_size(document, limits)
     parser = _Parser(
         platforms=None if platforms is None else frozenset(platforms),
         default_platform=default_platform,
@@ -108,10 +111,44 @@ def parse_workflow_spec(
     )
 
 
+def check_workflow_size(document: object, limits: InputLimits) -> None:
+    """Refuse more groups, tasks or replicas than the limits before any is built; shapes
+    that are wrong are left to the parser to report."""
+    workflow = document.get("workflow") if isinstance(document, Mapping) else None
+    if not isinstance(workflow, Mapping):
+        return
+    groups = workflow.get("groups")
+    if isinstance(groups, list):
+        if len(groups) > limits.max_groups:
+            raise LimitExceeded("too_many_groups", "workflow.groups",
+                                f"{len(groups)} groups; at most {limits.max_groups}")
+        tasks = [(f"workflow.groups[{g}].tasks[{t}]", task)
+                 for g, group in enumerate(groups) if isinstance(group, Mapping)
+                 and isinstance(group.get("tasks"), list)
+                 for t, task in enumerate(group["tasks"])]
+    elif isinstance(workflow.get("tasks"), list):
+        tasks = [(f"workflow.tasks[{t}]", task) for t, task in enumerate(workflow["tasks"])]
+    else:
+        return
+    total = 0
+    for path, task in tasks:
+        replicas = task.get("replicas", 1) if isinstance(task, Mapping) else 1
+        replicas = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) \
+            else 1
+        if replicas > limits.max_replicas:
+            raise LimitExceeded("too_many_replicas", f"{path}.replicas",
+                                f"{replicas} replicas; at most {limits.max_replicas}")
+        total += max(replicas, 1)
+    if total > limits.max_tasks:
+        raise LimitExceeded("too_many_tasks", "workflow",
+                            f"{total} tasks (replicas counted); at most {limits.max_tasks}")
+
+
 def _load_document(
     source: str | bytes | Mapping[str, Any],
     set_variables: Sequence[str],
     set_string_variables: Sequence[str],
+    limits: InputLimits,
 ) -> tuple[object, str | None, tuple[str, ...]]:
     """The spec as YAML data, with the rendered text and the undefined template variables
     (None and () for a spec given as data)."""
@@ -124,9 +161,9 @@ def _load_document(
         return source, None, ()
     if not isinstance(source, str):
         raise SpecError({"file": ["expected workflow YAML text"]})
-    rendered = render_template(source, set_variables, set_string_variables)
+    rendered = render_template(source, set_variables, set_string_variables, limits)
     try:
-        document = yaml.load(rendered.text, Loader=SAFE_LOADER)
+        document = load_yaml(rendered.text, limits)
     except yaml.YAMLError as exc:
         raise SpecError({"file": [f"not valid YAML: {_yaml_problem(exc)}"]}) from exc
     return document, rendered.text, rendered.undefined_variables

@@ -37,6 +37,7 @@ from jinja2 import TemplateError, Undefined
 from jinja2.sandbox import SandboxedEnvironment
 
 from workflows.spec.errors import SpecError
+from workflows.spec.limits import DEFAULT_LIMITS, InputLimits, LimitExceeded, load_yaml
 
 RUNTIME_TOKEN = re.compile(
     r"\{\{\s*(?:output|workflow_id|(?:input|host|output):[^{}\s]+)\s*\}\}"
@@ -98,7 +99,7 @@ def _parse_assignments(
             continue  # run-time tokens cannot be overridden; OSMO ignores such settings
         if as_yaml:
             try:
-                value = yaml.safe_load(raw) if raw.strip() else ""
+                value = load_yaml(raw, path=path) if raw.strip() else ""
             except yaml.YAMLError:
                 value = raw
             if isinstance(value, dict | list):
@@ -120,8 +121,11 @@ def render_template(
     text: str,
     set_variables: Sequence[str] = (),
     set_string_variables: Sequence[str] = (),
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> RenderResult:
-    """Render a templated spec; a plain spec comes back unchanged (``templated=False``)."""
+    """Render a templated spec; a plain spec comes back unchanged (``templated=False``).
+    ``range()`` yields at most ``limits.max_template_iterations`` values in all, and the
+    output stops at ``limits.max_rendered_bytes``."""
     has_variables = bool(set_variables) or bool(set_string_variables)
     if not is_templated(text, has_variables):
         return RenderResult(text=text, templated=False)
@@ -131,7 +135,7 @@ def render_template(
     values: dict[str, Any] = {}
     if block is not None:
         try:
-            loaded = yaml.safe_load(block) or {}
+            loaded = load_yaml(block, limits, path="default-values") or {}
         except yaml.YAMLError as exc:
             raise SpecError({"default-values": [f"not valid YAML: {exc}"]}) from exc
         defaults = loaded.get("default-values") if isinstance(loaded, dict) else None
@@ -168,8 +172,10 @@ def render_template(
         keep_trailing_newline=True,
         autoescape=False,
     )
+    environment.globals["range"] = _budgeted_range(limits.max_template_iterations)
     try:
-        rendered = environment.from_string(masked).render(**values)
+        rendered = _render_bounded(environment.from_string(masked), values,
+                                   limits.max_rendered_bytes)
     except TemplateError as exc:
         line = getattr(exc, "lineno", None)
         where = f" (line {line})" if line else ""
@@ -182,3 +188,30 @@ def render_template(
         undefined_variables=tuple(undefined),
         values=values,
     )
+
+
+def _budgeted_range(budget: int):
+    """``range`` for templates: every value any call yields counts against one budget."""
+    left = [budget]
+
+    def bounded_range(*args: int) -> range:
+        values = range(*args)
+        left[0] -= len(values)
+        if left[0] < 0:
+            raise LimitExceeded("template_too_large", "workflow",
+                                f"template loops over more than {budget} range() values")
+        return values
+
+    return bounded_range
+
+
+def _render_bounded(template, values: dict[str, Any], max_bytes: int) -> str:
+    """Render, stopping as soon as the output passes ``max_bytes`` (streamed, not built)."""
+    parts, size = [], 0
+    for chunk in template.generate(**values):
+        size += len(chunk)
+        if size > max_bytes:
+            raise LimitExceeded("template_too_large", "workflow",
+                                f"the rendered spec is larger than {max_bytes} bytes")
+        parts.append(chunk)
+    return "".join(parts)

@@ -160,8 +160,6 @@ OSMO_INPUT_LIMITS = {
                  "max_subgroups", "max_template_iterations", "max_rendered_bytes")
     if os.environ.get(f"OSMO_{name.upper()}")
 }
-# Seconds of work one PodGroup validation (the webhook, the check endpoint) may take.
-OSMO_WEBHOOK_BUDGET_SECONDS = float(os.environ.get("OSMO_WEBHOOK_BUDGET_SECONDS", "2"))
 
 # Product knobs (API.md "Running").
 OSMO_NAMESPACE = os.environ.get("OSMO_NAMESPACE", "osmo")

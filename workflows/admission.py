@@ -283,7 +283,8 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
     try:
         grouping = group_workload(manifest, namespace=settings.OSMO_NAMESPACE,
                                   default_queue=leaf, allowed_queues={leaf}, priority=priority,
-                                  name_prefix=name, max_pods=input_limits().max_pods)
+                                  name_prefix=name, max_pods=input_limits().max_pods,
+                                  max_subgroups=input_limits().max_subgroups)
     except WorkloadError as error:
         raise OsmoError(error.code, error.detail, errors=error.errors) from error
     with transaction.atomic():

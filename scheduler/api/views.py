@@ -25,9 +25,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from osmo.accounts.roles import roles_for
+from osmo.errors import OsmoError
+from osmo.limits import input_limits
 from scheduler.core.podgroup_validation import (
     PODGROUP_API_VERSION,
     PODGROUP_KIND,
+    subgroup_count,
     validate_podgroup,
 )
 from scheduler.kai import selectors
@@ -122,6 +125,17 @@ class PodGroupValidateView(APIView):
     def post(self, request):
         body = s.PodGroupCheckSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        limits = input_limits()
+        count = subgroup_count(body.validated_data["podgroup"])
+        if count > limits.max_subgroups:
+            raise OsmoError("too_many_subgroups", f"The PodGroup lists {count} subGroups; at "
+                            f"most {limits.max_subgroups}.",
+                            errors={"podgroup.spec.subGroups": [
+                                f"At most {limits.max_subgroups} subgroups."]})
+        pods = body.validated_data.get("pods")
+        if pods is not None and len(pods) > limits.max_pods:
+            raise OsmoError("too_many_pods", f"{len(pods)} pods; at most {limits.max_pods}.",
+                            errors={"pods": [f"At most {limits.max_pods} pods."]})
         return Response(validate_podgroup(body.validated_data["podgroup"],
                                           body.validated_data.get("pods"),
                                           topologies=StoredTopologies()).as_dict())
@@ -146,6 +160,10 @@ def admission_response(review: dict) -> dict:
     if not is_podgroup or operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         response.update(allowed=True, status={"message": "not checked: not a PodGroup "
                                                          "create or update"})
+    elif (count := subgroup_count(obj)) > input_limits().max_subgroups:
+        response.update(allowed=False, status={
+            "code": 403, "message": f"PodGroup lists {count} subGroups; at most "
+                                    f"{input_limits().max_subgroups}"})
     else:
         result = validate_podgroup(obj, topologies=StoredTopologies())
         name = (obj.get("metadata") or {}).get("name") or "(unnamed)"

@@ -295,6 +295,14 @@ class _Node:
         return "the PodGroup" if self.index is None else f"subgroup '{self.name}'"
 
 
+def subgroup_count(manifest: object) -> int:
+    """How many subGroups a PodGroup manifest lists (0 when it has none or is malformed): what
+    the callers compare with their limit before any validation work."""
+    spec = manifest.get("spec") if isinstance(manifest, Mapping) else None
+    subgroups = spec.get("subGroups") if isinstance(spec, Mapping) else None
+    return len(subgroups) if isinstance(subgroups, list) else 0
+
+
 def validate_podgroup(
     manifest: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]] | None = None,
@@ -411,22 +419,24 @@ def _link_tree(root: _Node, nodes: list[_Node], errors: list[Issue]) -> bool:
             continue
         parent_of[node.name] = parent  # type: ignore[index]
         by_name[parent].children.append(node)
-    reported: set[str] = set()
+    # Walk up from every node once: nodes seen by an earlier walk are settled, so the whole
+    # check is linear in the number of subgroups (a long parent chain included).
+    settled: set[str] = set()
     for node in nodes:
-        chain = [node.name]
-        current = parent_of.get(node.name)  # type: ignore[arg-type]
-        while current is not None and current not in chain:
-            chain.append(current)
-            current = parent_of.get(current)
-        if current is None:
+        chain: list[str] = []
+        position: dict[str, int] = {}
+        current = node.name
+        while current is not None and current not in settled and current not in position:
+            position[current] = len(chain)  # type: ignore[index]
+            chain.append(current)  # type: ignore[arg-type]
+            current = parent_of.get(current)  # type: ignore[arg-type]
+        settled.update(chain)
+        if current is None or current not in position:
             continue
-        cycle = chain[chain.index(current):]
-        if reported.intersection(cycle):
-            continue
-        reported.update(cycle)  # type: ignore[arg-type]
+        cycle = chain[position[current]:]
         ok = False
         errors.append(Issue(f"{node.path}.parent", "parent cycle: "
-                            + " -> ".join([*cycle, current])))  # type: ignore[list-item]
+                            + " -> ".join([*cycle, current])))
     return ok
 
 
@@ -570,36 +580,47 @@ def _check_pods(
             by_name[subgroup].pods += 1
 
 
-def _required_pods(node: _Node) -> int:
-    """Pods a node needs at its minimum: leaf minMember, or its required children's sum."""
-    if not node.children:
-        return max(node.min_member or 0, 0)
-    needed = sorted((_required_pods(child) for child in node.children), reverse=True)
-    wanted = node.min_sub_group if node.min_sub_group is not None else len(needed)
-    return sum(needed[: max(wanted, 0)])
-
-
-def _subtree_pods(node: _Node) -> int:
-    return node.pods + sum(_subtree_pods(child) for child in node.children)
+def _pod_figures(root: _Node) -> tuple[dict[int, int], dict[int, int]]:
+    """For every node of the tree (by id): the pods it needs at its minimum (leaf minMember,
+    or its required children's sum) and the pods below it. One post-order pass, no recursion:
+    a chain of thousands of subgroups costs as much as a flat list."""
+    order: list[_Node] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children)
+    required: dict[int, int] = {}
+    subtree: dict[int, int] = {}
+    for node in reversed(order):  # children before parents
+        subtree[id(node)] = node.pods + sum(subtree[id(child)] for child in node.children)
+        if not node.children:
+            required[id(node)] = max(node.min_member or 0, 0)
+            continue
+        needed = sorted((required[id(child)] for child in node.children), reverse=True)
+        wanted = node.min_sub_group if node.min_sub_group is not None else len(needed)
+        required[id(node)] = sum(needed[: max(wanted, 0)])
+    return required, subtree
 
 
 def _check_reachability(root: _Node, pods_known: bool, warnings: list[Issue]) -> None:
     """Warnings: minMember above the pods that exist, or above what minSubGroup guarantees."""
+    required, subtree = _pod_figures(root)
     stack = [root]
-    while stack:
-        node = stack.pop(0)
-        stack[0:0] = node.children
+    while stack:  # pre-order, children in their listed order
+        node = stack.pop()
+        stack.extend(reversed(node.children))
         member = node.min_member
         if member is None or member <= 0:
             continue
         if pods_known:
-            total = _subtree_pods(node)
+            total = subtree[id(node)]
             if member > total:
                 warnings.append(Issue(f"{node.path}.minMember",
                                       f"minMember ({member}) cannot be reached: {node.label} has "
                                       f"only {total} pods"))
         if node.children and node.min_sub_group is not None and node.min_sub_group > 0:
-            guaranteed = _required_pods(node)
+            guaranteed = required[id(node)]
             if member > guaranteed:
                 warnings.append(Issue(
                     f"{node.path}.minMember",

@@ -57,6 +57,7 @@ from scheduler.core.podgroup_validation import (
     PODGROUP_API_VERSION,
     PODGROUP_KIND,
     Issue,
+    subgroup_count,
     validate_podgroup,
 )
 from scheduler.kai.podgroups import (
@@ -433,6 +434,7 @@ def group_workload(
     scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     name_prefix: str | None = None,
     max_pods: int = 1_000,
+    max_subgroups: int = 256,
 ) -> WorkloadGrouping:
     """Expand and group a workload manifest (an object, a ``List`` or a list of objects).
 
@@ -444,9 +446,15 @@ def group_workload(
     workload name, so two submissions of a Job ``train`` never collide (names stay DNS labels
     via :func:`scheduler.kai.podgroups.dns_label`; a given pod's annotation follows).
     ``max_pods``: the most pods the workload may make (given and expanded), checked while
-    expanding (``too_many_pods``).
+    expanding (``too_many_pods``); ``max_subgroups``: the most subGroups a given PodGroup may
+    list (``too_many_subgroups``).
     Raises :class:`WorkloadError` (``invalid_spec`` / ``invalid_podgroup`` / ``too_many_pods``).
     """
+    for item in _items(manifest):
+        if _is_podgroup(item) and subgroup_count(item) > max_subgroups:
+            raise WorkloadError("too_many_subgroups", f"PodGroup {name_of(item)} lists "
+                                f"{subgroup_count(item)} subGroups; at most {max_subgroups}.",
+                                {"body": [f"At most {max_subgroups} subgroups."]})
     with pod_budget(max_pods):
         grouping = _group(manifest, namespace, default_queue, allowed_queues, priority,
                           priority_classes, scheduler_name, name_prefix)

@@ -122,6 +122,14 @@ def check_workflow_size(document: object, limits: InputLimits) -> None:
         if len(groups) > limits.max_groups:
             raise LimitExceeded("too_many_groups", "workflow.groups",
                                 f"{len(groups)} groups; at most {limits.max_groups}")
+        for index, group in enumerate(groups):
+            scheduling = group.get("scheduling") if isinstance(group, Mapping) else None
+            subgroups = scheduling.get("subGroups") if isinstance(scheduling, Mapping) else None
+            if isinstance(subgroups, list) and len(subgroups) > limits.max_subgroups:
+                raise LimitExceeded("too_many_subgroups",
+                                    f"workflow.groups[{index}].scheduling.subGroups",
+                                    f"{len(subgroups)} subgroups; at most "
+                                    f"{limits.max_subgroups}")
         tasks = [(f"workflow.groups[{g}].tasks[{t}]", task)
                  for g, group in enumerate(groups) if isinstance(group, Mapping)
                  and isinstance(group.get("tasks"), list)

@@ -97,6 +97,7 @@ class TokenLoginForm(forms.Form):
         if access is None or not access.user.is_active:
             raise forms.ValidationError("This token is not valid (or was revoked).")
         self.user = access.user
+        self.access = access
         return self.cleaned_data["token"]
 
     def get_user(self):

@@ -17,6 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods
 
 from osmo.accounts.roles import roles_for
+from osmo.accounts.sessions import session_bind_token
 from osmo.errors import NotFound
 from pools import quota
 from pools import selectors as pool_selectors
@@ -55,6 +56,7 @@ def token_login(request):
     if form.is_valid():
         auth_login(request, form.get_user(),
                    backend="django.contrib.auth.backends.ModelBackend")
+        session_bind_token(request, form.access)
         safe = url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()},
                                                require_https=request.is_secure())
         return redirect(next_url if safe else reverse("dashboard:pools"))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -99,11 +103,32 @@ def error_body(code: str, detail: str, errors: dict | None = None) -> dict:
     return body
 
 
+logger = logging.getLogger(__name__)
+DATABASE_UNAVAILABLE = ("database_unavailable",
+                        "The database is unavailable; nothing was changed. Try again shortly.")
+
+
+def _database_error_body(exc: BaseException) -> tuple[dict, int] | None:
+    """Database trouble as the contract's error: unreachable → 503 (nothing was changed: the
+    request's transaction never committed); a value it cannot store (out of range, a NUL) →
+    400, a safety net behind the serializers' own bounds."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        logger.warning("database unavailable: %s", exc)
+        return error_body(*DATABASE_UNAVAILABLE), status.HTTP_503_SERVICE_UNAVAILABLE
+    if isinstance(exc, DataError):
+        return (error_body("invalid_request", "A value in the request cannot be stored "
+                                              f"({str(exc).splitlines()[0]})."),
+                status.HTTP_400_BAD_REQUEST)
+    return None
+
+
 def exception_handler(exc, context):
     """DRF's EXCEPTION_HANDLER: every 4xx/5xx body has the contract's shape."""
     headers = {}
     if isinstance(exc, OsmoError):
         return Response(exc.body(), status=exc.status_code)
+    if (database := _database_error_body(exc)) is not None:
+        return Response(database[0], status=database[1], headers={"Retry-After": "5"})
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -137,4 +162,11 @@ def json_not_found(request, exception=None):
 
 
 def json_server_error(request):
+    """Django's 500 view (outside DRF: the dashboard, the admin, middleware): database trouble
+    still answers 503/400 in the contract's shape."""
+    database = _database_error_body(sys.exc_info()[1]) if sys.exc_info()[1] else None
+    if database is not None:
+        response = JsonResponse(database[0], status=database[1])
+        response["Retry-After"] = "5"
+        return response
     return JsonResponse(error_body("server_error", "Internal server error."), status=500)

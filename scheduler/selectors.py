@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Sum
 
+from scheduler.core.kai_names import POOL_LABEL
+from scheduler.kai.selectors import queue_manifests
 from workflows.models import TaskStatus
 from workflows.selectors import gpu_holding_tasks, visible_workflows
 
@@ -20,13 +23,24 @@ def last_cycle() -> SchedulerCycle | None:
     return SchedulerCycle.objects.filter(pk=1).first()
 
 
+def visible_queue_names(*, roles) -> set[str]:
+    """The queues of the pools ``roles`` may view (their pool queues and subpool queues; not
+    the cluster's root queue, whose figures sum every tenant's)."""
+    return {queue["metadata"]["name"]
+            for queue in queue_manifests(namespace=settings.OSMO_NAMESPACE, roles=roles)
+            if POOL_LABEL in queue["metadata"].get("labels", {})}
+
+
 def scheduler_status(*, roles, user) -> dict:
-    """Last cycle figures and queues; pending gangs limited to the workflows the caller sees."""
+    """Last cycle figures; queues and pending gangs limited to what the caller may see (a
+    platform admin sees everything)."""
     cycle = last_cycle()
     if cycle is None:
         return {"last_cycle": None, "queues": [], "pending": []}
-    pending = cycle.pending_gangs
+    pending, queues = cycle.pending_gangs, cycle.queues
     if not roles.platform_admin:
+        names = visible_queue_names(roles=roles)
+        queues = [queue for queue in queues if queue["name"] in names]
         names = {p["workflow"] for p in pending}
         visible = set(visible_workflows(roles=roles, user=user).filter(name__in=names)
                       .values_list("name", flat=True))
@@ -35,7 +49,7 @@ def scheduler_status(*, roles, user) -> dict:
         "last_cycle": {"at": cycle.at.isoformat().replace("+00:00", "Z"),
                        "duration_ms": round(cycle.duration_ms, 2), "bound": cycle.bound,
                        "evicted": cycle.evicted, "pending": cycle.pending},
-        "queues": cycle.queues,
+        "queues": queues,
         "pending": [{"podgroup": p["podgroup"], "workflow": p["workflow"],
                      "group": p["group"], "reasons": p["reasons"]} for p in pending],
     }

@@ -6,13 +6,13 @@ import yaml
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, status
 from rest_framework import serializers as drf_serializers
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from osmo.accounts.roles import roles_for
 from osmo.errors import Forbidden, OsmoError, RequestInvalid
 from osmo.limits import input_limits
+from osmo.parsers import BoundedJSONParser
 from pools import selectors as pool_selectors
 
 from .. import admission, lifecycle, selectors
@@ -34,7 +34,7 @@ def _submission(request) -> tuple[str, list[str], list[str]]:
 
 
 class WorkflowSubmitView(APIView):
-    parser_classes = [JSONParser, YAMLTextParser, TextYAMLParser, XYAMLParser]
+    parser_classes = [BoundedJSONParser, YAMLTextParser, TextYAMLParser, XYAMLParser]
 
     @extend_schema(
         request={"application/json": s.SubmitSerializer, "application/yaml": str},
@@ -139,7 +139,7 @@ class TaskStatusView(APIView):
 
 
 class WorkloadSubmitView(APIView):
-    parser_classes = [JSONParser, YAMLTextParser, TextYAMLParser, XYAMLParser]
+    parser_classes = [BoundedJSONParser, YAMLTextParser, TextYAMLParser, XYAMLParser]
 
     @extend_schema(
         request={"application/json": dict, "application/yaml": str},

@@ -1,0 +1,30 @@
+"""A session signed in with a personal access token lives only as long as that token: revoking
+the token (`issue_token NAME --revoke-all`, or one token) ends the sessions made from it at
+their next request. Sessions from the admin's password login are left to Django."""
+
+from __future__ import annotations
+
+from django.contrib.auth import logout
+
+from .models import AccessToken
+
+SESSION_TOKEN_KEY = "osmo_access_token_id"
+
+
+def session_bind_token(request, token: AccessToken) -> None:
+    """Call right after login: the session belongs to ``token`` from now on."""
+    request.session[SESSION_TOKEN_KEY] = token.pk
+
+
+class TokenSessionMiddleware:
+    """After AuthenticationMiddleware: one indexed lookup per request of a token session."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        token_id = request.session.get(SESSION_TOKEN_KEY)
+        if token_id is not None and not AccessToken.objects.filter(
+                pk=token_id, revoked_at__isnull=True, user__is_active=True).exists():
+            logout(request)  # flushes the session: the request goes on signed out
+        return self.get_response(request)

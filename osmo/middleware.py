@@ -1,0 +1,43 @@
+"""Request limits that hold before any view, parser or lock runs (README "Limits")."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from django.conf import settings
+from django.http import JsonResponse
+
+from .errors import error_body
+
+# C0 controls and DEL: never part of a name, a path or a query value here.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class RequestLimitsMiddleware:
+    """One body limit for every content type (413 `request_too_large`, read from
+    Content-Length before the body is), and no control characters in the path or the query
+    string (400 `invalid_request`; PostgreSQL cannot even store a NUL)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            return JsonResponse(error_body("invalid_request", "Bad Content-Length header."),
+                                status=400)
+        limit = settings.OSMO_MAX_BODY_BYTES
+        if length > limit:
+            return JsonResponse(error_body(
+                "request_too_large", f"The request body has {length} bytes; at most {limit} "
+                                     f"(OSMO_MAX_BODY_BYTES)."), status=413)
+        query = unquote(request.META.get("QUERY_STRING", ""))
+        if CONTROL_CHARACTERS.search(request.path) or CONTROL_CHARACTERS.search(query):
+            return JsonResponse(error_body(
+                "invalid_request", "Control characters (such as NUL) are not allowed in the "
+                                   "path or the query string."), status=400)
+        return self.get_response(request)

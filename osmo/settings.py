@@ -121,7 +121,7 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "EXCEPTION_HANDLER": "osmo.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "osmo.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
 }
 

@@ -62,6 +62,8 @@ RESOURCE_KEYS = ("cpu", "gpu", "memory", "storage", "platform", "topology", "nod
 TASK_KEYS = ("name", "image", "command", "args", "lead", "resource", "inputs", "outputs",
              "files", "environment", "replicas", "subGroup")
 DEFAULT_RESOURCE = "default"
+MAX_GPUS = 2**31 - 1  # per task: an integer column
+MAX_QUANTITY = 2**63 - 1  # millicores and bytes: bigint columns
 
 
 def parse_workflow_spec(
@@ -372,11 +374,14 @@ class _Parser:
 
     def _gpus(self, value: object, path: str) -> int:
         if isinstance(value, str) and value.strip().isdigit():
-            return int(value.strip())
+            value = int(value.strip())
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             self.errors.add(path, f"must be a whole number of GPUs ≥ 0, got {value!r}")
+            return 0
+        if value > MAX_GPUS:
+            self.errors.add(path, f"must be at most {MAX_GPUS} GPUs, got {value}")
             return 0
         return value
 
@@ -384,10 +389,14 @@ class _Parser:
         if value is None:
             return None
         try:
-            return parse(value)
+            quantity = parse(value)
         except ValueError as exc:
             self.errors.add(path, str(exc))
             return None
+        if quantity > MAX_QUANTITY:
+            self.errors.add(path, f"{value!r} is larger than this platform stores")
+            return None
+        return quantity
 
     def _topology(self) -> Topology:
         if self.topologies and self.default_topology in self.topologies:

@@ -217,7 +217,8 @@ class ApiServer:
             method, f"{self.server}{path}", params=query or None,
             content=None if body is None else json.dumps(body),
             headers={"Authorization": f"Bearer {token}", "Content-Type": content_type,
-                     "Accept": "application/json"}, verify=ssl.create_default_context(cafile=ca), timeout=30)
+                     "Accept": "application/json"},
+            verify=ssl.create_default_context(cafile=ca), timeout=30)
         if response.status_code >= 400:
             raise KubeError(response.status_code, response.text)
         if "json" in response.headers.get("content-type", ""):

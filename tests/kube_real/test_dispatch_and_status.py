@@ -10,9 +10,8 @@ import pytest
 
 from scheduler.backends.kubernetes.status import pending_publish
 from scheduler.models import GroupDispatch
-from workflows.models import Task
-
 from tests.k8s.conftest import spec, statuses, submit, workflow
+from workflows.models import Task
 
 pytestmark = pytest.mark.django_db
 

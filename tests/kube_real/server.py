@@ -8,8 +8,8 @@ ServiceAccount ``osmo/osmo-backend`` — so it holds exactly the permissions ``r
 
 Faults: :meth:`stop_apiserver` / :meth:`start_apiserver` stop and restart the API server alone
 (etcd and its data stay, so the restarted server starts a new watch cache: older
-resourceVersions get 410 Gone); :meth:`bump_etcd_revision` writes a key straight to etcd while
-the API server is down, so the restarted server's first revision is past every one seen before.
+resourceVersions get 410 Gone); :meth:`compact_etcd` compacts etcd behind its back meanwhile, so
+no older resourceVersion can be served from anywhere.
 """
 
 from __future__ import annotations
@@ -180,15 +180,20 @@ class ApiServer:
                 time.sleep(0.1)
         raise RuntimeError("the kube-apiserver did not become ready")
 
-    def bump_etcd_revision(self) -> None:
-        """One write straight to etcd (its v3 JSON gateway)."""
+    def _etcd(self, call: str, body: dict) -> dict:
         argv = Path(f"/proc/{self._pid('etcd')}/cmdline").read_bytes().decode().split("\0")
         url = argv[argv.index("--listen-client-urls") + 1]
-        body = json.dumps({"key": base64.b64encode(b"/osmo-test/bump").decode(),
-                           "value": base64.b64encode(str(time.time()).encode()).decode()})
-        request = urllib.request.Request(f"{url}/v3/kv/put", data=body.encode(), method="POST")
+        request = urllib.request.Request(f"{url}/v3/{call}", data=json.dumps(body).encode(),
+                                         method="POST")
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-            response.read()
+            return json.loads(response.read())
+
+    def compact_etcd(self) -> None:
+        """One write straight to etcd (its v3 JSON gateway), then a compaction up to it: every
+        resourceVersion handed out so far is gone, as after a long outage."""
+        put = self._etcd("kv/put", {"key": base64.b64encode(b"/osmo-test/bump").decode(),
+                                    "value": base64.b64encode(b"x").decode()})
+        self._etcd("kv/compaction", {"revision": put["header"]["revision"], "physical": True})
 
     # --- clients -----------------------------------------------------------------------------
     def admin_client(self) -> Any:

@@ -248,8 +248,17 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
     from scheduler.kai.queues import queue_name_for
     from scheduler.podgrouper import WorkloadError, group_workload, pod_gpus
 
+    from .spec.apiserver_rules import check_workload
+
     if priority is not None:
         priority = validate_priority(priority)
+    problems: dict[str, list[str]] = {}
+    for path, problem in check_workload(manifest):
+        problems.setdefault(path, []).append(problem)
+    if problems:  # what the API server would refuse with a 422 at dispatch
+        raise OsmoError("invalid_spec", "The workload is not valid: " + "; ".join(
+            f"{path}: {messages[0]}" for path, messages in list(problems.items())[:3]),
+            errors=problems)
     items = manifest.get("items") if isinstance(manifest, dict) and manifest.get(
         "kind") == "List" else [manifest]
     first = items[0] if items and isinstance(items[0], dict) else {}

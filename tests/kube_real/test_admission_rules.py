@@ -1,6 +1,7 @@
 """The admission rules of workflows.spec.apiserver_rules, checked against the real API server:
 what admission refuses, the server refuses too (422, shown by a server-side dry run of the
-object the value would be in; 400 when it cannot even be decoded), and what admission lets through, the server accepts."""
+object the value would be in; 400 when it cannot even be decoded), and what admission lets
+through, the server accepts."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ import copy
 
 import pytest
 
-from workflows.spec import apiserver_rules
-
 from tests.k8s.conftest import submit
+from workflows.spec import apiserver_rules
 
 from .server import KubeError
 
@@ -23,7 +23,7 @@ workflow:
   - name: g
     tasks:
     - name: t
-      image: "nvcr.io/nvidia/pytorch@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+      image: "nvcr.io/nvidia/pytorch@sha256:{digest}"
       command: [run]
       lead: true
       resource: r
@@ -35,7 +35,7 @@ workflow:
     - {name: u, image: x, command: [run], resource: r}
   resources:
     r: {gpu: 1, cpu: 0.0001, memory: 1e3, storage: 0.5Gi}
-"""
+""".replace("{digest}", "0123456789abcdef" * 4)
 
 
 def test_what_admission_accepts_the_api_server_accepts(backend, cluster, alice, team) -> None:

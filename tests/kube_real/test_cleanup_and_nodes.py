@@ -7,7 +7,6 @@ import pytest
 
 from scheduler.backends.kubernetes.nodes import inventory
 from scheduler.models import GroupDispatch, Node
-
 from tests.k8s.conftest import spec, statuses, submit
 
 pytestmark = pytest.mark.django_db

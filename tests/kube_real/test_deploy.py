@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from .server import DEPLOY, BACKEND_TOKEN, KubeError, load_documents
+from .server import BACKEND_TOKEN, DEPLOY, KubeError, load_documents
 
 KINDS_SHIPPED = {"Namespace", "PriorityClass", "ServiceAccount", "ClusterRole",
                  "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Job", "Deployment",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from scheduler.backends.kubernetes.dispatch import ClusterUnavailable
-
 from tests.k8s.conftest import spec, statuses, submit
 
 pytestmark = pytest.mark.django_db

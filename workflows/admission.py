@@ -41,6 +41,7 @@ from .models import (
     WorkflowStatus,
 )
 from .spec import SpecError, WorkflowSpec, parse_workflow_spec
+from .spec.apiserver_rules import check_workload
 from .spec.units import parse_bytes, parse_millicores
 
 
@@ -272,6 +273,13 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
     name is taken before admission, so a refused workload leaves a gap in the numbering."""
     if priority is not None:
         priority = validate_priority(priority)
+    problems: dict[str, list[str]] = {}
+    for path, problem in check_workload(manifest):
+        problems.setdefault(path, []).append(problem)
+    if problems:  # what the API server would refuse with a 422 at dispatch
+        raise OsmoError("invalid_spec", "The workload is not valid: " + "; ".join(
+            f"{path}: {messages[0]}" for path, messages in list(problems.items())[:3]),
+            errors=problems)
     items = manifest.get("items") if isinstance(manifest, dict) and manifest.get(
         "kind") == "List" else [manifest]
     first = items[0] if items and isinstance(items[0], dict) else {}

@@ -1,6 +1,10 @@
 """The backend as it runs: one leader-elected process (listener thread + dispatch loop) through
 a kubeconfig, against the emulator with watches held open, broken, and an API outage; plus
-`GET /api/health` and the command's guard."""
+`GET /api/health` and the command's guard.
+
+Emulator on purpose: it cuts open watch streams mid-flight and answers 500 to everything for a
+while, which a real API server cannot be made to do. The runner against the real server, with
+a stop/start of the server, is tests/kube_real/test_runner.py."""
 
 from __future__ import annotations
 

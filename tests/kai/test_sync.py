@@ -1,4 +1,10 @@
-"""Cluster sync through the real `kubernetes` client against an HTTP API emulator."""
+"""Cluster sync through the real `kubernetes` client against an HTTP API emulator.
+
+The real-API-server tier (tests/kube_real/test_queues.py) shows the Queues and the Topology
+accepted by the real CRDs through create, update, DELETING and archive. What stays here needs
+the emulator's request log or injected answers: no write at all on an unchanged cluster, the
+order of creates and deletes (parents first, children first), a 409 Conflict from a concurrent
+writer and endless conflicts, a 500 mid-sync; and the management command and Celery task."""
 
 from __future__ import annotations
 

@@ -6,6 +6,11 @@ Decisions where OSMO's documents are silent (tested in tests/unit/workflow_spec)
 
 - Names (workflow, group, task): ``^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$``, ≤ 63
   characters. Kubernetes names derived from them are sanitized by the PodGroup builder.
+- What reaches a Pod or Secret unchanged is checked as the Kubernetes API server checks it
+  (:mod:`workflows.spec.apiserver_rules`): environment variable names, the image (no
+  surrounding whitespace), file mount paths (unique, after a relative path is taken from
+  ``/``) and a task's files together at most 1 MiB (one Secret). Names, label values and
+  quantities are normalized by the builders, so they always pass.
 - Task names are unique across the whole workflow (``inputs: - task: X`` names a task).
 - A task without ``resource:`` uses ``default``; when the spec declares no ``default``, an
   empty one applies (0 GPUs, pool defaults for cpu/memory/storage, default platform).
@@ -38,6 +43,7 @@ from scheduler.core.podgroup_validation import (
     DEFAULT_TOPOLOGY_NAME,
     Topology,
 )
+from workflows.spec import apiserver_rules
 from workflows.spec.errors import ErrorCollector, SpecError
 from workflows.spec.limits import DEFAULT_LIMITS, InputLimits, LimitExceeded, load_yaml
 from workflows.spec.model import (
@@ -595,6 +601,8 @@ class _Parser:
         if not isinstance(image, str) or not image.strip():
             errors.add(f"{path}.image", "required: a container image")
             image = ""
+        for problem in apiserver_rules.image(image) if image else ():
+            errors.add(f"{path}.image", problem)
         command = self._str_list(raw.get("command"), f"{path}.command")
         args = self._str_list(raw.get("args"), f"{path}.args")
         lead = raw.get("lead", False)
@@ -718,6 +726,7 @@ class _Parser:
             self.errors.add(path, "must be a list of {path, contents}")
             return ()
         files = []
+        paths: list[tuple[str, str]] = []
         for index, item in enumerate(raw):
             item_path = f"{path}[{index}]"
             if not isinstance(item, Mapping):
@@ -741,6 +750,15 @@ class _Parser:
                 continue
             files.append(FileSpec(path=str(target or ""), contents=contents,
                                   localpath=localpath if isinstance(localpath, str) else None))
+            paths.append((item_path, target if isinstance(target, str) else ""))
+        # Each file is mounted at its path (a relative one from "/"), from one Secret per task.
+        mounted = [p if p.startswith("/") or not p else f"/{p}" for _, p in paths]
+        for index, problems in apiserver_rules.mount_paths(mounted).items():
+            if paths[index][1]:  # an empty path is reported above
+                for problem in problems:
+                    self.errors.add(f"{paths[index][0]}.path", problem)
+        for problem in apiserver_rules.secret_size([f.contents for f in files]):
+            self.errors.add(path, problem)
         return tuple(files)
 
     def _environment(self, raw: object, path: str) -> dict[str, str]:
@@ -751,6 +769,8 @@ class _Parser:
             return {}
         out = {}
         for key, value in raw.items():
+            for problem in apiserver_rules.env_var_name(str(key)):
+                self.errors.add(f"{path}.{key}", problem)
             if isinstance(value, bool):
                 out[str(key)] = str(value).lower()
                 continue

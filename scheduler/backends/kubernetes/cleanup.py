@@ -4,7 +4,9 @@ Derived from the database, so nothing is missed: every dispatched group (a
 :class:`~scheduler.models.GroupDispatch` row, written before the first create) that is final —
 completed, failed, canceled, or whose workflow ended — is deleted by its label selector and
 marked ``cleaned_at``. A wake-up (``scheduler.backends.cluster_changed``) only makes it sooner.
-Pods go first, then the PodGroup, Service and Secrets; a 404 counts as done.
+Pods go first, then the PodGroup, Service and Secrets; a 404 counts as done. An object that
+is already being deleted (``metadata.deletionTimestamp`` set: a pod waiting for its kubelet,
+forever when its node is lost) is left alone — deleting it again changes nothing.
 
 Sweeps (decisions where the documents are silent): on a subpool's archive, and at every full
 resync, objects carrying our managed-by label whose group is not alive in this database are
@@ -48,6 +50,7 @@ class Cleaner:
 
     # --- API ---------------------------------------------------------------------------------
     def _list(self, kind: str, selector: str) -> list[dict[str, Any]]:
+        """Our objects of ``kind`` matching ``selector`` that are not already being deleted."""
         core, ns = self.kube.core, self.namespace
         kw = {"label_selector": selector, "_preload_content": False,
               "_request_timeout": REQUEST_TIMEOUT}
@@ -60,7 +63,8 @@ class Cleaner:
         else:
             body = raw(self.kube.custom.list_namespaced_custom_object(*PODGROUPS[:2], ns,
                                                                       PODGROUPS[2], **kw))
-        return list(body.get("items") or [])
+        return [obj for obj in body.get("items") or []
+                if not (obj.get("metadata") or {}).get("deletionTimestamp")]
 
     def _delete(self, kind: str, name: str) -> bool:
         core, ns = self.kube.core, self.namespace

@@ -1,0 +1,222 @@
+"""The real-API-server tier: one kube-apiserver + etcd per test session (``server.py``), the
+product's backend driven through the official client under the least-privilege token of
+``deploy/kubernetes/rbac.yaml``, and the test playing KAI and the kubelet as the admin.
+
+Skipped, with the reason, only when the apiserver binary (``../shared/tools/kube``) is absent.
+Each test gets a namespace of its own (``OSMO_NAMESPACE``), so queue names, pods and PodGroups
+never meet across tests; the server is thrown away at the end of the session.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import pytest
+
+from scheduler.backends.kubernetes.cleanup import Cleaner
+from scheduler.backends.kubernetes.client import Kube
+from scheduler.backends.kubernetes.dispatch import Dispatcher
+from scheduler.backends.kubernetes.listener import PodListener
+from tests import factories
+from tests.conftest import make_client
+
+from .server import ApiServer, KubeError, unavailable_reason
+
+_namespaces = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory):
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    server = ApiServer(tmp_path_factory.mktemp("kube-apiserver"))
+    try:
+        server.start()
+    except Exception:
+        server.stop()
+        raise
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def namespace(apiserver) -> str:
+    name = f"osmo-t{next(_namespaces)}"
+    apiserver.namespace(name)
+    return name
+
+
+@pytest.fixture
+def k8s_settings(settings, apiserver, namespace):
+    settings.OSMO_CLUSTER_BACKEND = "kubernetes"
+    settings.OSMO_KAI_SYNC = False  # the dispatcher syncs a missing queue itself
+    settings.OSMO_NAMESPACE = namespace
+    settings.OSMO_SCHEDULER_NAME = "kai-scheduler"
+    settings.OSMO_KAI_KUBECONFIG = str(apiserver.backend_kubeconfig)
+    return settings
+
+
+class Backend:
+    """The backend's parts over one least-privilege client, stepped by the test. A watch
+    lasts one second: everything that happened before it started is delivered at once."""
+
+    def __init__(self, kube: Kube):
+        self.kube = kube
+        self.dispatcher = Dispatcher(kube, base_delay=0.0)
+        self.listener = PodListener(kube, watch_timeout=1)
+        self.cleaner = Cleaner(kube)
+
+    def dispatch(self):
+        return self.dispatcher.run_once()
+
+    def listen(self) -> int:
+        return self.listener.step()
+
+    def cleanup(self) -> int:
+        return self.cleaner.run_once()
+
+
+@pytest.fixture
+def backend(apiserver, k8s_settings, db):
+    kube = Kube(apiserver.backend_client())
+    yield Backend(kube)
+    kube.close()
+
+
+class Cluster:
+    """The test's hands on the cluster, as the admin: read objects, and act as KAI (bind,
+    preempt) and as the kubelet (pod status, graceful and final deletes)."""
+
+    def __init__(self, server: ApiServer, namespace: str):
+        self.server = server
+        self.namespace = namespace
+
+    def _path(self, plural: str, name: str = "") -> str:
+        base = {"pods": "/api/v1", "services": "/api/v1", "secrets": "/api/v1",
+                "podgroups": "/apis/scheduling.run.ai/v2alpha2"}[plural]
+        path = f"{base}/namespaces/{self.namespace}/{plural}"
+        return f"{path}/{name}" if name else path
+
+    def get(self, plural: str, name: str) -> dict | None:
+        try:
+            return self.server.request("GET", self._path(plural, name))
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def names(self, plural: str) -> list[str]:
+        body = self.server.request("GET", self._path(plural))
+        return sorted(item["metadata"]["name"] for item in body["items"])
+
+    def queues(self) -> dict[str, dict]:
+        body = self.server.request("GET", "/apis/scheduling.run.ai/v2/queues")
+        return {q["metadata"]["name"]: q for q in body["items"]}
+
+    # --- KAI ---------------------------------------------------------------------------------
+    def bind(self, pod: str, node: str) -> None:
+        self.server.request("POST", self._path("pods", pod) + "/binding", {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": pod, "namespace": self.namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+
+    def unschedulable(self, pod: str, message: str) -> None:
+        self._status(pod, {"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": message}]})
+
+    def preempt(self, pod: str, message: str = "preempted by a higher priority job") -> None:
+        """What KAI's evictor does: a DisruptionTarget condition through a strategic merge
+        patch of pods/status, then a (graceful) delete."""
+        self.server.request("PATCH", self._path("pods", pod) + "/status", {"status": {
+            "conditions": [{"type": "DisruptionTarget", "status": "True",
+                            "reason": "PreemptionByScheduler", "message": message}]}},
+            content_type="application/strategic-merge-patch+json")
+        self.server.request("DELETE", self._path("pods", pod))
+
+    # --- kubelet -----------------------------------------------------------------------------
+    def _status(self, pod: str, status: dict) -> None:
+        self.server.request("PATCH", self._path("pods", pod) + "/status", {"status": status},
+                            content_type="application/merge-patch+json")
+
+    def run(self, pod: str, node: str | None = None) -> None:
+        if node is not None:
+            self.bind(pod, node)
+        current = self.get("pods", pod)
+        name = current["spec"]["containers"][0]["name"]
+        self._status(pod, {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"}], "containerStatuses": [{
+                "name": name, "image": current["spec"]["containers"][0]["image"],
+                "imageID": "", "ready": True, "restartCount": 0,
+                "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}]})
+
+    def finish(self, pod: str, exit_code: int = 0) -> None:
+        current = self.get("pods", pod)
+        container = current["spec"]["containers"][0]
+        self._status(pod, {"phase": "Succeeded" if exit_code == 0 else "Failed",
+                           "containerStatuses": [{
+                               "name": container["name"], "image": container["image"],
+                               "imageID": "", "ready": False, "restartCount": 0,
+                               "state": {"terminated": {
+                                   "exitCode": exit_code,
+                                   "reason": "Completed" if exit_code == 0 else "Error",
+                                   "startedAt": "2025-01-01T00:00:00Z",
+                                   "finishedAt": "2025-01-01T00:01:00Z"}}}]})
+
+    def delete_pod(self, pod: str, *, final: bool = False) -> None:
+        """A graceful delete (a bound pod stays Terminating: no kubelet confirms it), or the
+        final one the kubelet (or a force delete) makes."""
+        query = [("gracePeriodSeconds", "0")] if final else None
+        self.server.request("DELETE", self._path("pods", pod), query=query)
+
+    # --- nodes -------------------------------------------------------------------------------
+    def add_node(self, name: str, *, gpus: int, cpu: str = "64", memory: str = "512Gi",
+                 labels: dict[str, str] | None = None, ready: bool = True,
+                 unschedulable: bool = False) -> None:
+        self.server.request("POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                  **(labels or {})}},
+            "spec": {"unschedulable": unschedulable}})
+        capacity = {"nvidia.com/gpu": str(gpus), "cpu": cpu, "memory": memory, "pods": "110"}
+        self.server.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": {
+            "capacity": capacity, "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                            "reason": "KubeletReady", "message": "test"}]}},
+            content_type="application/merge-patch+json")
+
+    def delete_node(self, name: str) -> None:
+        self.server.request("DELETE", f"/api/v1/nodes/{name}")
+
+
+@pytest.fixture
+def cluster(apiserver, namespace) -> Cluster:
+    return Cluster(apiserver, namespace)
+
+
+@pytest.fixture
+def alice(db):
+    return make_client("alice", "osmo-team-user")
+
+
+@pytest.fixture
+def admin(db):
+    return make_client("root", "osmo-admin")
+
+
+@pytest.fixture
+def team(db):
+    return factories.pool("team", 64)
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,84 @@
+"""`osmo standalone` with OSMO_CLUSTER_BACKEND=kubernetes against the real API server: one
+command, ready once its own backend reached the cluster, workflows dispatched as pods, and a
+clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from osmo.embedded import free_port
+
+from .conftest import wait_for
+
+
+def _call(url: str, token: str | None = None, body: dict | None = None,
+          method: str = "GET") -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=None if body is None else
+                                     json.dumps(body).encode(), method=method)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.mark.timeout(240)
+def test_standalone_runs_the_kubernetes_backend_itself(apiserver, namespace, tmp_path) -> None:
+    port = free_port()
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
+    env.update(OSMO_CLUSTER_BACKEND="kubernetes", OSMO_NAMESPACE=namespace,
+               OSMO_KAI_KUBECONFIG=str(apiserver.backend_kubeconfig), OSMO_K8S_INTERVAL="0.5")
+    log = tmp_path / "standalone.log"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("osmo")), "standalone", "--port", str(port),
+         "--data-dir", str(data), "--no-demo", "--web-workers", "1"],
+        stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
+    descendants: list[psutil.Process] = []
+    try:
+        ready = process.stdout.readline().strip()
+        assert ready == f"OSMO ready: http://127.0.0.1:{port}/", log.read_text()[-3000:]
+        token = process.stdout.readline().strip().removeprefix("token: ")
+        descendants = psutil.Process(process.pid).children(recursive=True)
+        commands = " ".join(" ".join(p.cmdline()) for p in descendants)
+        assert "run_k8s_backend" in commands and "run_scheduler" not in commands
+        base = f"http://127.0.0.1:{port}"
+        assert _call(f"{base}/api/health") == (200, {"status": "ok", "database": "ok",
+                                                     "broker": "ok", "cluster": "ok"})
+        status, made = _call(f"{base}/api/configs/pool/team", token, {"quota_gpus": 8},
+                             method="PUT")
+        assert status == 201, made
+        spec = ("workflow:\n  name: hello\n  tasks:\n  - {name: main, image: x, "
+                "command: [sleep, '30'], resource: r}\n  resources:\n    r: {gpu: 1}\n")
+        status, body = _call(f"{base}/api/pool/team/workflow", token, {"file": spec},
+                             method="POST")
+        assert status == 201, body
+        wait_for(lambda: [p for p in _pods(apiserver, namespace) if p.startswith(body["name"])],
+                 timeout=30, what="the workflow's pod on the cluster")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    time.sleep(1)
+    postgres = [p for p in psutil.process_iter(["name", "cmdline"])
+                if p.info["name"] == "postgres" and str(data) in " ".join(p.info["cmdline"] or [])]
+    assert postgres == []
+    assert [p for p in descendants if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+def _pods(apiserver, namespace: str) -> list[str]:
+    body = apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+    return [item["metadata"]["name"] for item in body["items"]]

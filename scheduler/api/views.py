@@ -63,6 +63,13 @@ class KaiIssueSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
+class QueueManifestSerializer(serializers.Serializer):
+    apiVersion = serializers.CharField()  # noqa: N815 - the Kubernetes field name
+    kind = serializers.CharField()
+    metadata = serializers.DictField()
+    spec = serializers.DictField()
+
+
 class PodGroupValidationSerializer(serializers.Serializer):
     allowed = serializers.BooleanField()
     errors = KaiIssueSerializer(many=True)
@@ -100,7 +107,7 @@ class KaiQueuesView(APIView):
                              description="yaml: a multi-document YAML stream."),
         ],
         responses={(200, "application/json"): OpenApiResponse(
-                       response=OpenApiTypes.OBJECT,
+                       response=QueueManifestSerializer(many=True),
                        description="A JSON array of Queue manifests, parents first."),
                    (200, "application/yaml"): OpenApiResponse(
                        response=OpenApiTypes.STR,

@@ -150,7 +150,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A publish must not hang a request while the broker is down: fail fast, the database is the
 # source of truth and periodic tasks pick up what a lost message would have done.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5,
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeout": 1,
                                    "max_retries": 1, "interval_start": 0}
 CELERY_TASK_PUBLISH_RETRY = False
 CELERY_BEAT_SCHEDULE: dict = {}  # filled below, once the intervals are known

@@ -107,7 +107,7 @@ def test_a_broker_outage_delays_the_transition_but_does_not_lose_it(
     started = time.monotonic()
     response = report(backend, workflow, "COMPLETED")  # its drain check cannot be queued
     assert response.status_code == 200
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 1.5  # a broker outage costs at most about a second
     assert "drain_check not queued: broker unavailable" in caplog.text
     assert Workflow.objects.get(pk=workflow.pk).status == "COMPLETED"
     time.sleep(1)

@@ -1,0 +1,91 @@
+"""The hostile requests against a real gunicorn: every one is answered with its 4xx code, no
+worker dies, and no worker passes 1 GB RSS or 5 s of CPU for them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import psutil
+import pytest
+
+from osmo.accounts import services as accounts
+from osmo.embedded import free_port
+from tests import factories
+from tests.background.conftest import session_database_url, wait_for
+from tests.security.test_hostile_input import ALIAS_BOMB, chain, job, spec, task
+
+MAX_RSS = 1024**3
+MAX_CPU_SECONDS = 5.0
+
+
+@pytest.fixture
+def server(transactional_db, tmp_path):
+    factories.pool("team", 100)
+    user = accounts.user_ensure(username="alice", groups=["osmo-team-user"])
+    token = accounts.token_issue(user=user)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OSMO_")}
+    env.update(DATABASE_URL=session_database_url(), OSMO_DB_CONN_MAX_AGE="0",
+               OSMO_DATA_DIR=str(tmp_path), OSMO_LOG_LEVEL="WARNING")
+    log = open(tmp_path / "web.log", "wb")  # noqa: SIM115 - closed in the finalizer
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application", "--bind",
+         f"127.0.0.1:{port}", "--workers", "1", "--threads", "2", "--timeout", "60"],
+        env=env, stdout=log, stderr=log, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{base}/api/health", timeout=1).status_code in (200, 503)
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 30, "gunicorn to answer")
+        yield base, {"Authorization": f"Bearer {token}"}, psutil.Process(process.pid)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(15)
+        log.close()
+
+
+HOSTILE = [
+    ("nested YAML", "/api/pool/team/workflow", "application/yaml",
+     ("[" * 50_000 + "]" * 50_000).encode(), 400, "too_deep"),
+    ("alias bomb", "/api/pool/team/workflow", "application/yaml",
+     (ALIAS_BOMB + "\n" + spec(task(command="*a8"))).encode(), 400, "too_large"),
+    ("nested JSON", "/api/pool/team/workflow", "application/json",
+     ('{"file": ' + "[" * 100_000 + "]" * 100_000 + "}").encode(), 400, "too_deep"),
+    ("template loop", "/api/pool/team/workflow", "application/yaml",
+     ("default-values:\n  n: 100000\n" + spec("  {% for i in range(n) %}\n" + task("t{{ i }}")
+                                              + "  {% endfor %}")).encode(),
+     400, "template_too_large"),
+    ("huge parallelism", "/api/pool/team/workload", "application/json",
+     httpx.Request("POST", "http://x", json=job(2**31 - 1)).content, 400, "too_many_pods"),
+    ("long chain", "/api/kai/podgroups/validate", "application/json",
+     httpx.Request("POST", "http://x", json=chain(20_000)).content, 400, "too_many_subgroups"),
+    ("5 MB body", "/api/pool/team/workflow", "application/yaml", b"x" * (5 * 1024**2),
+     413, "request_too_large"),
+]
+
+
+def test_hostile_requests_stay_within_bounds_on_a_real_server(server):
+    base, auth, master = server
+    worker = master.children()[0]
+    for what, path, content_type, body, status, code in HOSTILE:
+        cpu_before, started = sum(worker.cpu_times()[:2]), time.monotonic()
+        response = httpx.post(base + path, content=body, timeout=30,
+                              headers={**auth, "Content-Type": content_type})
+        cpu = sum(worker.cpu_times()[:2]) - cpu_before
+        rss = worker.memory_info().rss
+        print(f"{what}: {response.status_code} in {time.monotonic() - started:.3f} s, "
+              f"worker CPU {cpu:.3f} s, RSS {rss / 1024**2:.0f} MiB")
+        assert (response.status_code, response.json()["code"]) == (status, code), what
+        assert worker.is_running() and master.children() == [worker], f"{what}: worker died"
+        assert cpu < MAX_CPU_SECONDS and rss < MAX_RSS, what
+    assert httpx.get(f"{base}/api/workflow", headers=auth).json()["count"] == 0

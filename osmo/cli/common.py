@@ -13,8 +13,9 @@ TEXT, JSON = "text", "json"
 
 
 def add_format_option(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
-    """`-t json` / `--format json`, accepted before or after the command."""
-    parser.add_argument("-t", "--format", choices=[TEXT, JSON],
+    """`-t json` / `--format json` / `--format-type json` (OSMO's spelling), accepted before
+    or after the command."""
+    parser.add_argument("-t", "--format", "--format-type", dest="format", choices=[TEXT, JSON],
                         default=TEXT if top_level else argparse.SUPPRESS,
                         help="output: text tables (default) or json for scripts")
 

@@ -9,36 +9,95 @@ from .common import add_format_option, connect, emit
 from .output import table
 
 HEADERS = ("Pool", "Status", "Subpool State", "GPU Quota", "Used", "Available")
+# With LOW usage anywhere: what opportunistic work holds, and the sum of both.
+LOW_HEADERS = ("LOW", "Total Usage")
+FREE_HEADERS = ("Pool", "Status", "Subpool State", "GPU Quota", "Free")
 # The seed's layout: Pool and Status columns at least 14 and 13 wide, every column wider when
 # its content is.
 MIN_WIDTHS = (14, 13)
+USED, FREE = "used", "free"
 
 
-def pool_rows(report: dict) -> list[list[str]]:
+def _state(row: dict) -> str:
+    """The subpool state, with drain progress on DELETING rows."""
+    drain = row.get("drain")
+    if not row.get("subpool_state"):
+        return "-"
+    if drain:
+        return (f"{row['subpool_state']} ({drain['running_workflows']} running, "
+                f"{drain['gpus_held']} GPUs held)")
+    return row["subpool_state"]
+
+
+def _low(row: dict) -> int:
+    return row.get("total_usage_gpus", row["used_gpus"]) - row["used_gpus"]
+
+
+def _selected(report: dict, names: list[str] | None) -> list[tuple[dict, list[dict]]]:
+    """(parent, subpools) pairs; with ``names``, the pools named and the parents of the
+    subpools named (a parent named shows all its subpools)."""
+    chosen = []
+    for parent in report.get("pools", []):
+        subpools = parent.get("subpools", [])
+        if names and parent["name"] not in names:
+            subpools = [s for s in subpools if s["name"] in names]
+            if not subpools:
+                continue
+        chosen.append((parent, subpools))
+    return chosen
+
+
+def pool_rows(report: dict, names: list[str] | None = None, *, mode: str = USED,
+              with_low: bool = False) -> list[list[str]]:
     """Parents with their subpools as a tree, from `GET /api/pool_quota`."""
     rows = []
-    for parent in report.get("pools", []):
-        rows.append([parent["name"], parent["status"], "-",
-                     f"{parent['quota_gpus']} (Total: {parent['total_quota_gpus']})",
-                     str(parent["used_gpus"]), str(parent["available_gpus"])])
-        subpools = parent.get("subpools", [])
-        for index, subpool in enumerate(subpools):
-            branch = "└─" if index == len(subpools) - 1 else "├─"
-            rows.append([f"{branch} {subpool['name']}", subpool["status"],
-                         subpool["subpool_state"] or "-", str(subpool["quota_gpus"]),
-                         str(subpool["used_gpus"]), str(subpool["available_gpus"])])
+    for parent, subpools in _selected(report, names):
+        entries = [(parent["name"], parent, f"{parent['quota_gpus']} (Total: "
+                                            f"{parent['total_quota_gpus']})")]
+        entries += [(f"{'└─' if i == len(subpools) - 1 else '├─'} {s['name']}", s,
+                     str(s["quota_gpus"])) for i, s in enumerate(subpools)]
+        for label, row, quota in entries:
+            if mode == FREE:
+                rows.append([label, row["status"], _state(row), quota,
+                             str(row["available_gpus"])])
+                continue
+            cells = [label, row["status"], _state(row), quota, str(row["used_gpus"]),
+                     str(row["available_gpus"])]
+            if with_low:
+                cells += [str(_low(row)), str(row.get("total_usage_gpus", row["used_gpus"]))]
+            rows.append(cells)
     return rows
 
 
-def pool_table(report: dict) -> str:
-    return table(HEADERS, pool_rows(report), MIN_WIDTHS)
+def pool_table(report: dict, names: list[str] | None = None, *, mode: str = USED) -> str:
+    if mode == FREE:
+        return table(FREE_HEADERS, pool_rows(report, names, mode=FREE), MIN_WIDTHS)
+    chosen = _selected(report, names)
+    with_low = any(_low(row) for parent, subpools in chosen for row in (parent, *subpools))
+    headers = HEADERS + LOW_HEADERS if with_low else HEADERS
+    return table(headers, pool_rows(report, names, with_low=with_low), MIN_WIDTHS)
 
 
 def list_pools(args) -> int:
     with connect(args) as api:
         report = api.get("api/pool_quota",
                          include_archived="true" if args.include_archived else None)
-    emit(args, report, pool_table(report))
+    emit(args, report, pool_table(report, args.pool, mode=args.mode))
+    return 0
+
+
+def pool_put(args) -> int:
+    """Create or update a top-level pool (platform admins)."""
+    body = {key: value for key, value in (
+        ("quota_gpus", args.quota), ("limit_gpus", args.limit), ("weight", args.weight),
+        ("description", args.description)) if value is not None}
+    with connect(args) as api:
+        if args.quota is None:  # an update of some fields: keep the current quota
+            body["quota_gpus"] = api.get(f"api/configs/pool/{segment(args.name)}")["quota_gpus"]
+        status, answer = api.request("PUT", f"api/configs/pool/{segment(args.name)}", json=body)
+    verb = "Created" if status == 201 else "Updated"
+    emit(args, answer, f"{verb} pool {answer['name']}: quota {answer['quota_gpus']} GPUs, "
+                       f"limit {answer['limit_gpus']}, weight {answer['weight']}\n")
     return 0
 
 
@@ -99,8 +158,25 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     listing = commands.add_parser("list", help="pools and subpools with quota and usage")
     listing.add_argument("--include-archived", action="store_true",
                          help="also list ARCHIVED subpools")
+    listing.add_argument("-p", "--pool", action="append", metavar="NAME",
+                         help="only this pool or subpool (repeatable)")
+    listing.add_argument("--mode", choices=[USED, FREE], default=USED,
+                         help="used: quota and usage (LOW columns when LOW work runs); "
+                              "free: what each pool can still take")
     add_format_option(listing)
     listing.set_defaults(handler=list_pools)
+
+    for name, summary in (("create", "create a top-level pool (platform admins)"),
+                          ("update", "change a top-level pool (platform admins)")):
+        action = commands.add_parser(name, help=summary, description=summary)
+        action.add_argument("name", help="the top-level pool")
+        action.add_argument("--quota", type=non_negative_int, required=name == "create",
+                            metavar="N", help="guaranteed GPUs")
+        action.add_argument("--limit", type=int, metavar="N", help="most GPUs (-1: no limit)")
+        action.add_argument("--weight", type=int, metavar="N", help="over-quota weight")
+        action.add_argument("--description")
+        add_format_option(action)
+        action.set_defaults(handler=pool_put)
 
     subpool = commands.add_parser("subpool", help="create, update or delete subpools")
     actions = subpool.add_subparsers(dest="subpool_command", required=True, metavar="COMMAND")

@@ -183,6 +183,9 @@ def quota_report(tree: PoolTree, *, include_archived: bool) -> dict:
                 "used_gpus": usage.used_gpus,
                 "total_usage_gpus": usage.total_usage_gpus,
                 "available_gpus": quota.available(effective, usage.used_gpus),
+                **({"drain": {"running_workflows": usage.running_workflows,
+                              "gpus_held": usage.total_usage_gpus}}
+                   if subpool.subpool_state == SubpoolState.DELETING else {}),
             })
             used += usage.used_gpus
             total_usage += usage.total_usage_gpus
@@ -263,6 +266,7 @@ class SubRowSerializer(serializers.Serializer):
     used_gpus = serializers.IntegerField()
     total_usage_gpus = serializers.IntegerField()
     available_gpus = serializers.IntegerField()
+    drain = DrainSerializer(required=False, help_text="DELETING subpools only.")
 
 
 class ParentRowSerializer(serializers.Serializer):

@@ -18,13 +18,15 @@ from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# Seed 002's table (its six columns as they are), then the LOW columns that the fixture's LOW
+# work brings (LOW never shows in Used).
 SEED_002_TABLE = """\
-Pool            Status         Subpool State  GPU Quota        Used  Available
---------------  -------------  -------------  ---------------  ----  ---------
-team            ONLINE         -              10 (Total: 100)  50    -40
-├─ team--a      ONLINE         ACTIVE         30               5     25
-├─ team--b      ONLINE         ACTIVE         40               10    30
-└─ team--c      ONLINE         ACTIVE         20               0     20
+Pool            Status         Subpool State  GPU Quota        Used  Available  LOW  Total Usage
+--------------  -------------  -------------  ---------------  ----  ---------  ---  -----------
+team            ONLINE         -              10 (Total: 100)  50    -40        8    58
+├─ team--a      ONLINE         ACTIVE         30               5     25         0    5
+├─ team--b      ONLINE         ACTIVE         40               10    30         3    13
+└─ team--c      ONLINE         ACTIVE         20               0     20         0    0
 """
 
 
@@ -151,15 +153,19 @@ def test_subpool_lifecycle(cli, monkeypatch, seed_team):
     assert cli("pool", "subpool", "delete", "team", "d") == (
         0, "Subpool team--d: ARCHIVED, quota 0 GPUs, used 0, available 0.\n", "")
     code, out, _ = cli("pool", "list")
-    assert out.splitlines()[2:] == [
-        "team            ONLINE         -              65 (Total: 100)  50    15",
-        "├─ team--a      ONLINE         ACTIVE         30               5     25",
-        "├─ team--b      ONLINE         DELETING       0                10    -10",
-        "└─ team--c      ONLINE         ACTIVE         5                0     5",
+    assert out.splitlines()[2:] == [  # DELETING shows its drain progress; LOW columns follow
+        "team            ONLINE         -                                   65 (Total: 100)  50"
+        "    15         8    58",
+        "├─ team--a      ONLINE         ACTIVE                              30               5 "
+        "    25         0    5",
+        "├─ team--b      ONLINE         DELETING (2 running, 13 GPUs held)  0                10"
+        "    -10        3    13",
+        "└─ team--c      ONLINE         ACTIVE                              5                0 "
+        "    5          0    0",
     ]
     code, out, _ = cli("pool", "list", "--include-archived")
-    assert out.splitlines()[-1] == (
-        "└─ team--d      ONLINE         ARCHIVED       0                0     0")
+    assert out.splitlines()[-1].split() == ["└─", "team--d", "ONLINE", "ARCHIVED", "0", "0",
+                                            "0", "0", "0"]
     # Reusing an archived name reactivates it.
     code, out, _ = cli("pool", "subpool", "create", "team", "d", "--quota", "1", "-t", "json")
     assert code == 0 and json.loads(out)["state"] == "ACTIVE"
@@ -263,3 +269,52 @@ def test_standalone_is_unchanged(capsys):
     assert main(["standalone", "--help"]) == 0
     out = capsys.readouterr().out
     assert "--demo" in out and "--data-dir" in out and "--port" in out
+
+
+def test_pool_list_without_low_work_is_the_seed_table_exactly(cli, monkeypatch):
+    team = factories.pool("team", 100)
+    subpools = {name: factories.subpool(team, name, gpus)
+                for name, gpus in (("a", 30), ("b", 40), ("c", 20))}
+    factories.running_workflow(team, 50, "NORMAL")
+    factories.running_workflow(subpools["a"], 5, "HIGH")
+    factories.running_workflow(subpools["b"], 10, "NORMAL")
+    cli.as_user(monkeypatch, "viewer", "osmo-team-user")
+    assert cli("pool", "list") == (0, """\
+Pool            Status         Subpool State  GPU Quota        Used  Available
+--------------  -------------  -------------  ---------------  ----  ---------
+team            ONLINE         -              10 (Total: 100)  50    -40
+├─ team--a      ONLINE         ACTIVE         30               5     25
+├─ team--b      ONLINE         ACTIVE         40               10    30
+└─ team--c      ONLINE         ACTIVE         20               0     20
+""", "")
+
+
+def test_pool_list_filters_free_mode_and_drain_progress(cli, monkeypatch, seed_team):
+    cli.as_user(monkeypatch, "viewer", "osmo-team-user")
+    code, out, _ = cli("pool", "list", "-p", "team--b", "--mode", "free", "--format-type",
+                       "text")
+    assert (code, out) == (0, """\
+Pool            Status         Subpool State  GPU Quota        Free
+--------------  -------------  -------------  ---------------  ----
+team            ONLINE         -              10 (Total: 100)  -40
+└─ team--b      ONLINE         ACTIVE         40               30
+""")
+    cli.as_user(monkeypatch, "boss", "osmo-team-admin")
+    assert cli("pool", "subpool", "delete", "team", "b")[0] == 0
+    code, out, _ = cli("pool", "list", "--pool", "team--b")
+    assert (code, out.splitlines()[-1].split()) == (0, [
+        "└─", "team--b", "ONLINE", "DELETING", "(2", "running,", "13", "GPUs", "held)", "0",
+        "10", "-10", "3", "13"])
+
+
+def test_pool_create_and_update_for_platform_admins(cli, monkeypatch, db):
+    cli.as_user(monkeypatch, "root", "osmo-admin")
+    assert cli("pool", "create", "research", "--quota", "16", "--weight", "2") == (
+        0, "Created pool research: quota 16 GPUs, limit -1, weight 2\n", "")
+    assert cli("pool", "update", "research", "--limit", "32") == (
+        0, "Updated pool research: quota 16 GPUs, limit 32, weight 2\n", "")
+    cli.as_user(monkeypatch, "alice", "osmo-research-user")
+    before = pools_state()
+    code, _, err = cli("pool", "update", "research", "--quota", "99")
+    assert code == 1 and err.endswith("(forbidden)\n")
+    assert pools_state() == before

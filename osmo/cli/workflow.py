@@ -1,4 +1,4 @@
-"""`osmo workflow submit|list|query|cancel`."""
+"""`osmo workflow submit|list|query|explain|cancel`."""
 
 from __future__ import annotations
 
@@ -85,10 +85,19 @@ def list_workflows(args) -> int:
     return 0
 
 
-def describe(workflow: dict) -> str:
+def pending_reason(explanation: dict | None) -> str | None:
+    """The first reason a still-pending group gives (what `explain` says, in one line)."""
+    for group in (explanation or {}).get("groups", []):
+        if group["status"] in ("WAITING", "SCHEDULING") and group["reasons"]:
+            return f"{group['name']}: {group['reasons'][0]['message']}"
+    return None
+
+
+def describe(workflow: dict, explanation: dict | None = None) -> str:
+    reason = workflow["reason"] or pending_reason(explanation)
     fields = [("Name", workflow["name"]), ("Kind", workflow["kind"]), ("Pool", workflow["pool"]),
               ("Priority", workflow["priority"]), ("User", workflow["user"]),
-              ("Status", workflow["status"]), ("Reason", workflow["reason"]),
+              ("Status", workflow["status"]), ("Reason", reason),
               ("GPUs", workflow["gpus_requested"]), ("Submitted", workflow["submitted_at"]),
               ("Started", workflow["started_at"]), ("Finished", workflow["finished_at"])]
     width = max(len(label) for label, _ in fields) + 1
@@ -104,7 +113,22 @@ def describe(workflow: dict) -> str:
 def query(args) -> int:
     with connect(args) as api:
         workflow = api.get(f"api/workflow/{segment(args.name)}")
-    emit(args, workflow, describe(workflow))
+        explanation = (api.get(f"api/workflow/{segment(args.name)}/explain")
+                       if workflow["status"] == "PENDING" else None)
+    emit(args, workflow, describe(workflow, explanation))
+    return 0
+
+
+def explain(args) -> int:
+    with connect(args) as api:
+        explanation = api.get(f"api/workflow/{segment(args.name)}/explain")
+    lines = []
+    for group in explanation["groups"]:
+        lines.append(f"{group['name']} ({group['podgroup']}): {group['status']}")
+        lines += [f"  - {reason['message']} [{reason['code']}]" for reason in group["reasons"]]
+        if not group["reasons"]:
+            lines.append("  - nothing is holding it back")
+    emit(args, explanation, "\n".join(lines) + "\n")
     return 0
 
 
@@ -145,6 +169,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     listing.set_defaults(handler=list_workflows)
 
     for name, handler, summary in (("query", query, "one workflow with its groups and tasks"),
+                                   ("explain", explain, "why a workflow's groups still wait"),
                                    ("cancel", cancel, "cancel a workflow; its GPUs are "
                                                       "released")):
         command = commands.add_parser(name, help=summary, description=summary)

@@ -145,3 +145,19 @@ def test_query_and_cancel_refusals(user, monkeypatch, seed_team):
     other.refresh_from_db()
     assert other.status == WorkflowStatus.RUNNING
     assert user("workflow", "list", "--status", "SLEEPING")[0] == 2
+
+
+def test_query_shows_why_it_waits_and_explain_says_it_all(user, spec_file):
+    user("workflow", "submit", "--pool", "team--a", str(spec_file))
+    mine = Workflow.objects.get(user__username="ml-user")
+    group = mine.groups.get()
+    code, out, _ = user("workflow", "query", mine.name)
+    assert code == 0
+    assert (f"Reason:    {group.name}: Admitted; waiting for the next scheduling cycle."
+            in out.splitlines())
+    code, out, _ = user("workflow", "explain", mine.name)
+    assert (code, out) == (0, f"{group.name} ({group.podgroup}): SCHEDULING\n"
+                              "  - Admitted; waiting for the next scheduling cycle. "
+                              "[not_yet_scheduled]\n")
+    code, out, _ = user("workflow", "explain", mine.name, "--format-type", "json")
+    assert json.loads(out)["groups"][0]["reasons"][0]["code"] == "not_yet_scheduled"

@@ -19,8 +19,11 @@ browser:
 	    apt-get update -qq && apt-get install -y -qq chromium; \
 	  else echo "chromium is missing: install Debian's chromium to run the browser tests"; fi; }
 
+# make standalone PORT=8001 ARGS="--no-demo --host 0.0.0.0"
+PORT ?= 8000
+ARGS ?= --demo
 standalone: install
-	$(BIN)/osmo standalone --demo
+	$(BIN)/osmo standalone --port $(PORT) $(ARGS)
 
 test: install browser
 	$(BIN)/python -m pytest

@@ -18,8 +18,18 @@ from urllib.parse import quote
 DATABASE_NAME = "osmo"
 
 
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
 def data_dir() -> Path:
-    return Path(os.environ.get("OSMO_DATA_DIR", ".osmo")).expanduser().resolve()
+    """`OSMO_DATA_DIR`, else `.osmo` in the checkout (wherever a command runs from, so
+    `manage.py` always finds the standalone's database), else `.osmo` in the working folder
+    for an installed package."""
+    configured = os.environ.get("OSMO_DATA_DIR")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    base = CHECKOUT if (CHECKOUT / "manage.py").exists() else Path.cwd()
+    return base / ".osmo"
 
 
 def start_postgres(directory: Path, *, cleanup_mode: str | None = "stop") -> str:

@@ -30,7 +30,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser = parser or argparse.ArgumentParser(prog="osmo standalone")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--data-dir", default=os.environ.get("OSMO_DATA_DIR", ".osmo"),
+    parser.add_argument("--data-dir", default=str(embedded.data_dir()),
                         help="Where the embedded database and broker keep their data.")
     parser.add_argument("--demo", action=argparse.BooleanOptionalAction, default=False,
                         help="Seed demo pools, subpools and an admin.")

@@ -13,6 +13,8 @@ from osmo.serializers import INT32_MAX
 from pools import services
 from pools.models import Pool
 
+from .presenters import NODE_STATES
+
 QUOTA_HELP = "Whole GPUs guaranteed to the subpool, taken from the parent's unallocated share."
 
 
@@ -102,3 +104,16 @@ class TokenLoginForm(forms.Form):
 
     def get_user(self):
         return self.user
+
+
+class ClusterFilterForm(forms.Form):
+    """The cluster page's filters (GET): every field optional, unknown values refused."""
+
+    zone = forms.CharField(required=False, max_length=63)
+    rack = forms.CharField(required=False, max_length=63)
+    state = forms.ChoiceField(required=False, choices=[("", "any state"),
+                                                       *((s, s) for s in NODE_STATES)])
+    node = forms.CharField(required=False, max_length=253, label="Node name contains")
+    tables = forms.BooleanField(required=False, label="Node tables")
+    hours = forms.IntegerField(required=False, min_value=1, max_value=48, initial=6,
+                               label="Usage chart hours")

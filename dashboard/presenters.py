@@ -287,6 +287,58 @@ class NodeRow:
         held = ", ".join(f"{s.gpus} {s.label}" for s in self.segments if s.gpus)
         return f"{self.used_gpus} of {self.gpus} GPUs used" + (f" ({held})" if held else "")
 
+    @property
+    def state(self) -> str:
+        """For the heat map and its filter: cordoned, full, busy (some used) or idle."""
+        if not self.schedulable:
+            return CORDONED
+        if self.gpus and self.free_gpus == 0:
+            return FULL
+        return BUSY if self.used_gpus else IDLE
+
+    @property
+    def heat(self) -> int:
+        """0 (idle) to 4 (every GPU held): the cell's shade."""
+        if not self.gpus:
+            return 0
+        return min(4, -(-self.used_gpus * 4 // self.gpus))
+
+    @property
+    def title(self) -> str:
+        return (f"{self.name}: {self.label}" + ("; cordoned" if not self.schedulable else ""))
+
+
+CORDONED, FULL, BUSY, IDLE = "cordoned", "full", "busy", "idle"
+NODE_STATES = (IDLE, BUSY, FULL, CORDONED)
+
+
+@dataclass(frozen=True)
+class ClusterFilter:
+    """What the cluster page shows: a zone, a rack, nodes in a state, names containing text."""
+
+    zone: str = ""
+    rack: str = ""
+    state: str = ""
+    node: str = ""
+
+    def keeps(self, zone: str, rack: str, node: NodeRow) -> bool:
+        return ((not self.zone or zone == self.zone) and (not self.rack or rack == self.rack)
+                and (not self.state or node.state == self.state)
+                and (not self.node or self.node in node.name))
+
+
+def filter_zones(zones: list[ZoneGroup], chosen: ClusterFilter) -> list[ZoneGroup]:
+    """The zones and racks that keep at least one node the filter keeps."""
+    kept = []
+    for zone in zones:
+        racks = [RackGroup(rack.name, [n for n in rack.nodes
+                                       if chosen.keeps(zone.name, rack.name, n)])
+                 for rack in zone.racks]
+        racks = [rack for rack in racks if rack.nodes]
+        if racks:
+            kept.append(ZoneGroup(zone.name, racks))
+    return kept
+
 
 @dataclass
 class RackGroup:
@@ -403,3 +455,57 @@ def cluster_view(nodes, held: dict[str, dict[str, int]], status: dict) -> Cluste
                  for p in status.get("pending", [])],
         last_cycle=status.get("last_cycle"),
     )
+
+
+# --- usage over time -------------------------------------------------------------------------
+
+CHART_WIDTH, CHART_HEIGHT = 600, 120
+
+
+@dataclass(frozen=True)
+class UsageChart:
+    """A top-level pool's GPU use over time as SVG polylines (HIGH/NORMAL used, used + LOW,
+    quota), in a ``CHART_WIDTH`` × ``CHART_HEIGHT`` box, with a sentence for screen readers."""
+
+    pool: str
+    used: str
+    total: str
+    quota: str
+    peak: int
+    summary: str
+    width: int = CHART_WIDTH
+    height: int = CHART_HEIGHT
+
+
+def _polyline(points: list[tuple[float, float]]) -> str:
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+
+
+def usage_chart(pool: str, rows: list[dict]) -> UsageChart:
+    """``rows``: ``{at, used, low, quota}`` of one pool, oldest first."""
+    first, last = rows[0]["at"], rows[-1]["at"]
+    span = max((last - first).total_seconds(), 1.0)
+    peak = max(max(r["used"] + r["low"], r["quota"] or 0) for r in rows) or 1
+
+    def point(row: dict, value: int) -> tuple[float, float]:
+        x = (row["at"] - first).total_seconds() / span * CHART_WIDTH
+        return x, CHART_HEIGHT - value / peak * CHART_HEIGHT
+
+    latest = rows[-1]
+    return UsageChart(
+        pool=pool,
+        used=_polyline([point(r, r["used"]) for r in rows]),
+        total=_polyline([point(r, r["used"] + r["low"]) for r in rows]),
+        quota=_polyline([point(r, r["quota"] or 0) for r in rows]),
+        peak=peak,
+        summary=(f"{pool}: {len(rows)} samples from {first:%H:%M} to {last:%H:%M} UTC; now "
+                 f"{latest['used']} GPUs used, {latest['low']} at LOW, quota "
+                 f"{latest['quota'] or 0}; peak {peak}."))
+
+
+def usage_charts(rows) -> list[UsageChart]:
+    """One chart per pool from ``{top, at, used, low, quota}`` rows ordered by pool and time."""
+    by_pool: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_pool[row["top"]].append(row)
+    return [usage_chart(pool, samples) for pool, samples in by_pool.items()]

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from django.db.models import Count, Q, Sum
+from django.db.models.functions import Coalesce
 
 from osmo.accounts.roles import Roles
-from pools.models import SUBPOOL_DELIMITER
+from pools.models import SUBPOOL_DELIMITER, Pool, PoolUsageSample
 from pools.selectors import pool_history, pool_not_found, pool_tree
 from scheduler.models import Node
 from scheduler.selectors import scheduler_status
@@ -21,10 +22,12 @@ from .presenters import (
     HistoryRow,
     PoolPage,
     PoolWorkflows,
+    UsageChart,
     cluster_view,
     history_row,
     parent_views,
     subpool_view,
+    usage_charts,
 )
 
 WORKFLOW_ROWS = 50  # per table on a pool page; the page says how many more there are
@@ -108,3 +111,19 @@ def cluster_overview(*, roles: Roles | None = None, user=None) -> ClusterOvervie
     held = _gpus_held_by_node()
     nodes = list(Node.objects.order_by("name"))
     return cluster_view(nodes, held, _scheduler_status(roles, user))
+
+
+def usage_history(*, roles: Roles, since) -> list[UsageChart]:
+    """GPU use of each top-level pool the caller may view (its subpools included), sampled
+    since ``since``: one aggregate query."""
+    samples = PoolUsageSample.objects.filter(at__gte=since)
+    visible = roles.visible_q("name")
+    if visible is not None:
+        names = Pool.objects.filter(visible, parent__isnull=True).values("name")
+        samples = samples.filter(Q(pool__name__in=names) | Q(pool__parent_id__in=names))
+    rows = (samples.annotate(top=Coalesce("pool__parent_id", "pool__name"))
+            .values("top", "at")
+            .annotate(used=Sum("used_gpus"), low=Sum("low_gpus"),
+                      quota=Sum("quota_gpus", filter=Q(pool__parent__isnull=True)))
+            .order_by("top", "at"))
+    return usage_charts(rows)

@@ -7,12 +7,15 @@ re-fetches every few seconds; without JavaScript the pages are complete, just no
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth import login as auth_login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -24,6 +27,7 @@ from pools import selectors as pool_selectors
 from pools.models import SubpoolState
 
 from . import forms, queries
+from .presenters import ClusterFilter, filter_zones
 
 REFRESH_SECONDS = 5
 
@@ -219,16 +223,31 @@ def subpool_delete(request, name: str, subpool: str):
 
 # --- the cluster -----------------------------------------------------------------------------
 
+def _cluster_context(request) -> dict:
+    """The cluster page's view model: the heat map and tables of the nodes the filters keep,
+    the queues and pending gangs the caller may see, and the usage charts."""
+    roles = roles_for(request.user)
+    form = forms.ClusterFilterForm(request.GET or None)
+    values = form.cleaned_data if form.is_valid() else {}
+    chosen = ClusterFilter(zone=values.get("zone") or "", rack=values.get("rack") or "",
+                           state=values.get("state") or "", node=values.get("node") or "")
+    overview = queries.cluster_overview(roles=roles, user=request.user)
+    hours = values.get("hours") or 6
+    return {"overview": overview, "zones": filter_zones(overview.zones, chosen),
+            "filter": chosen, "form": form, "show_tables": bool(values.get("tables")),
+            "charts": queries.usage_history(roles=roles,
+                                            since=timezone.now() - timedelta(hours=hours)),
+            "hours": hours, "query": request.GET.urlencode()}
+
+
 @login_required
 @require_GET
 def cluster(request):
-    overview = queries.cluster_overview(roles=roles_for(request.user), user=request.user)
     return render(request, "dashboard/cluster.html",
-                  {"overview": overview, "refresh_seconds": REFRESH_SECONDS})
+                  {**_cluster_context(request), "refresh_seconds": REFRESH_SECONDS})
 
 
 @login_required
 @require_GET
 def cluster_fragment(request):
-    overview = queries.cluster_overview(roles=roles_for(request.user), user=request.user)
-    return render(request, "dashboard/_cluster.html", {"overview": overview})
+    return render(request, "dashboard/_cluster.html", _cluster_context(request))

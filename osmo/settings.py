@@ -199,7 +199,13 @@ LOGGING = {
 }
 WHITENOISE_USE_FINDERS = True  # admin assets work even before collectstatic
 
+# The dashboard's usage chart: a sample of every pool's GPU use this often, kept this long.
+OSMO_USAGE_SAMPLE_INTERVAL = env_int("OSMO_USAGE_SAMPLE_INTERVAL", 60)
+OSMO_USAGE_RETENTION_HOURS = env_int("OSMO_USAGE_RETENTION_HOURS", 48)
+
 CELERY_BEAT_SCHEDULE.update({
+    "pool-usage-sample": {"task": "pools.tasks.usage_sample",
+                          "schedule": float(OSMO_USAGE_SAMPLE_INTERVAL)},
     # Re-examines every DELETING subpool: no drain is lost even if a dispatch was.
     "subpool-drain-check": {"task": "pools.tasks.drain_check",
                             "schedule": float(OSMO_DRAIN_CHECK_INTERVAL)},

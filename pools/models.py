@@ -141,3 +141,29 @@ class PoolEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.pool_id} {self.action}"
+
+
+class PoolUsageSample(models.Model):
+    """A pool's GPU use at one moment: the points of the dashboard's usage chart. Written by a
+    periodic task (`pools.tasks.usage_sample`), kept for `OSMO_USAGE_RETENTION_HOURS`."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="usage_samples")
+    at = models.DateTimeField()
+    used_gpus = models.IntegerField(help_text="Held at HIGH/NORMAL priority.")
+    low_gpus = models.IntegerField(help_text="Held at LOW priority.")
+    quota_gpus = models.IntegerField(help_text="The pool's effective quota then.")
+
+    class Meta:
+        db_table = "pool_usage_samples"
+        ordering = ["at"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "at"], name="pool_usage_sample_once"),
+            models.CheckConstraint(condition=Q(used_gpus__gte=0, low_gpus__gte=0,
+                                               quota_gpus__gte=0),
+                                   name="pool_usage_sample_non_negative",
+                                   violation_error_message="GPU figures are never negative."),
+        ]
+        indexes = [models.Index(fields=["at"], name="pool_usage_samples_at")]
+
+    def __str__(self) -> str:
+        return f"{self.pool_id} at {self.at:%H:%M}: {self.used_gpus}+{self.low_gpus} LOW"

@@ -8,6 +8,7 @@ Lock order is fixed: the top-level pool row first, then a subpool row. Every cha
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -22,8 +23,15 @@ from workflows.selectors import alive_workflows, workflows_holding_gpus
 from . import quota as quota_math
 from .drain import drain_check_on_commit
 from .locking import lock_pool_family
-from .models import NAME_PATTERN, SUBPOOL_DELIMITER, Pool, PoolEvent, SubpoolState
-from .selectors import active_subpool_quota_sum
+from .models import (
+    NAME_PATTERN,
+    SUBPOOL_DELIMITER,
+    Pool,
+    PoolEvent,
+    PoolUsageSample,
+    SubpoolState,
+)
+from .selectors import active_subpool_quota_sum, usage_by_pool
 
 _NAME_RE = re.compile(NAME_PATTERN)
 
@@ -304,3 +312,23 @@ def subpool_archive_if_drained(*, subpool_id: int) -> bool:
     _queues_changed()
     pool_archived(subpool.name)  # kubernetes backend: sweep its leftovers (no-op when embedded)
     return True
+
+
+@transaction.atomic
+def usage_samples_record(*, now, retention_hours: int) -> int:
+    """One usage sample per live pool and subpool (one aggregate query), and samples older
+    than ``retention_hours`` dropped; returns how many were written. Idempotent per instant."""
+    usage = usage_by_pool()
+    pools = (Pool.objects.filter(archived_at__isnull=True)
+             .exclude(subpool_state=SubpoolState.ARCHIVED)
+             .values_list("pk", "parent_id", "subpool_state", "quota_gpus"))
+    samples = []
+    for pk, parent, state, quota_gpus in pools:
+        held = usage.get(pk, quota_math.Usage())
+        samples.append(PoolUsageSample(
+            pool_id=pk, at=now, used_gpus=held.used_gpus,
+            low_gpus=held.total_usage_gpus - held.used_gpus,
+            quota_gpus=quota_math.effective_quota(state, quota_gpus) if parent else quota_gpus))
+    PoolUsageSample.objects.bulk_create(samples, ignore_conflicts=True)
+    PoolUsageSample.objects.filter(at__lt=now - timedelta(hours=retention_hours)).delete()
+    return len(samples)

@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
 from workflows.models import ALIVE_WORKFLOW_STATUSES, Workflow
 
@@ -80,3 +82,10 @@ def drain_check(self, after_id: int = 0) -> int:
     if len(ids) == DRAIN_BATCH:  # maybe more: the next batch runs as its own bounded task
         publish(DRAIN_CHECK, after_id=ids[-1])
     return archived
+
+
+@shared_task(**_RETRY)
+def usage_sample() -> int:
+    """A point of every pool's usage chart (beat, every `OSMO_USAGE_SAMPLE_INTERVAL` s)."""
+    return services.usage_samples_record(now=timezone.now(),
+                                         retention_hours=settings.OSMO_USAGE_RETENTION_HOURS)

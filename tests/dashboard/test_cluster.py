@@ -97,7 +97,7 @@ def test_cluster_page_renders_everything(db, django_assert_max_num_queries):
                                             "message": "No rack has 16 free GPUs (largest: 8)."}]}])
     viewer = session_client("viewer", "osmo-team-user")
     with django_assert_max_num_queries(10):
-        html = viewer.get("/cluster/").content.decode()
+        html = viewer.get("/cluster/?tables=on").content.decode()  # node tables on demand
     flat = " ".join(re.sub(r"<[^>]+>", " ", html).split())
     assert "2 nodes, 16 GPUs, 10 free. Held: 6 HIGH, 0 NORMAL, 0 LOW." in flat
     assert "Zone z1 · 16 GPUs, 10 free" in flat and "Rack r2 · 8 GPUs, 5 free" in flat
@@ -108,3 +108,37 @@ def test_cluster_page_renders_everything(db, django_assert_max_num_queries):
             f"GPUs (largest: 8)." in flat)
     assert ("Last scheduling cycle: 2026-01-01T00:00:00Z, 12.0 ms, 3 bound, 1 evicted, "
             "1 pending." in flat)
+
+
+def test_the_heat_map_filters_and_usage_charts(db):
+    from django.utils import timezone
+
+    from pools import services as pool_services
+
+    team = factories.pool("team", 16)
+    factories.pool("other", 8)
+    factories.running_workflow(team, 6, "HIGH", tasks=2)
+    for index, (zone, rack) in enumerate([("z1", "r1"), ("z1", "r2"), ("z2", "r3")]):
+        node(f"node-{index}", 8, zone, rack)
+    scheduler_services.node_set_schedulable(node=Node.objects.get(name="node-2"),
+                                            schedulable=False)
+    now = timezone.now()
+    for minutes in (30, 20, 10):
+        pool_services.usage_samples_record(now=now - timezone.timedelta(minutes=minutes),
+                                           retention_hours=48)
+    viewer = session_client("viewer", "osmo-team-user")
+    html = viewer.get("/cluster/").content.decode()
+    cells = re.findall(r'class="cell (heat-\d)( cordoned)?" data-node="([^"]+)"', html)
+    assert cells == [("heat-2", "", "node-0"), ("heat-2", "", "node-1"),
+                     ("heat-0", " cordoned", "node-2")]
+    assert 'title="node-0: 3 of 8 GPUs used (3 HIGH)"' in html
+    assert '<table class="nodes">' not in html  # tables only on demand
+    charts = re.findall(r'<figure class="usage-chart" data-pool="([^"]+)"', html)
+    assert charts == ["team"]  # not the other tenant's pool
+    assert "team: 3 samples from" in html and "now 6 GPUs used, 0 at LOW, quota 16" in html
+
+    page = viewer.get("/cluster/?state=cordoned&tables=on").content.decode()
+    assert re.findall(r'data-node="([^"]+)"', page) == ["node-2", "node-2"]  # cell + row
+    page = viewer.get("/cluster/?zone=z1&node=-1").content.decode()
+    assert re.findall(r'class="cell[^"]*" data-node="([^"]+)"', page) == ["node-1"]
+    assert viewer.get("/cluster/?state=melting").status_code == 200  # refused filter: all

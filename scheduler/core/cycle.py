@@ -9,8 +9,10 @@ capacity is usable in the same cycle):
 3. allocation, phase A: queues in order (`QueueBook.pick_leaf`, re-evaluated after every
    gang), gangs by priority then FIFO; each gang's minimum is placed all-or-nothing and kept
    only if the capacity gates pass on its leaf queue and every ancestor;
-4. phase B: elastic growth of ready gangs, in the same queue order. Choice: growth comes after
-   every gang's minimum, so elastic pods never take the room a waiting gang needs to start;
+4. phase B: elastic growth of ready gangs, one pod (or optional child) at a time, each step
+   to the queue first in the fair order and, inside it, the gang with the fewest placed pods
+   (`grow_all`). Choice: growth comes after every gang's minimum, so elastic pods never take
+   the room a waiting gang needs to start;
 5. reclaim, then preempt, for gangs still pending;
 6. explanations for every gang left pending; per-queue figures.
 
@@ -21,7 +23,9 @@ result.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
+from collections.abc import Iterator
 
 from scheduler.core.cluster import Cluster
 from scheduler.core.explain import explain
@@ -29,7 +33,7 @@ from scheduler.core.fair_share import fair_shares, subtree_requests
 from scheduler.core.gang_run import GangRun, amount_of
 from scheduler.core.model import RESOURCES, Snapshot
 from scheduler.core.placement import GangWork, Placer
-from scheduler.core.queue_book import QueueBook
+from scheduler.core.queue_book import ZERO, QueueBook
 from scheduler.core.readiness import InvalidGang, build_tree, ready_counts
 from scheduler.core.reclaim import Evictor, VictimUnit, is_victim_candidate, victim_order_key
 from scheduler.core.reclaim import victim_units as build_victim_units
@@ -73,7 +77,7 @@ class _Cycle:
         capacity = dict(zip(RESOURCES, self.cluster.capacity, strict=True))
         shares = fair_shares(self.queues, capacity, requested)
         self.requested = subtree_requests(self.queues, requested)
-        self.book = QueueBook(self.queues, shares, self.requested)
+        self.book = QueueBook(self.queues, shares, self.requested, self.cluster.capacity)
         self._book_bound_pods()
 
     def _build_trees(self) -> tuple[dict, dict[str, str]]:
@@ -200,11 +204,22 @@ class _Cycle:
         for name, items in queues.items():
             for ancestor in self.book.paths[name]:
                 remaining[ancestor] += len(items)
+        heads: dict[str, tuple[int, int, int]] = {}
+
+        def head_demand(leaf: str) -> tuple[int, int, int]:
+            demand = heads.get(leaf)
+            if demand is None:
+                work = queues[leaf][0].work
+                demand = heads[leaf] = (work.demand(0) if not work.ready() else None) or (
+                    1 if work.has_pending() else 0, 0, 0)
+            return demand
+
         while True:
-            leaf = self.book.pick_leaf(remaining)
+            leaf = self.book.pick_leaf(remaining, head_demand)
             if leaf is None:
                 return
             run = queues[leaf].popleft()
+            heads.pop(leaf, None)
             for ancestor in self.book.paths[leaf]:
                 remaining[ancestor] -= 1
             attempt(run)
@@ -262,12 +277,48 @@ class _Cycle:
             run.new_pods.append((pod, node_index))
             self.bindings.append(Binding(pod.name, run.gang.name, self.cluster.names[node_index]))
 
-    def grow(self, run: GangRun) -> None:
-        work = run.work
-        if not work.ready() or not work.has_pending():
-            return
-        work.collect_notes = False
+    def grow_all(self, runs: list[GangRun]) -> None:
+        """Elastic growth, one unit (pod or optional child) at a time: the queue picked in the
+        fair order (judged with the next pod), inside it the gang with the highest priority and
+        the fewest placed pods, then FIFO (KAI grows jobs pod by pod, so two elastic jobs
+        sharing 5 free GPUs end 3 + 2, not 4 + 1). A gang whose next unit does not fit or is
+        refused by a gate stops growing this cycle."""
+        heaps: dict[str, list] = {}
+        steps: dict[int, Iterator[None]] = {}
+        remaining = {name: 0 for name in self.book.queues}
+        for position, run in enumerate(runs):
+            steps[position] = self.placer.grow(run.work, self._accept_growth(run))
+            heaps.setdefault(run.gang.queue, []).append(self._grow_key(run, position))
+            for ancestor in self.book.paths[run.gang.queue]:
+                remaining[ancestor] += 1
+        for heap in heaps.values():
+            heapq.heapify(heap)
 
+        def head_demand(leaf: str) -> tuple[int, int, int]:
+            pod = runs[heaps[leaf][0][-1]].work.next_pod()
+            return ZERO if pod is None else (pod.gpus, pod.cpu, pod.memory)
+
+        while True:
+            leaf = self.book.pick_leaf(remaining, head_demand)
+            if leaf is None:
+                return
+            position = heapq.heappop(heaps[leaf])[-1]
+            run = runs[position]
+            run.work.collect_notes = False
+            advanced = next(steps[position], False) is None
+            run.work.collect_notes = True
+            if advanced and run.work.has_pending():
+                heapq.heappush(heaps[leaf], self._grow_key(run, position))
+                continue
+            for ancestor in self.book.paths[leaf]:
+                remaining[ancestor] -= 1
+
+    @staticmethod
+    def _grow_key(run: GangRun, position: int) -> tuple:
+        gang = run.gang
+        return (-gang.priority, run.work.placed_count(), gang.created_at, gang.name, position)
+
+    def _accept_growth(self, run: GangRun):
         def accept(work: GangWork, mark: tuple[int, int]) -> bool:
             added = amount_of(pod for _leaf, pod, _node in work.new_since(mark))
             non_preemptible = run.non_preemptible_share(added, core=False)
@@ -276,8 +327,7 @@ class _Cycle:
             self._commit(run, added, non_preemptible)
             return True
 
-        self.placer.grow(work, accept)
-        work.collect_notes = True
+        return accept
 
     # --- eviction ---------------------------------------------------------------------------
 
@@ -300,7 +350,7 @@ class _Cycle:
             key = self._cache_key(run)
             if key is not None and (key, run.gang.queue) in failed:
                 return
-            units = build_victim_units(candidates)
+            units = build_victim_units(candidates, self.book)
             if not evictor.attempt(run, units, mode, lambda r, taken: self._won(r, taken, mode)):
                 if key is not None:
                     failed.add((key, run.gang.queue))
@@ -368,7 +418,7 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     schedulable = [run for run in cycle.runs if cycle.schedulable(run)]
     cycle.by_queue_order([run for run in schedulable if not run.work.ready()],
                          cycle.place_minimum)
-    cycle.by_queue_order([run for run in schedulable if run.work.has_pending()], cycle.grow)
+    cycle.grow_all([run for run in schedulable if run.work.ready() and run.work.has_pending()])
     if cycle.config.reclaim:
         cycle.evict_for(RECLAIMED)
     if cycle.config.preempt:

@@ -22,7 +22,8 @@ Rules (OSMO's, where the contract is silent):
   scheduler (SCHEDULING).
 - Scheduler decisions: a bound task is RUNNING on its node; an evicted gang fails as a whole
   (FAILED_PREEMPTED or the eviction's reason), while evicted elastic surplus (the gang keeps
-  other bound pods) returns to pending (SCHEDULING, unbound) to run again later.
+  other bound pods) returns to pending (SCHEDULING, unbound, reason `preempted_requeued`) to
+  run again later, as KAI re-queues them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ from .models import (
     WorkflowStatus,
 )
 from .selectors import alive_workflows, gpu_holding_tasks
+
+# Reason of an evicted elastic surplus task that is pending again (not failed).
+REQUEUED = "preempted_requeued"
 
 STATUS_RANK = {TaskStatus.WAITING: 0, TaskStatus.SCHEDULING: 1, TaskStatus.RUNNING: 2}
 SEVERITY = [TaskStatus.FAILED_PREEMPTED, TaskStatus.FAILED_EVICTED, TaskStatus.FAILED,
@@ -286,7 +290,8 @@ def tasks_mark_running(task_ids: Sequence[int], now: datetime) -> None:
 
 def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
     """Take tasks off their nodes: when every bound task of a gang goes, the gang fails
-    (the tasks end FAILED_PREEMPTED); elastic surplus returns to pending. Returns how many
+    (the tasks end FAILED_PREEMPTED); elastic surplus returns to pending (reason
+    `preempted_requeued`). Returns how many
     were evicted (a task that moved meanwhile is left alone); the workflows settle."""
     if not evictions:
         return 0
@@ -307,7 +312,7 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
         ).update(**({"status": TaskStatus.FAILED_PREEMPTED, "reason": eviction.reason,
                      "finished_at": now} if whole else
                     {"status": TaskStatus.SCHEDULING, "node_name": "",
-                     "reason": eviction.reason, "started_at": None}))
+                     "reason": REQUEUED, "started_at": None}))
     _settle_all({e.workflow_id for e in evictions}, now)
     return evicted
 

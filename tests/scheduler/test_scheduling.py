@@ -196,3 +196,26 @@ def test_cancel_releases_gpus_at_once(admin, alice, team):
     assert admin.get("/api/cluster/nodes").json()[0]["gpus_free"] == 8
     assert cycle(admin)["bound"] == 1
     assert workflow(alice, second)["status"] == "RUNNING"
+
+
+def test_reclaimed_elastic_surplus_returns_to_pending(admin):
+    # KAI pkg/scheduler/actions/integration_tests/reclaim/reclaim_test.go: "Reclaim only over
+    # quota task from elastic Job" - the surplus pods are evicted and wait to run again, the
+    # gang keeps running on its required core.
+    factories.pool("owner", 16)
+    factories.pool("borrower", 16)
+    owner = make_client("o", "osmo-owner-user")
+    borrower = make_client("b", "osmo-borrower-user")
+    add_nodes(admin, 4)  # 32 GPUs
+    elastic = submit(borrower, "borrower",
+                     prefill_spec("elastic").replace("minSubGroup: 3", "minSubGroup: 1"), "LOW")
+    assert cycle(admin)["bound"] == 32
+    mine = submit(owner, "owner", spec("mine", 8))
+    evicted = cycle(admin)["evicted"] + cycle(admin)["evicted"]
+    assert evicted == 8
+    assert workflow(owner, mine)["status"] == "RUNNING"
+    body = workflow(borrower, elastic)
+    assert body["status"] == "RUNNING" and body["groups"][0]["status"] == "RUNNING"
+    requeued = [t for t in body["groups"][0]["tasks"] if t["status"] == "SCHEDULING"]
+    assert len(requeued) == 8
+    assert {(t["node"], t["reason"]) for t in requeued} == {(None, "preempted_requeued")}

@@ -13,7 +13,8 @@ capacity is usable in the same cycle):
    to the queue first in the fair order and, inside it, the gang with the fewest placed pods
    (`grow_all`). Choice: growth comes after every gang's minimum, so elastic pods never take
    the room a waiting gang needs to start;
-5. reclaim, then preempt, for gangs still pending;
+5. consolidation (running preemptible pods move so a fragmented gang fits), then reclaim, then
+   preempt, for gangs still pending (KAI's action order);
 6. explanations for every gang left pending; per-queue figures.
 
 Determinism: nodes, queues and gangs are sorted by name, pods by natural name order within a
@@ -28,6 +29,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from scheduler.core.cluster import Cluster
+from scheduler.core.consolidation import Consolidator
 from scheduler.core.explain import explain
 from scheduler.core.fair_share import fair_shares, subtree_requests
 from scheduler.core.gang_run import GangRun, amount_of
@@ -45,6 +47,7 @@ from scheduler.core.results import (
     CycleResult,
     Eviction,
     GangExplanation,
+    Move,
     QueueStatus,
     Reason,
     ResourceFigures,
@@ -62,6 +65,7 @@ class _Cycle:
         self.gangs = sorted(snapshot.gangs, key=lambda gang: gang.name)
         self.bindings: list[Binding] = []
         self.evictions: list[Eviction] = []
+        self.moves: list[Move] = []
         self.stale: list[StaleGang] = []
         self.fail_cache: dict[tuple, Reason] = {}
 
@@ -329,6 +333,46 @@ class _Cycle:
 
         return accept
 
+    # --- consolidation ----------------------------------------------------------------------
+
+    def consolidate(self) -> None:
+        """KAI's consolidation action for gangs still pending (see `consolidation`)."""
+        pending = [run for run in self.runs if self.schedulable(run) and not run.work.ready()]
+        if not pending:
+            return
+        state: dict[str, Consolidator | None] = {"consolidator": None}
+        failed: set[tuple] = set()
+
+        def attempt(run: GangRun) -> None:
+            lower = run.work.demand(0)
+            if lower is None or any(self.cluster.total_free[r] < lower[r] for r in range(3)):
+                return
+            key = self._cache_key(run)
+            if key is not None and key in failed:
+                return
+            if self.book.gate(run.gang.queue, lower,
+                              run.non_preemptible_share(list(lower), True)) is not None:
+                return
+            consolidator = state["consolidator"] or Consolidator(
+                self.cluster, self.book, self.placer, self.runs)
+            state["consolidator"] = consolidator
+            moves = consolidator.attempt(run)
+            if moves is None:
+                if key is not None:
+                    failed.add(key)
+                return
+            for move in moves:
+                move.run.moved.add(move.pod.name)
+                self.moves.append(Move(move.pod.name, move.run.gang.name,
+                                       self.cluster.names[move.source],
+                                       self.cluster.names[move.target], run.gang.name))
+            placed = amount_of(pod for _leaf, pod, _node in run.work.tentative)
+            self._commit(run, placed, run.non_preemptible_share(placed, core=True))
+            self.cluster.release_epoch += 1
+            state["consolidator"] = None
+
+        self.by_queue_order(pending, attempt)
+
     # --- eviction ---------------------------------------------------------------------------
 
     def evict_for(self, mode: str) -> None:
@@ -408,7 +452,8 @@ class _Cycle:
             evictions=tuple(evictions),
             explanations=tuple(explanations),
             queues=tuple(statuses),
-            stale=tuple(stale))
+            stale=tuple(stale),
+            moves=tuple(sorted(self.moves, key=lambda m: (m.gang, m.pod))))
 
 
 def run_cycle(snapshot: Snapshot) -> CycleResult:
@@ -419,6 +464,8 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     cycle.by_queue_order([run for run in schedulable if not run.work.ready()],
                          cycle.place_minimum)
     cycle.grow_all([run for run in schedulable if run.work.ready() and run.work.has_pending()])
+    if cycle.config.consolidate:
+        cycle.consolidate()
     if cycle.config.reclaim:
         cycle.evict_for(RECLAIMED)
     if cycle.config.preempt:

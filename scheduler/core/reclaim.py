@@ -4,7 +4,7 @@ Victims (SCHEDULING.md step 7):
 - only preemptible work: a preemptible gang's elastic surplus pods, then the whole gang; a
   semi-preemptible gang's surplus only; never a non-preemptible pod, never the required core of
   a gang that keeps running;
-- only pods bound before this cycle (a gang placed or grown this cycle is not a victim);
+- only pods bound before this cycle (a gang placed, grown or moved this cycle is not a victim);
 - order: lower queue priority first (KAI "reclaim from less prioritized queue"); within a
   queue priority, surplus pods before whole gangs (least disruption), then lower gang
   priority, most recently started (least work lost), name.
@@ -60,7 +60,8 @@ def victim_order_key(run: GangRun, book: QueueBook) -> tuple:
 
 def is_victim_candidate(run: GangRun) -> bool:
     gang = run.gang
-    return (run.queue_ok and not run.evicted and not run.new_pods and run.work is not None
+    return (run.queue_ok and not run.evicted and not run.new_pods and not run.moved
+            and run.work is not None
             and (gang.preemptible or gang.semi_preemptible)
             and any(pod.node is not None for pod in gang.pods))
 

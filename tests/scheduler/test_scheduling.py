@@ -219,3 +219,26 @@ def test_reclaimed_elastic_surplus_returns_to_pending(admin):
     requeued = [t for t in body["groups"][0]["tasks"] if t["status"] == "SCHEDULING"]
     assert len(requeued) == 8
     assert {(t["node"], t["reason"]) for t in requeued} == {(None, "preempted_requeued")}
+
+
+def test_consolidation_moves_a_running_task_instead_of_failing_it(admin, alice, team):
+    # KAI pkg/scheduler/actions/integration_tests/consolidation/consolidation_test.go: "1 train
+    # job of 1 GPU running on node0, 1 train job of 1 GPU running on node 0, 1 pending job of 2
+    # GPUs - consolidate" (here 4 + 4 GPUs on two 8-GPU nodes, then an 8-GPU job).
+    add_nodes(admin, 2)
+    names = [submit(alice, "team", spec(f"low{i}", 4), "LOW") for i in range(4)]
+    assert cycle(admin)["bound"] == 4
+    by_node = {}
+    for name in names:
+        by_node.setdefault(nodes_of(alice, name)[0], []).append(name)
+    keep = [group[0] for group in by_node.values()]
+    for group in by_node.values():
+        assert alice.post(f"/api/workflow/{group[1]}/cancel").status_code == 200
+    wide = submit(alice, "team", spec("wide", 8), "LOW")
+    summary = cycle(admin)
+    assert (summary["bound"], summary["evicted"]) == (1, 0)
+    assert workflow(alice, wide)["status"] == "RUNNING"
+    tasks = [workflow(alice, name)["groups"][0]["tasks"][0] for name in keep]
+    assert all(t["status"] == "RUNNING" for t in tasks)
+    assert tasks[0]["node"] == tasks[1]["node"] != nodes_of(alice, wide)[0]
+    assert sorted(t["reason"] or "" for t in tasks) == ["", "consolidated"]

@@ -109,7 +109,8 @@ class QueueBook:
         share = max(quota, self.fair_share[name][i])
         return share if limit == UNLIMITED else min(share, limit)
 
-    def dominant_share(self, name: str, extra: Amount = ZERO) -> float:
+    def dominant_share(self, name: str, extra: Amount = ZERO,
+                       rooms: Sequence[int] | None = None) -> float:
         """max over resources of (allocated + extra) / allocatable share; a resource with no
         allocatable share but some use counts `NO_SHARE_PENALTY` per unit (KAI's DRF)."""
         share = 0.0
@@ -118,9 +119,10 @@ class QueueBook:
             used = allocated[i] + extra[i]
             if used <= 0:
                 continue
-            room = self.allocatable(name, i)
+            room = self.allocatable(name, i) if rooms is None else rooms[i]
             value = used * NO_SHARE_PENALTY if room <= 0 else used / room
-            share = max(share, value)
+            if value > share:
+                share = value
         return share
 
     def order_key(self, name: str, demand: Amount = ZERO) -> tuple:
@@ -137,14 +139,15 @@ class QueueBook:
         allocated = self.allocated[name]
         fair = self.fair_share[name]
         quota = self.quota[name]
-        over = any(allocated[i] > fair[i] for i in range(3))
+        rooms = [self.allocatable(name, i) for i in range(3)]
+        over = allocated[0] > fair[0] or allocated[1] > fair[1] or allocated[2] > fair[2]
         starved = all(quota[i] == UNLIMITED or allocated[i] + demand[i] <= quota[i]
                       for i in range(3))
-        no_share = any(allocated[i] + demand[i] > 0 and self.allocatable(name, i) <= 0
-                       for i in range(3))
+        no_share = any(allocated[i] + demand[i] > 0 and rooms[i] <= 0 for i in range(3))
         queue = self.queues[name]
-        return (over, not starved, -queue.priority, no_share, self.dominant_share(name, demand),
-                self.dominant_share(name), self.allocatable(name, 0), queue.created_at, name)
+        return (over, not starved, -queue.priority, no_share,
+                self.dominant_share(name, demand, rooms), self.dominant_share(name, ZERO, rooms),
+                rooms[0], queue.created_at, name)
 
     def pick_leaf(self, has_work: Mapping[str, bool],
                   head_demand: Callable[[str], Amount] | None = None) -> str | None:

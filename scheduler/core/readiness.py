@@ -34,9 +34,15 @@ class InvalidGang(ValueError):
     """The gang's subgroup tree cannot be built; the message says why, for the user."""
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
 def natural_key(name: str) -> tuple:
     """Sort `pod-2` before `pod-10`: pods are taken in this order within a leaf."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+    parts = _DIGITS.split(name)
+    for i in range(1, len(parts), 2):
+        parts[i] = int(parts[i])
+    return tuple(parts)
 
 
 @dataclass

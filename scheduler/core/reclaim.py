@@ -163,6 +163,8 @@ class Evictor:
                       resources: Sequence[int]) -> tuple[str, str, int, int] | None:
         """None when `theirs` may lose a victim; else (queue, floor kind, floor, in use) on GPUs
         or the first contested resource."""
+        if not resources:
+            return None  # nothing contested (e.g. CPU the cluster has free): no floor applies
         book = self.book
         in_quota = all(book.quota[mine][r] == UNLIMITED
                        or book.allocated[mine][r] + need[r] <= book.quota[mine][r]
@@ -174,7 +176,7 @@ class Evictor:
             quota = book.quota[theirs][r]
             if in_quota and quota != UNLIMITED and used > quota:
                 return None
-        r = resources[0] if resources else 0
+        r = resources[0]
         if in_quota and book.quota[theirs][r] != UNLIMITED:
             return theirs, "deserved quota", book.quota[theirs][r], book.allocated[theirs][r]
         return theirs, "fair share", book.allocatable(theirs, r), book.allocated[theirs][r]

@@ -226,3 +226,72 @@ def test_elastic_surplus_victims_carry_the_gang_and_keep_its_core():
     result = run_cycle(snapshot(cluster, queues, [elastic, pending]))
     assert sorted(e.pod for e in result.evictions) == ["e-2", "e-3"]
     assert bound_gangs(result) == ["pending"]
+
+
+def build(name, queue_name, node, gpus=1):
+    """A non-preemptible (KAI build) running gang."""
+    return gang(name, queue_name, pods(name, 1, gpus=gpus, node=node), priority=100,
+                running_since=0.0)
+
+
+def departments(d1, d2, leaves):
+    """root -> d1, d2 (deserved quotas) -> leaves: (name, parent, deserved, weight)."""
+    return ((queue("root"), queue("d1", "root", quota=d1), queue("d2", "root", quota=d2))
+            + tuple(queue(name, parent, quota=deserved, weight=weight)
+                    for name, parent, deserved, weight in leaves))
+
+
+def test_no_reclaim_when_the_reclaimers_department_would_pass_its_share():
+    # KAI pkg/scheduler/actions/integration_tests/reclaim/reclaim_test.go:
+    # "Don't reclaim if department will be overquota"
+    cluster = nodes(1, gpus=4)
+    node = cluster[0].name
+    queues = departments(2, 2, [("queue0", "d1", 1, 1), ("queue1", "d2", 1, 1),
+                                ("queue2", "d2", 1, 1)])
+    jobs = [train("running_job0", "queue0", gpus=3, node=node),
+            build("running_job1", "queue1", node),
+            train("pending_job0", "queue1", gpus=2, started=10)]
+    result = run_cycle(snapshot(cluster, queues, jobs))
+    assert (result.evictions, result.bindings) == ((), ())
+
+
+def test_no_reclaim_when_departments_are_over_deserved_within_fair_share():
+    # KAI pkg/scheduler/actions/integration_tests/reclaim/reclaim_test.go: "departments and
+    # queues are over deserved quota and within fair share - should not reclaim"
+    cluster = nodes(2, gpus=3)
+    n0, n1 = cluster[0].name, cluster[1].name
+    queues = departments(1, 1, [("queue0", "d1", 1, 1), ("queue1", "d2", 1, 1)])
+    jobs = [train("running_job0", "queue0", gpus=2, node=n0), build("running_job1", "queue0", n1),
+            train("running_job2", "queue1", gpus=2, node=n1),
+            train("running_job3", "queue1", node=n0),
+            train("pending_job0", "queue1", started=10)]
+    result = run_cycle(snapshot(cluster, queues, jobs))
+    assert (result.evictions, result.bindings) == ((), ())
+
+
+def test_no_reclaim_when_both_departments_are_under_deserved():
+    # KAI pkg/scheduler/actions/integration_tests/reclaim/reclaim_test.go:
+    # "both departments are under deserved quota - should not reclaim"
+    cluster = nodes(2, gpus=1)
+    queues = departments(2, 2, [("queue0", "d1", 1, 0), ("queue1", "d2", 1, 0)])
+    jobs = [train("running_job0", "queue0", node=cluster[0].name),
+            build("running_job1", "queue1", cluster[1].name),
+            train("pending_job0", "queue1", started=10)]
+    result = run_cycle(snapshot(cluster, queues, jobs))
+    assert (result.evictions, result.bindings) == ((), ())
+
+
+def test_reclaim_from_a_sibling_queue_over_its_share_inside_the_department():
+    # KAI pkg/scheduler/actions/integration_tests/reclaim/reclaim_test.go: "both departments got
+    # deserved quota, a queue within d2 is under quota - reclaim from another queue"
+    cluster = nodes(2, gpus=3)
+    n0, n1 = cluster[0].name, cluster[1].name
+    queues = departments(3, 3, [("queue0", "d1", 3, 0), ("queue1", "d2", 2, 0),
+                                ("queue2", "d2", 1, 0)])
+    jobs = [train("running_job0", "queue0", gpus=2, node=n0), build("running_job1", "queue0", n1),
+            train("running_job2", "queue1", gpus=2, node=n1, started=1),
+            train("running_job3", "queue1", node=n0, started=2),
+            train("pending_job0", "queue2", started=10)]
+    result = run_cycle(snapshot(cluster, queues, jobs))
+    assert evicted_gangs(result) == ["running_job3"]
+    assert bound_nodes(result) == {"pending_job0-0": n0}

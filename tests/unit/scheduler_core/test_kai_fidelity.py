@@ -82,6 +82,34 @@ def test_equal_share_after_job_goes_to_the_queue_using_less_now():
     assert bound_gangs(result) == ["pending_job1"]
 
 
+def test_equal_shares_go_to_the_queue_with_the_smaller_allocatable_share():
+    # KAI pkg/scheduler/actions/allocate/allocate_test.go: "Both queues has the same share,
+    # give the one with smaller job - allocate jobs queue1"
+    cluster = nodes(1, gpus=5)
+    node = cluster[0].name
+    queues = (queue("root"), queue("queue0", "root", quota=4), queue("queue1", "root", quota=2))
+    jobs = [train("running_job0", "queue0", gpus=2, node=node),
+            train("running_job1", "queue1", node=node),
+            train("pending_job0", "queue0", gpus=2, started=10),
+            train("pending_job1", "queue1", started=11)]
+    result = run_cycle(snapshot(cluster, queues, jobs))
+    assert bound_gangs(result) == ["pending_job1"]
+
+
+def test_exactly_equal_queues_go_by_creation():
+    # KAI pkg/scheduler/actions/allocate/allocate_test.go: "Both queues has exactly the same
+    # share - give priority to the created 1st (queue0)"
+    cluster = nodes(1, gpus=5)
+    node = cluster[0].name
+    queues = (queue("root"), queue("queue0", "root", quota=2), queue("queue1", "root", quota=2))
+    jobs = [train("running_job0", "queue0", gpus=2, node=node),
+            train("running_job1", "queue1", gpus=2, node=node),
+            train("pending_job0", "queue0", started=10),
+            train("pending_job1", "queue1", started=11)]
+    result = run_cycle(snapshot(cluster, queues, jobs))
+    assert bound_gangs(result) == ["pending_job0"]
+
+
 # --- 3. elastic growth across gangs ---------------------------------------------------------
 
 

@@ -213,9 +213,7 @@ class _Cycle:
         def head_demand(leaf: str) -> tuple[int, int, int]:
             demand = heads.get(leaf)
             if demand is None:
-                work = queues[leaf][0].work
-                demand = heads[leaf] = (work.demand(0) if not work.ready() else None) or (
-                    1 if work.has_pending() else 0, 0, 0)
+                demand = heads[leaf] = queues[leaf][0].work.demand(0) or ZERO
             return demand
 
         while True:

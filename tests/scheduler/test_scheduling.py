@@ -242,3 +242,20 @@ def test_consolidation_moves_a_running_task_instead_of_failing_it(admin, alice, 
     assert all(t["status"] == "RUNNING" for t in tasks)
     assert tasks[0]["node"] == tasks[1]["node"] != nodes_of(alice, wide)[0]
     assert sorted(t["reason"] or "" for t in tasks) == ["", "consolidated"]
+
+
+def test_refused_reclaim_is_explained(admin):
+    factories.pool("owner", 4)
+    factories.pool("other", 6)
+    owner = make_client("o", "osmo-owner-user")
+    other = make_client("t", "osmo-other-user")
+    add_nodes(admin, 1)  # 8 GPUs: the quotas add up to more than the cluster
+    submit(other, "other", spec("borrow", 6), "LOW")
+    assert cycle(admin)["bound"] == 1
+    mine = submit(owner, "owner", spec("mine", 4))
+    assert cycle(admin)["evicted"] == 0
+    reasons = owner.get(f"/api/workflow/{mine}/explain").json()["groups"][0]["reasons"]
+    protected = [r for r in reasons if r["code"] == "reclaim_victim_protected"]
+    assert protected, reasons
+    assert "osmo-pool-osmo-other" in protected[0]["message"]
+    assert "deserved quota of 6 GPUs" in protected[0]["message"]

@@ -92,6 +92,23 @@ def reclaim(nodes: int = 500, reclaimers: int = 100) -> Snapshot:
     return Snapshot(cluster, queues, tuple(gangs), TOPOLOGY)
 
 
+def consolidation(nodes: int = 500, per_node: int = 7, gang_pods: int = 8) -> Snapshot:
+    """Fragmented: every node runs `per_node` single-GPU LOW pods (one free GPU each); one
+    pending gang of `gang_pods` x 8 GPUs fits the free GPUs in total but no node."""
+    cluster = make_nodes(nodes)
+    gangs = []
+    for i in range(nodes * per_node):
+        name = f"small-{i:05d}"
+        gangs.append(Gang(name, f"team-{1 + i % 3}", priority=50, preemptible=True,
+                          created_at=float(i), running_since=float(i),
+                          pods=(Pod(f"{name}-0", gpus=1, cpu=1000,
+                                    node=cluster[i // per_node].name),)))
+    gangs.append(Gang("wide", "team-0", priority=50, preemptible=True, created_at=1e6,
+                      min_member=gang_pods,
+                      pods=tuple(Pod(f"wide-{p}", gpus=8, cpu=1000) for p in range(gang_pods))))
+    return Snapshot(cluster, make_queues(4), tuple(gangs), TOPOLOGY)
+
+
 def large_cluster(nodes: int, pods_total: int, pending_pods: int = 10_000) -> Snapshot:
     """Mostly running pods (GPU gangs and CPU-only gangs of 10) plus a pending batch."""
     rng = random.Random(nodes)
@@ -131,9 +148,10 @@ def measure(label: str, snapshot: Snapshot, repeats: int, target: str = "") -> f
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
     pods = sum(len(gang.pods) for gang in snapshot.gangs)
+    moved = f" moved={len(result.moves):>4}" if result.moves else ""
     print(f"{label:<44} nodes={len(snapshot.nodes):>5} pods={pods:>7} "
           f"cycle={median * 1000:>8.1f} ms  bound={len(result.bindings):>6} "
-          f"evicted={len(result.evictions):>5}  {target}", flush=True)
+          f"evicted={len(result.evictions):>5}{moved}  {target}", flush=True)
     return median
 
 
@@ -148,6 +166,7 @@ def main() -> None:
         measure("single-GPU jobs", single_gpu_jobs(50, 400), repeats)
         measure("one gang, preferred rack", big_topology_gang(64), repeats)
         measure("reclaim", reclaim(50, 10), repeats)
+        measure("consolidation", consolidation(50, 7, 4), repeats)
         measure("large cluster", large_cluster(200, 7_000, 500), repeats)
         return
     measure("KAI 10 nodes / 50 jobs", kai_sizes(10, 50), repeats, "(KAI 110 ms)")
@@ -157,6 +176,7 @@ def main() -> None:
     measure("512-pod gang, preferred rack, 512 nodes", big_topology_gang(), repeats,
             "(target < 1 s)")
     measure("reclaim, 500 nodes, 100 gangs x 8 GPUs", reclaim(), repeats, "(KAI ~1.5 s)")
+    measure("consolidation, 500 fragmented nodes, 64-GPU gang", consolidation(), repeats)
     measure("4,000 nodes / 140,000 pods", large_cluster(4000, 140_000), heavy_repeats,
             "(KAI ~2.4 s, target < 2 s)")
     print("growth with cluster size (35 pods per node, 10,000 pending pods):")

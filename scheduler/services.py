@@ -23,7 +23,7 @@ from osmo.errors import Conflict, OsmoError
 from scheduler.core import run_cycle
 from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME
 from workflows import lifecycle
-from workflows.lifecycle import TaskEviction
+from workflows.lifecycle import TaskEviction, TaskMove
 from workflows.models import TaskStatus
 from workflows.selectors import bound_tasks_on_node
 
@@ -137,8 +137,11 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
         result = run_cycle(snapshot)
         workflows = {index.tasks[b.pod]["workflow_id"] for b in result.bindings}
         workflows |= {index.tasks[e.pod]["workflow_id"] for e in result.evictions}
+        workflows |= {index.tasks[m.pod]["workflow_id"] for m in result.moves}
         lifecycle.lock_workflows(workflows)
         evicted = lifecycle.tasks_evict(_evictions(result, index), now)
+        lifecycle.tasks_move([TaskMove(task_id=index.tasks[m.pod]["id"], source=m.source,
+                                       target=m.target) for m in result.moves])
         bindings = [(index.tasks[b.pod]["id"], b.node) for b in result.bindings]
         bound = lifecycle.tasks_bind(bindings, now)
         lifecycle.tasks_mark_running([task_id for task_id, _ in bindings], now)

@@ -3,7 +3,8 @@
 Order of checks: the spec parses (400 `invalid_spec`), then — in one transaction with the target
 pool row and its parent locked — the subpool is ACTIVE (409 `subpool_not_active`), a HIGH/NORMAL
 parent submission fits the unallocated share (409 `exceeds_unallocated`), and no group needs more
-GPUs than the target's quota (409 `exceeds_quota`). LOW skips both quota checks.
+GPUs to start than the target's quota (409 `exceeds_quota`; a group's minimum, as KAI starts an
+elastic gang with the pods its minMember/minSubGroup require). LOW skips both quota checks.
 
 The rows are locked FOR SHARE: submissions do not wait for each other, while a subpool change
 (which takes FOR UPDATE on the same rows) cannot interleave with one. A rejected submission writes
@@ -24,6 +25,9 @@ from pools.locking import POOL_FAMILY_LOCK
 from pools.models import Pool, PoolStatus, SubpoolState
 from pools.quota import unallocated
 from pools.selectors import pool_not_found
+from scheduler.core.model import Gang, SubGroup
+from scheduler.core.model import Pod as CorePod
+from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 from scheduler.kai.podgroups import podgroup_name
 from scheduler.kai.queues import queue_name_for
 from scheduler.kai.selectors import StoredTopologies
@@ -120,9 +124,42 @@ def check_quota(*, target: Pool, parent: Pool, spec_total: int, largest_group: i
     if largest_group > quota:
         raise Conflict(
             "exceeds_quota",
-            f"A group needs {largest_group} GPUs at once but the {what} is {quota} GPUs, so it "
+            f"A group needs {largest_group} GPUs at once to start but the {what} is {quota} GPUs,"
+            f" so it "
             f"could never run at {priority}. Use a pool with more quota or priority LOW.",
         )
+
+
+def _minimum_gpus(gang: dict, pods: list[tuple[str, str | None, int]]) -> int:
+    """GPUs of the pods a gang needs to start (its minimum); all its GPUs if the gang fields
+    cannot be read (the spec validation reports those)."""
+    core_gang = Gang(name="admission", queue="admission", min_member=gang.get("minMember"),
+                     min_subgroup=gang.get("minSubGroup"),
+                     subgroups=tuple(SubGroup(name=s["name"], parent=s.get("parent"),
+                                              min_member=s.get("minMember"),
+                                              min_subgroup=s.get("minSubGroup"))
+                                     for s in gang.get("subGroups", ())),
+                     pods=tuple(CorePod(name, subgroup=subgroup, gpus=gpus)
+                                for name, subgroup, gpus in pods))
+    try:
+        return minimum_gpus(build_tree(core_gang))
+    except InvalidGang:
+        return sum(gpus for _name, _subgroup, gpus in pods)
+
+
+def _spec_group_minimum(group) -> int:
+    fields = group.podgroup_spec_fields()
+    pods = [(f"{task.name}-{replica}", task.subgroup if fields.get("subGroups") else None,
+             task.resource.gpus) for task in group.tasks for replica in range(task.replicas)]
+    return _minimum_gpus(fields, pods)
+
+
+def _unit_minimum(unit) -> int:
+    spec = unit.manifests.podgroup["spec"]
+    pods = [(pod["metadata"]["name"],
+             (pod["metadata"].get("labels") or {}).get(SUBGROUP_LABEL)
+             if spec.get("subGroups") else None, pod_gpus(pod)) for pod in unit.manifests.pods]
+    return _minimum_gpus(spec, pods)
 
 
 def _peek_name(spec_name: str) -> str:
@@ -257,7 +294,9 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
             spec = parse_for_pool(target, source, set_variables=set_variables,
                                   set_string_variables=set_string_variables)
         check_quota(target=target, parent=target.parent if target.is_subpool else target,
-                    spec_total=spec.total_gpus, largest_group=spec.max_group_gpus,
+                    spec_total=spec.total_gpus,
+                    largest_group=max((_spec_group_minimum(group) for group in spec.groups),
+                                      default=0),
                     priority=priority)
         name = _peek_name(spec.name) if dry_run else _next_name(spec.name)
         admission = _build(spec, name=name, pool=target, priority=priority, actor=actor,
@@ -299,7 +338,8 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
         target = _locked_target(pool)
         check_quota(target=target, parent=target.parent if target.is_subpool else target,
                     spec_total=grouping.gpus,
-                    largest_group=max((g.gpus for g in grouping.groups), default=0),
+                    largest_group=max((_unit_minimum(unit) for unit in grouping.groups),
+                                      default=0),
                     priority=grouping.priority)
         workflow = Workflow(name=name, kind=WorkflowKind.WORKLOAD, pool=target,
                             priority=grouping.priority,

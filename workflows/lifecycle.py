@@ -22,7 +22,9 @@ Rules (OSMO's, where the contract is silent):
   scheduler (SCHEDULING).
 - Scheduler decisions: a bound task is RUNNING on its node; an evicted gang fails as a whole
   (FAILED_PREEMPTED or the eviction's reason), while evicted elastic surplus (the gang keeps
-  other bound pods) returns to pending (SCHEDULING, unbound) to run again later.
+  other bound pods) returns to pending (SCHEDULING, unbound, reason `preempted_requeued`) to
+  run again later, as KAI re-queues them; a task moved by consolidation keeps running on its
+  new node (reason `consolidated`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ from .models import (
     WorkflowStatus,
 )
 from .selectors import alive_workflows, gpu_holding_tasks
+
+# Reason of an evicted elastic surplus task that is pending again (not failed).
+REQUEUED = "preempted_requeued"
+# Reason of a running task the scheduler moved to another node (consolidation).
+CONSOLIDATED = "consolidated"
 
 STATUS_RANK = {TaskStatus.WAITING: 0, TaskStatus.SCHEDULING: 1, TaskStatus.RUNNING: 2}
 SEVERITY = [TaskStatus.FAILED_PREEMPTED, TaskStatus.FAILED_EVICTED, TaskStatus.FAILED,
@@ -286,7 +293,8 @@ def tasks_mark_running(task_ids: Sequence[int], now: datetime) -> None:
 
 def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
     """Take tasks off their nodes: when every bound task of a gang goes, the gang fails
-    (the tasks end FAILED_PREEMPTED); elastic surplus returns to pending. Returns how many
+    (the tasks end FAILED_PREEMPTED); elastic surplus returns to pending (reason
+    `preempted_requeued`). Returns how many
     were evicted (a task that moved meanwhile is left alone); the workflows settle."""
     if not evictions:
         return 0
@@ -307,9 +315,34 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
         ).update(**({"status": TaskStatus.FAILED_PREEMPTED, "reason": eviction.reason,
                      "finished_at": now} if whole else
                     {"status": TaskStatus.SCHEDULING, "node_name": "",
-                     "reason": eviction.reason, "started_at": None}))
+                     "reason": REQUEUED, "started_at": None}))
     _settle_all({e.workflow_id for e in evictions}, now)
     return evicted
+
+
+@dataclass(frozen=True)
+class TaskMove:
+    """Consolidation: a running task the scheduler moves from one node to another."""
+
+    task_id: int
+    source: str
+    target: str
+
+
+def tasks_move(moves: Sequence[TaskMove]) -> int:
+    """Re-bind running tasks to their new nodes: they keep running (not failed, not pending)
+    and their reason `consolidated` records the move. A task that is no longer running on the
+    source node is left alone. Returns how many moved; the callers hold the workflows' locks."""
+    if not moves:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE workflows_task t SET node_name = v.target, reason = %s "
+            "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, source, target) "
+            "WHERE t.id = v.id AND t.node_name = v.source AND t.status = %s",
+            [CONSOLIDATED, [m.task_id for m in moves], [m.source for m in moves],
+             [m.target for m in moves], TaskStatus.RUNNING])
+        return cursor.rowcount
 
 
 def groups_record_below_min(since: Mapping[int, datetime | None]) -> None:

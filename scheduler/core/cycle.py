@@ -9,9 +9,12 @@ capacity is usable in the same cycle):
 3. allocation, phase A: queues in order (`QueueBook.pick_leaf`, re-evaluated after every
    gang), gangs by priority then FIFO; each gang's minimum is placed all-or-nothing and kept
    only if the capacity gates pass on its leaf queue and every ancestor;
-4. phase B: elastic growth of ready gangs, in the same queue order. Choice: growth comes after
-   every gang's minimum, so elastic pods never take the room a waiting gang needs to start;
-5. reclaim, then preempt, for gangs still pending;
+4. phase B: elastic growth of ready gangs, one pod (or optional child) at a time, each step
+   to the queue first in the fair order and, inside it, the gang with the fewest placed pods
+   (`grow_all`). Choice: growth comes after every gang's minimum, so elastic pods never take
+   the room a waiting gang needs to start;
+5. consolidation (running preemptible pods move so a fragmented gang fits), then reclaim, then
+   preempt, for gangs still pending (KAI's action order);
 6. explanations for every gang left pending; per-queue figures.
 
 Determinism: nodes, queues and gangs are sorted by name, pods by natural name order within a
@@ -21,15 +24,18 @@ result.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
+from collections.abc import Iterator
 
 from scheduler.core.cluster import Cluster
+from scheduler.core.consolidation import Consolidator
 from scheduler.core.explain import explain
 from scheduler.core.fair_share import fair_shares, subtree_requests
 from scheduler.core.gang_run import GangRun, amount_of
 from scheduler.core.model import RESOURCES, Snapshot
 from scheduler.core.placement import GangWork, Placer
-from scheduler.core.queue_book import QueueBook
+from scheduler.core.queue_book import ZERO, QueueBook
 from scheduler.core.readiness import InvalidGang, build_tree, ready_counts
 from scheduler.core.reclaim import Evictor, VictimUnit, is_victim_candidate, victim_order_key
 from scheduler.core.reclaim import victim_units as build_victim_units
@@ -41,6 +47,7 @@ from scheduler.core.results import (
     CycleResult,
     Eviction,
     GangExplanation,
+    Move,
     QueueStatus,
     Reason,
     ResourceFigures,
@@ -58,6 +65,7 @@ class _Cycle:
         self.gangs = sorted(snapshot.gangs, key=lambda gang: gang.name)
         self.bindings: list[Binding] = []
         self.evictions: list[Eviction] = []
+        self.moves: list[Move] = []
         self.stale: list[StaleGang] = []
         self.fail_cache: dict[tuple, Reason] = {}
 
@@ -73,7 +81,7 @@ class _Cycle:
         capacity = dict(zip(RESOURCES, self.cluster.capacity, strict=True))
         shares = fair_shares(self.queues, capacity, requested)
         self.requested = subtree_requests(self.queues, requested)
-        self.book = QueueBook(self.queues, shares, self.requested)
+        self.book = QueueBook(self.queues, shares, self.requested, self.cluster.capacity)
         self._book_bound_pods()
 
     def _build_trees(self) -> tuple[dict, dict[str, str]]:
@@ -200,11 +208,20 @@ class _Cycle:
         for name, items in queues.items():
             for ancestor in self.book.paths[name]:
                 remaining[ancestor] += len(items)
+        heads: dict[str, tuple[int, int, int]] = {}
+
+        def head_demand(leaf: str) -> tuple[int, int, int]:
+            demand = heads.get(leaf)
+            if demand is None:
+                demand = heads[leaf] = queues[leaf][0].work.demand(0) or ZERO
+            return demand
+
         while True:
-            leaf = self.book.pick_leaf(remaining)
+            leaf = self.book.pick_leaf(remaining, head_demand)
             if leaf is None:
                 return
             run = queues[leaf].popleft()
+            heads.pop(leaf, None)
             for ancestor in self.book.paths[leaf]:
                 remaining[ancestor] -= 1
             attempt(run)
@@ -262,12 +279,48 @@ class _Cycle:
             run.new_pods.append((pod, node_index))
             self.bindings.append(Binding(pod.name, run.gang.name, self.cluster.names[node_index]))
 
-    def grow(self, run: GangRun) -> None:
-        work = run.work
-        if not work.ready() or not work.has_pending():
-            return
-        work.collect_notes = False
+    def grow_all(self, runs: list[GangRun]) -> None:
+        """Elastic growth, one unit (pod or optional child) at a time: the queue picked in the
+        fair order (judged with the next pod), inside it the gang with the highest priority and
+        the fewest placed pods, then FIFO (KAI grows jobs pod by pod, so two elastic jobs
+        sharing 5 free GPUs end 3 + 2, not 4 + 1). A gang whose next unit does not fit or is
+        refused by a gate stops growing this cycle."""
+        heaps: dict[str, list] = {}
+        steps: dict[int, Iterator[None]] = {}
+        remaining = {name: 0 for name in self.book.queues}
+        for position, run in enumerate(runs):
+            steps[position] = self.placer.grow(run.work, self._accept_growth(run))
+            heaps.setdefault(run.gang.queue, []).append(self._grow_key(run, position))
+            for ancestor in self.book.paths[run.gang.queue]:
+                remaining[ancestor] += 1
+        for heap in heaps.values():
+            heapq.heapify(heap)
 
+        def head_demand(leaf: str) -> tuple[int, int, int]:
+            pod = runs[heaps[leaf][0][-1]].work.next_pod()
+            return ZERO if pod is None else (pod.gpus, pod.cpu, pod.memory)
+
+        while True:
+            leaf = self.book.pick_leaf(remaining, head_demand)
+            if leaf is None:
+                return
+            position = heapq.heappop(heaps[leaf])[-1]
+            run = runs[position]
+            run.work.collect_notes = False
+            advanced = next(steps[position], False) is None
+            run.work.collect_notes = True
+            if advanced and run.work.has_pending():
+                heapq.heappush(heaps[leaf], self._grow_key(run, position))
+                continue
+            for ancestor in self.book.paths[leaf]:
+                remaining[ancestor] -= 1
+
+    @staticmethod
+    def _grow_key(run: GangRun, position: int) -> tuple:
+        gang = run.gang
+        return (-gang.priority, run.work.placed_count(), gang.created_at, gang.name, position)
+
+    def _accept_growth(self, run: GangRun):
         def accept(work: GangWork, mark: tuple[int, int]) -> bool:
             added = amount_of(pod for _leaf, pod, _node in work.new_since(mark))
             non_preemptible = run.non_preemptible_share(added, core=False)
@@ -276,8 +329,47 @@ class _Cycle:
             self._commit(run, added, non_preemptible)
             return True
 
-        self.placer.grow(work, accept)
-        work.collect_notes = True
+        return accept
+
+    # --- consolidation ----------------------------------------------------------------------
+
+    def consolidate(self) -> None:
+        """KAI's consolidation action for gangs still pending (see `consolidation`)."""
+        pending = [run for run in self.runs if self.schedulable(run) and not run.work.ready()]
+        if not pending:
+            return
+        state: dict[str, Consolidator | None] = {"consolidator": None}
+        failed: set[tuple] = set()
+
+        def attempt(run: GangRun) -> None:
+            lower = run.work.demand(0)
+            if lower is None or any(self.cluster.total_free[r] < lower[r] for r in range(3)):
+                return
+            key = self._cache_key(run)
+            if key is not None and key in failed:
+                return
+            if self.book.gate(run.gang.queue, lower,
+                              run.non_preemptible_share(list(lower), True)) is not None:
+                return
+            consolidator = state["consolidator"] or Consolidator(
+                self.cluster, self.book, self.placer, self.runs)
+            state["consolidator"] = consolidator
+            moves = consolidator.attempt(run)
+            if moves is None:
+                if key is not None:
+                    failed.add(key)
+                return
+            for move in moves:
+                move.run.moved.add(move.pod.name)
+                self.moves.append(Move(move.pod.name, move.run.gang.name,
+                                       self.cluster.names[move.source],
+                                       self.cluster.names[move.target], run.gang.name))
+            placed = amount_of(pod for _leaf, pod, _node in run.work.tentative)
+            self._commit(run, placed, run.non_preemptible_share(placed, core=True))
+            self.cluster.release_epoch += 1
+            state["consolidator"] = None
+
+        self.by_queue_order(pending, attempt)
 
     # --- eviction ---------------------------------------------------------------------------
 
@@ -300,7 +392,7 @@ class _Cycle:
             key = self._cache_key(run)
             if key is not None and (key, run.gang.queue) in failed:
                 return
-            units = build_victim_units(candidates)
+            units = build_victim_units(candidates, self.book)
             if not evictor.attempt(run, units, mode, lambda r, taken: self._won(r, taken, mode)):
                 if key is not None:
                     failed.add((key, run.gang.queue))
@@ -358,7 +450,8 @@ class _Cycle:
             evictions=tuple(evictions),
             explanations=tuple(explanations),
             queues=tuple(statuses),
-            stale=tuple(stale))
+            stale=tuple(stale),
+            moves=tuple(sorted(self.moves, key=lambda m: (m.gang, m.pod))))
 
 
 def run_cycle(snapshot: Snapshot) -> CycleResult:
@@ -368,7 +461,9 @@ def run_cycle(snapshot: Snapshot) -> CycleResult:
     schedulable = [run for run in cycle.runs if cycle.schedulable(run)]
     cycle.by_queue_order([run for run in schedulable if not run.work.ready()],
                          cycle.place_minimum)
-    cycle.by_queue_order([run for run in schedulable if run.work.has_pending()], cycle.grow)
+    cycle.grow_all([run for run in schedulable if run.work.ready() and run.work.has_pending()])
+    if cycle.config.consolidate:
+        cycle.consolidate()
     if cycle.config.reclaim:
         cycle.evict_for(RECLAIMED)
     if cycle.config.preempt:

@@ -2,7 +2,8 @@
 
 Reasons come from three places, most specific first:
 1. what the cycle recorded while trying the gang (invalid spec, unknown queue, a capacity gate
-   with the queue and numbers, reclaim blocked by fair share); a capacity gate is the whole
+   with the queue and numbers, reclaim blocked by the gang's own fair share, or refused because
+   every victim queue is at its floor: `reclaim_victim_protected`); a capacity gate is the whole
    answer (free capacity would not help), so nothing else is added after it;
 2. a cluster-wide check of the gang's minimum against free capacity
    (`insufficient_gpus` / `insufficient_cpu` / `insufficient_memory`);

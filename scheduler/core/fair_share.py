@@ -3,8 +3,11 @@
 Among siblings sharing an amount (the cluster for top-level queues, the parent's fair share
 below):
 
-1. each sibling first gets `min(quota, requested capped by limit)`; quota -1 (KAI: unlimited)
-   deserves everything it requests (capped by limit);
+1. each sibling first gets its deserved part, `min(quota, requested capped by limit)`, never
+   more than the amount being divided; quota -1 (KAI: unlimited) deserves everything it
+   requests (capped by limit). Deserved parts are NOT scaled down when the quotas add up to
+   more than the amount (KAI's resource division keeps deserved = quota): the shares may then
+   sum to more than the amount, and nothing is left for step 2;
 2. what remains goes over priority buckets, higher priority first; inside a bucket it is split
    by `over_quota_weight` (water-filling: a sibling never gets more than it asked for, and what
    it cannot use goes back to the others), rounded down to whole units;
@@ -12,9 +15,6 @@ below):
    higher weight, then queue name - so results are deterministic.
 
 Choices where the spec is silent:
-- if the quotas of a priority bucket do not fit in what is left (over-subscribed quotas), the
-  bucket's quota portions are themselves split by the same water-filling, weighted by quota, so
-  higher-priority buckets keep their quota first;
 - a weight of 0 gets nothing over its quota;
 - a sibling with nothing requested gets 0 (its share goes to those who asked).
 """
@@ -46,14 +46,12 @@ class Claimant:
 
 def split(amount: int, claimants: Sequence[Claimant]) -> dict[str, int]:
     """Divide `amount` among siblings; returns name -> share (never above a sibling's cap)."""
-    shares = {claimant.name: 0 for claimant in claimants}
-    remaining = max(0, amount)
+    amount = max(0, amount)
+    shares = {claimant.name: min(amount, claimant.cap if claimant.quota == UNLIMITED
+                                 else min(claimant.quota, claimant.cap))
+              for claimant in claimants}
+    remaining = max(0, amount - sum(shares.values()))
     buckets = sorted({claimant.priority for claimant in claimants}, reverse=True)
-    for priority in buckets:
-        members = [claimant for claimant in claimants if claimant.priority == priority]
-        wants = {c.name: c.cap if c.quota == UNLIMITED else min(c.quota, c.cap) for c in members}
-        weights = {c.name: c.quota if c.quota != UNLIMITED else c.cap for c in members}
-        remaining -= _water_fill(remaining, members, shares, wants, weights)
     for priority in buckets:
         members = [claimant for claimant in claimants if claimant.priority == priority]
         wants = {c.name: c.cap - shares[c.name] for c in members}

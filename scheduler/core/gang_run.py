@@ -32,6 +32,7 @@ class GangRun:
     evicted: bool = False
     new_pods: list[tuple[Pod, int]] = field(default_factory=list)
     evicted_pods: set[str] = field(default_factory=set)
+    moved: set[str] = field(default_factory=set)
 
     @property
     def order_key(self) -> tuple:

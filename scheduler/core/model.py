@@ -200,12 +200,14 @@ class SchedulerConfig:
     - `max_domain_attempts`: how many topology domains one (sub)group tries before giving up;
       bounds backtracking on large clusters. Domains whose aggregate free capacity cannot hold
       the group are skipped without counting.
-    - `reclaim` / `preempt`: enable the eviction actions.
+    - `consolidate` / `reclaim` / `preempt`: enable the actions that move or evict running
+      pods.
     """
 
     placement: str = BINPACK
     stale_grace_seconds: float = 60.0
     max_domain_attempts: int = 16
+    consolidate: bool = True
     reclaim: bool = True
     preempt: bool = True
 

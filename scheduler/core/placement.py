@@ -100,6 +100,16 @@ class GangWork:
     def ready(self, index: int = ROOT) -> bool:
         return is_ready(self.tree, self.counts, index)
 
+    def next_pod(self) -> Pod | None:
+        """The first pending pod not yet placed (what elastic growth would add next)."""
+        for leaf in self.tree.leaves:
+            if self.used[leaf] < len(self.pending[leaf]):
+                return self.pending[leaf][self.used[leaf]]
+        return None
+
+    def placed_count(self) -> int:
+        return sum(self.counts[leaf] for leaf in self.tree.leaves)
+
     def has_pending(self) -> bool:
         return any(self.used[leaf] < len(self.pending[leaf]) for leaf in self.tree.leaves)
 
@@ -375,14 +385,17 @@ class Placer:
     # --- elastic growth ---------------------------------------------------------------------
 
     def grow(self, work: GangWork, accept: Callable[[GangWork, tuple[int, int]], bool],
-             index: int = ROOT) -> None:
-        """Add elastic children and pods; each unit is kept only if `accept` says so."""
+             index: int = ROOT) -> Iterator[None]:
+        """Add elastic children and pods, one accepted unit per step (a generator: the caller
+        advances it once per unit, so growth can alternate between gangs). No mark is held
+        across a step, so other gangs may place and commit in between."""
         node = work.tree.nodes[index]
         if node.is_leaf:
             while work.used[index] < len(work.pending[index]):
                 mark = work.mark()
                 pool = self.constrained_pool(work, index, None)
                 if self.place_pods(work, index, 1, pool) and accept(work, mark):
+                    yield
                     continue
                 work.rollback(mark)
                 break
@@ -396,4 +409,5 @@ class Placer:
                 if not (self.place_subtree(work, child, pool) and accept(work, mark)):
                     work.rollback(mark)
                     continue
-            self.grow(work, accept, child)
+                yield
+            yield from self.grow(work, accept, child)

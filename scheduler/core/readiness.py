@@ -34,9 +34,15 @@ class InvalidGang(ValueError):
     """The gang's subgroup tree cannot be built; the message says why, for the user."""
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
 def natural_key(name: str) -> tuple:
     """Sort `pod-2` before `pod-10`: pods are taken in this order within a leaf."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+    parts = _DIGITS.split(name)
+    for i in range(1, len(parts), 2):
+        parts[i] = int(parts[i])
+    return tuple(parts)
 
 
 @dataclass
@@ -171,6 +177,41 @@ def minimum_pods(tree: GangTree, index: int = ROOT) -> int:
     child_minimums = sorted(minimum_pods(tree, child) for child in node.children)
     needed = sum(child_minimums[:node.required_children()])
     return max(node.min_member or 0, needed)
+
+
+def minimum_gpus(tree: GangTree, index: int = ROOT) -> int:
+    """GPUs of the fewest pods that make `index` ready: what the gang needs to start (KAI's
+    minimum, admission check 5). Leaves take their first `min_member` pods (natural order);
+    a node with children takes its `min_subgroup` cheapest children (all when unset); a
+    `min_member` beside children adds the cheapest further pods of its subtree."""
+    node = tree.nodes[index]
+    if node.is_leaf:
+        return sum(pod.gpus for pod in node.pods[:max(0, node.leaf_minimum())])
+    chosen = sorted((minimum_gpus(tree, child), position, child)
+                    for position, child in enumerate(node.children))
+    chosen = chosen[:node.required_children()]
+    total = sum(gpus for gpus, _position, _child in chosen)
+    if node.min_member:
+        taken: set[str] = set()
+        for _gpus, _position, child in chosen:
+            taken.update(pod.name for pod in _minimum_pods_of(tree, child))
+        missing = node.min_member - len(taken)
+        rest = sorted(pod.gpus for leaf in tree.subtree_leaves(index)
+                       for pod in tree.nodes[leaf].pods if pod.name not in taken)
+        total += sum(rest[:max(0, missing)])
+    return total
+
+
+def _minimum_pods_of(tree: GangTree, index: int) -> list[Pod]:
+    node = tree.nodes[index]
+    if node.is_leaf:
+        return node.pods[:max(0, node.leaf_minimum())]
+    chosen = sorted((minimum_gpus(tree, child), position, child)
+                    for position, child in enumerate(node.children))
+    pods: list[Pod] = []
+    for _gpus, _position, child in chosen[:node.required_children()]:
+        pods.extend(_minimum_pods_of(tree, child))
+    return pods
 
 
 def core_counts(tree: GangTree, counts: Sequence[int]) -> list[int]:

@@ -4,16 +4,25 @@ Victims (SCHEDULING.md step 7):
 - only preemptible work: a preemptible gang's elastic surplus pods, then the whole gang; a
   semi-preemptible gang's surplus only; never a non-preemptible pod, never the required core of
   a gang that keeps running;
-- only pods bound before this cycle (a gang placed or grown this cycle is not a victim);
-- order: surplus pods before whole gangs (least disruption), then lower queue priority, lower
-  gang priority, most recently started (least work lost), name.
+- only pods bound before this cycle (a gang placed, grown or moved this cycle is not a victim);
+- order: lower queue priority first (KAI "reclaim from less prioritized queue"); within a
+  queue priority, surplus pods before whole gangs (least disruption), then lower gang
+  priority, most recently started (least work lost), name.
 
-Reclaim: victim V of another queue. With A and B the siblings where the two queue paths
-diverge, the pending gang's side must stay within its fair share (`allocated(A) + need <=
-fair_share(A)`) and the victim's side must not drop below its fair share
-(`allocated(B) - freed >= fair_share(B)`). Judged on GPUs, and on CPU/memory only when the
-cluster lacks free CPU/memory for the gang: a queue's CPU fair share is mostly its own request
-(CPU quotas are -1), so judging plentiful CPU would forbid every reclaim.
+Reclaim: victim V of another queue (KAI's proportion plugin, `reclaimable` + strategies). With
+A and B the siblings where the two queue paths diverge:
+- the pending gang's side stays within its fair share: its leaf queue must keep
+  `allocated + need <= fair_share` before any victim is taken, and once a placement is found
+  every level of its path (a lone top-level queue excepted) must, with the exact placed amount
+  and the victims taken (a department may free room by losing a sibling's victim);
+- V may be taken while B, before that victim, is still above its floor: above its allocatable
+  share (`max(deserved, fair share)`, KAI "maintain fair share"), or - when A would stay
+  within its deserved quota with the gang (`allocated(A) + need <= quota(A)`) - above its
+  deserved quota (KAI "guarantee deserved quota"). So a victim queue is protected down to its
+  deserved quota, not its fair share, and the last victim (a whole gang) may take it below.
+Judged on GPUs, and on CPU/memory only when the cluster lacks free CPU/memory for the gang: a
+queue's CPU fair share is mostly its own request (CPU quotas are -1), so judging plentiful CPU
+would forbid every reclaim. A refused reclaim says which queue was protected, at which floor.
 Preempt: V in the same leaf queue with strictly lower priority; no fair-share condition.
 
 Victims are added one unit at a time; once the cluster's free capacity covers the gang's
@@ -28,7 +37,7 @@ from dataclasses import dataclass
 
 from scheduler.core.cluster import Cluster
 from scheduler.core.gang_run import GangRun, amount_of
-from scheduler.core.model import Pod
+from scheduler.core.model import UNLIMITED, Pod
 from scheduler.core.placement import Placer
 from scheduler.core.queue_book import QueueBook, describe
 from scheduler.core.results import RECLAIMED, Reason
@@ -51,18 +60,25 @@ def victim_order_key(run: GangRun, book: QueueBook) -> tuple:
 
 def is_victim_candidate(run: GangRun) -> bool:
     gang = run.gang
-    return (run.queue_ok and not run.evicted and not run.new_pods and run.work is not None
+    return (run.queue_ok and not run.evicted and not run.new_pods and not run.moved
+            and run.work is not None
             and (gang.preemptible or gang.semi_preemptible)
             and any(pod.node is not None for pod in gang.pods))
 
 
-def victim_units(runs: Sequence[GangRun]) -> list[VictimUnit]:
-    """Surplus pods of every candidate (in victim order), then whole preemptible gangs."""
+def victim_units(runs: Sequence[GangRun], book: QueueBook) -> list[VictimUnit]:
+    """Per queue priority (lowest first): surplus pods of every candidate (in victim order),
+    then whole preemptible gangs. `runs` come sorted by `victim_order_key`."""
     units: list[VictimUnit] = []
+    tiers: dict[int, list[GangRun]] = {}
     for run in runs:
-        _core, surplus = run.bound_split()
-        units.extend(VictimUnit(run, [pod], False) for pod in surplus)
-    units.extend(VictimUnit(run, [], True) for run in runs if run.gang.preemptible)
+        tiers.setdefault(book.queues[run.gang.queue].priority, []).append(run)
+    for priority in sorted(tiers):
+        tier = tiers[priority]
+        for run in tier:
+            _core, surplus = run.bound_split()
+            units.extend(VictimUnit(run, [pod], False) for pod in surplus)
+        units.extend(VictimUnit(run, [], True) for run in tier if run.gang.preemptible)
     return units
 
 
@@ -98,6 +114,7 @@ class Evictor:
         taken: list[tuple[VictimUnit, list[Pod]]] = []
         tries = 0
         blocked_by_share: str | None = None
+        protected: tuple[str, str, int, int] | None = None
         for unit in units:
             victim = unit.run
             if victim.evicted:
@@ -111,11 +128,12 @@ class Evictor:
                 if sides is None:
                     continue
                 mine, theirs = sides
-                if not self._within_share(mine, lower, needed):
-                    blocked_by_share = mine
+                if not self._within_share(run.gang.queue, lower, needed):
+                    blocked_by_share = run.gang.queue
                     continue
-                if any(freed[r] and book.allocated[theirs][r] - freed[r]
-                       < book.fair_share[theirs][r] for r in needed):
+                floor = self._victim_floor(mine, theirs, lower, needed)
+                if floor is not None:
+                    protected = protected or floor
                     continue
             self._evict_virtually(victim, pods, freed)
             taken.append((unit, pods))
@@ -124,16 +142,53 @@ class Evictor:
             tries += 1
             mark = work.mark()
             if self.placer.place_minimum(work):
-                if self._accepted(run, taken, mode, needed):
+                blocker = self._blocker(run, mode, needed)
+                if blocker is None:
                     on_success(run, taken)
                     return True
+                if blocker:
+                    blocked_by_share = blocker
                 work.rollback(mark)
             if tries >= MAX_PLACEMENT_TRIES:
                 break
         self._restore(taken, start)
-        if blocked_by_share is not None and mode == RECLAIMED:
-            run.reasons.append(self._over_fair_share(blocked_by_share, lower[0]))
+        if mode == RECLAIMED:
+            if blocked_by_share is not None:
+                run.reasons.append(self._over_fair_share(blocked_by_share, lower[0]))
+            elif protected is not None:
+                run.reasons.append(self._protected_reason(run, protected))
         return False
+
+    def _victim_floor(self, mine: str, theirs: str, need: Sequence[int],
+                      resources: Sequence[int]) -> tuple[str, str, int, int] | None:
+        """None when `theirs` may lose a victim; else (queue, floor kind, floor, in use) on GPUs
+        or the first contested resource."""
+        if not resources:
+            return None  # nothing contested (e.g. CPU the cluster has free): no floor applies
+        book = self.book
+        in_quota = all(book.quota[mine][r] == UNLIMITED
+                       or book.allocated[mine][r] + need[r] <= book.quota[mine][r]
+                       for r in resources)
+        for r in resources:
+            used = book.allocated[theirs][r]
+            if used > book.allocatable(theirs, r):
+                return None
+            quota = book.quota[theirs][r]
+            if in_quota and quota != UNLIMITED and used > quota:
+                return None
+        r = resources[0]
+        if in_quota and book.quota[theirs][r] != UNLIMITED:
+            return theirs, "deserved quota", book.quota[theirs][r], book.allocated[theirs][r]
+        return theirs, "fair share", book.allocatable(theirs, r), book.allocated[theirs][r]
+
+    def _protected_reason(self, run: GangRun, floor: tuple[str, str, int, int]) -> Reason:
+        queue, kind, amount, used = floor
+        return Reason(
+            "reclaim_victim_protected",
+            f"gang {run.gang.name!r} could reclaim GPUs from queue {queue!r}, but that queue "
+            f"uses {describe('gpu', used)}, not more than its {kind} of "
+            f"{describe('gpu', amount)}; reclaiming would take it below that, so its "
+            "preemptible work is protected", queue=queue)
 
     def _restore(self, taken: list[tuple[VictimUnit, list[Pod]]], start: int) -> None:
         """Undo a failed attempt's virtual evictions, last first."""
@@ -165,17 +220,23 @@ class Evictor:
         victim.evicted_pods.update(pod.name for pod in pods)
         self.book.add(victim.gang.queue, freed, sign=-1)
 
-    def _accepted(self, run: GangRun, taken, mode: str, contested: list[int]) -> bool:
-        """Gates and (for reclaim) the fair-share rule with the exact placed amount."""
+    def _blocker(self, run: GangRun, mode: str, contested: list[int]) -> str | None:
+        """None when the exact placement is allowed; else the queue whose fair share it would
+        pass ('' when a capacity gate refuses it). Reclaim checks every level of the gang's
+        path (a lone top-level queue excepted), with the victims taken so far."""
         work = run.work
         placed = amount_of(pod for _leaf, pod, _node in work.tentative)
         non_preemptible = run.non_preemptible_share(placed, core=True)
-        ok = self.book.gate(run.gang.queue, placed, non_preemptible) is None
-        if ok and mode == RECLAIMED:
-            needed = [r for r in range(3) if placed[r] > 0 and (r == 0 or r in contested)]
-            for unit, _pods in taken:
-                sides = self.book.divergence(run.gang.queue, unit.run.gang.queue)
-                if sides is not None and not self._within_share(sides[0], placed, needed):
-                    ok = False
-                    break
-        return ok
+        book = self.book
+        if book.gate(run.gang.queue, placed, non_preemptible) is not None:
+            return ""
+        if mode != RECLAIMED:
+            return None
+        needed = [r for r in range(3) if placed[r] > 0 and (r == 0 or r in contested)]
+        lone_top = len(book.children.get(None, [])) == 1
+        for name in book.paths[run.gang.queue]:
+            if lone_top and book.queues[name].parent not in book.queues:
+                continue
+            if not self._within_share(name, placed, needed):
+                return name
+        return None

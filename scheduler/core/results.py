@@ -1,8 +1,11 @@
 """What one cycle decides, as plain frozen dataclasses with `to_dict()` for JSON.
 
-The Django layer applies, in this order: `evictions` (mark tasks FAILED_PREEMPTED / stale,
-free their nodes), then `bindings` (pod -> node; some depend on the evictions of the same
-cycle), then stores `explanations`, `queues` and `stale` for `GET /api/scheduler/status`.
+The Django layer applies, in this order: `evictions` (free their nodes: a whole gang's tasks end
+FAILED_PREEMPTED / stale, evicted elastic surplus is pending again), then `moves` (a running
+pod leaves one node for another: on Kubernetes, evict it and recreate it bound to the target
+node; the task keeps running and is not failed), then `bindings` (pod -> node; some depend on
+the evictions and moves of the same cycle), then stores `explanations`, `queues` and `stale`
+for `GET /api/scheduler/status`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import asdict, dataclass
 PREEMPTED = "preempted"
 RECLAIMED = "reclaimed"
 STALE = "stale"
+CONSOLIDATED = "consolidated"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,19 @@ class Eviction:
     node: str | None
     reason: str
     by_gang: str | None = None
+
+
+@dataclass(frozen=True)
+class Move:
+    """Consolidation: a running pod of a preemptible gang moves from `source` to `target` in
+    this cycle so that `by_gang` fits; `reason` is `consolidated`."""
+
+    pod: str
+    gang: str
+    source: str
+    target: str
+    by_gang: str
+    reason: str = CONSOLIDATED
 
 
 @dataclass(frozen=True)
@@ -113,6 +130,7 @@ class CycleResult:
     explanations: tuple[GangExplanation, ...]
     queues: tuple[QueueStatus, ...]
     stale: tuple[StaleGang, ...]
+    moves: tuple[Move, ...] = ()
 
     def explanation(self, gang: str) -> tuple[Reason, ...]:
         for explanation in self.explanations:
@@ -131,4 +149,5 @@ class CycleResult:
             "explanations": [explanation.to_dict() for explanation in self.explanations],
             "queues": [status.to_dict() for status in self.queues],
             "stale": [asdict(stale) for stale in self.stale],
+            "moves": [asdict(move) for move in self.moves],
         }

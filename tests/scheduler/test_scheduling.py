@@ -196,3 +196,66 @@ def test_cancel_releases_gpus_at_once(admin, alice, team):
     assert admin.get("/api/cluster/nodes").json()[0]["gpus_free"] == 8
     assert cycle(admin)["bound"] == 1
     assert workflow(alice, second)["status"] == "RUNNING"
+
+
+def test_reclaimed_elastic_surplus_returns_to_pending(admin):
+    # KAI pkg/scheduler/actions/integration_tests/reclaim/reclaim_test.go: "Reclaim only over
+    # quota task from elastic Job" - the surplus pods are evicted and wait to run again, the
+    # gang keeps running on its required core.
+    factories.pool("owner", 16)
+    factories.pool("borrower", 16)
+    owner = make_client("o", "osmo-owner-user")
+    borrower = make_client("b", "osmo-borrower-user")
+    add_nodes(admin, 4)  # 32 GPUs
+    elastic = submit(borrower, "borrower",
+                     prefill_spec("elastic").replace("minSubGroup: 3", "minSubGroup: 1"), "LOW")
+    assert cycle(admin)["bound"] == 32
+    mine = submit(owner, "owner", spec("mine", 8))
+    evicted = cycle(admin)["evicted"] + cycle(admin)["evicted"]
+    assert evicted == 8
+    assert workflow(owner, mine)["status"] == "RUNNING"
+    body = workflow(borrower, elastic)
+    assert body["status"] == "RUNNING" and body["groups"][0]["status"] == "RUNNING"
+    requeued = [t for t in body["groups"][0]["tasks"] if t["status"] == "SCHEDULING"]
+    assert len(requeued) == 8
+    assert {(t["node"], t["reason"]) for t in requeued} == {(None, "preempted_requeued")}
+
+
+def test_consolidation_moves_a_running_task_instead_of_failing_it(admin, alice, team):
+    # KAI pkg/scheduler/actions/integration_tests/consolidation/consolidation_test.go: "1 train
+    # job of 1 GPU running on node0, 1 train job of 1 GPU running on node 0, 1 pending job of 2
+    # GPUs - consolidate" (here 4 + 4 GPUs on two 8-GPU nodes, then an 8-GPU job).
+    add_nodes(admin, 2)
+    names = [submit(alice, "team", spec(f"low{i}", 4), "LOW") for i in range(4)]
+    assert cycle(admin)["bound"] == 4
+    by_node = {}
+    for name in names:
+        by_node.setdefault(nodes_of(alice, name)[0], []).append(name)
+    keep = [group[0] for group in by_node.values()]
+    for group in by_node.values():
+        assert alice.post(f"/api/workflow/{group[1]}/cancel").status_code == 200
+    wide = submit(alice, "team", spec("wide", 8), "LOW")
+    summary = cycle(admin)
+    assert (summary["bound"], summary["evicted"]) == (1, 0)
+    assert workflow(alice, wide)["status"] == "RUNNING"
+    tasks = [workflow(alice, name)["groups"][0]["tasks"][0] for name in keep]
+    assert all(t["status"] == "RUNNING" for t in tasks)
+    assert tasks[0]["node"] == tasks[1]["node"] != nodes_of(alice, wide)[0]
+    assert sorted(t["reason"] or "" for t in tasks) == ["", "consolidated"]
+
+
+def test_refused_reclaim_is_explained(admin):
+    factories.pool("owner", 4)
+    factories.pool("other", 6)
+    owner = make_client("o", "osmo-owner-user")
+    other = make_client("t", "osmo-other-user")
+    add_nodes(admin, 1)  # 8 GPUs: the quotas add up to more than the cluster
+    submit(other, "other", spec("borrow", 6), "LOW")
+    assert cycle(admin)["bound"] == 1
+    mine = submit(owner, "owner", spec("mine", 4))
+    assert cycle(admin)["evicted"] == 0
+    reasons = owner.get(f"/api/workflow/{mine}/explain").json()["groups"][0]["reasons"]
+    protected = [r for r in reasons if r["code"] == "reclaim_victim_protected"]
+    assert protected, reasons
+    assert "osmo-pool-osmo-other" in protected[0]["message"]
+    assert "deserved quota of 6 GPUs" in protected[0]["message"]

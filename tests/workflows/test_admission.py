@@ -240,3 +240,50 @@ def test_the_pool_is_checked_before_the_body(team):
     assert submit(member, "ghost", gpu_spec(1), "URGENT").json()["code"] == "pool_not_found"
     assert submit(stranger, "team", "workflow: [", "URGENT").json()["code"] == "forbidden"
     assert submit(member, "team", "workflow: [", "URGENT").json()["code"] == "invalid_request"
+
+
+ELASTIC_GANG = """
+workflow:
+  name: elastic
+  groups:
+  - name: g
+    scheduling:
+      subGroups:
+      - name: a
+        minMember: 1
+      - name: b
+        minMember: 1
+    tasks:
+    - name: a
+      lead: true
+      image: ubuntu
+      command: [sleep, "1"]
+      resource: gpu
+      replicas: 2
+      subGroup: a
+    - name: b
+      image: ubuntu
+      command: [sleep, "1"]
+      resource: gpu
+      replicas: 2
+      subGroup: b
+  resources:
+    gpu:
+      gpu: 1
+      cpu: 1
+      memory: 1Gi
+"""
+
+
+def test_exceeds_quota_compares_the_gangs_minimum(user):
+    # KAI starts an elastic gang with its minimum (two subgroups of minMember 1 -> 2 pods) and
+    # preempts for that much, so check 5 compares the minimum, not all 4 pods, with the quota.
+    factories.pool("pair", 2)
+    client = make_client("u3", "osmo-pair-user")
+    response = submit(client, "pair", ELASTIC_GANG, "NORMAL")
+    assert response.status_code == 201, response.json()
+    assert response.json()["gpus_requested"] == 4
+    factories.pool("one", 1)
+    refused = submit(make_client("u4", "osmo-one-user"), "one", ELASTIC_GANG, "NORMAL")
+    assert (refused.status_code, refused.json()["code"]) == (409, "exceeds_quota")
+    assert "2 GPUs" in refused.json()["detail"]

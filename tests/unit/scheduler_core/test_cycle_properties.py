@@ -91,7 +91,7 @@ def gangs(draw, prefix, leaves, priorities=(50, 100, 125)):
 
 def apply(snapshot, result, now):
     """The snapshot after the Django layer applied the result."""
-    bound = bound_nodes(result)
+    bound = bound_nodes(result) | {move.pod: move.target for move in result.moves}
     evicted = {eviction.pod for eviction in result.evictions}
     gone = {e.gang for e in result.evictions}
     new_gangs = []
@@ -112,10 +112,17 @@ def check_invariants(snapshot, result):
     pods = {pod.name: (gang, pod) for gang in snapshot.gangs for pod in gang.pods}
     evicted = {eviction.pod for eviction in result.evictions}
     bound = bound_nodes(result)
+    moved = {move.pod: move.target for move in result.moves}
+    for move in result.moves:
+        gang, pod = pods[move.pod]
+        assert gang.preemptible and pod.node == move.source != move.target, move
+        assert nodes[move.target].schedulable and move.pod not in evicted | set(bound)
+        assert move.by_gang in {pods[name][0].name for name in bound}
     usage = {name: [0, 0, 0] for name in nodes}
     for gang in snapshot.gangs:
         for pod in gang.pods:
-            node = bound.get(pod.name) or (pod.node if pod.name not in evicted else None)
+            node = bound.get(pod.name) or moved.get(pod.name) or (
+                pod.node if pod.name not in evicted else None)
             if node is not None:
                 usage[node][0] += pod.gpus
                 usage[node][1] += pod.cpu
@@ -198,3 +205,47 @@ def test_cycle_invariants(data):
     result = run_cycle(second)
     check_invariants(second, result)
     assert run_cycle(shuffled(second, 2)) == result
+
+
+@st.composite
+def fragmented(draw):
+    """Nodes partly filled by running LOW gangs (no topology), plus a few pending gangs."""
+    nodes = tuple(Node(f"n{i}", gpus=draw(st.sampled_from([2, 4, 8])), cpu=16000, memory=64)
+                  for i in range(draw(st.integers(2, 6))))
+    queues = (Queue("root"), Queue("leaf0", parent="root"),
+              Queue("leaf1", parent="root", gpu=ResourceQuota(quota=draw(st.integers(0, 8)))))
+    running = []
+    for index, node in enumerate(nodes):
+        free = node.gpus
+        for j in range(draw(st.integers(0, 3))):
+            gpus = draw(st.integers(1, 3))
+            if gpus > free:
+                break
+            free -= gpus
+            name = f"r{index}-{j}"
+            leaf = draw(st.sampled_from(["leaf0", "leaf1"]))
+            running.append(Gang(name, leaf, priority=50,  # non-preemptible only within quota
+                                preemptible=leaf == "leaf1" or draw(st.booleans()),
+                                running_since=0.0,
+                                pods=(Pod(f"{name}-0", gpus=gpus, cpu=1000, node=node.name),)))
+    pending = []
+    for g in range(draw(st.integers(1, 3))):
+        count = draw(st.integers(1, 3))
+        pending.append(Gang(f"p{g}", draw(st.sampled_from(["leaf0", "leaf1"])),
+                            priority=draw(st.sampled_from([50, 100])),
+                            preemptible=False, created_at=float(g), min_member=count,
+                            pods=tuple(Pod(f"p{g}-{i}", gpus=draw(st.sampled_from([2, 4, 8])),
+                                           cpu=1000) for i in range(count))))
+    return Snapshot(nodes=nodes, queues=queues, gangs=tuple(running + pending),
+                    topology=TOPOLOGY, now=100.0)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fragmented())
+def test_consolidation_invariants(snapshot):
+    result = run_cycle(snapshot)
+    check_invariants(snapshot, result)
+    assert run_cycle(shuffled(snapshot, 3)) == result
+    if result.moves:
+        winners = {move.by_gang for move in result.moves}
+        assert winners <= {binding.gang for binding in result.bindings}

@@ -62,10 +62,15 @@ def test_water_filling_redistributes_what_a_small_request_cannot_use():
     assert shares == {"a": 10, "b": 30, "c": 60}
 
 
-def test_oversubscribed_quotas_split_by_quota_then_priority():
-    assert split(10, [claim("q1", 10, quota=10), claim("q2", 10, quota=10)]) == {"q1": 5, "q2": 5}
+def test_oversubscribed_quotas_keep_deserved_unscaled():
+    """KAI's resource division: deserved = quota even when the quotas exceed the cluster."""
+    assert split(10, [claim("q1", 10, quota=10), claim("q2", 10, quota=10)]) == {
+        "q1": 10, "q2": 10}
     assert split(10, [claim("hi", 10, quota=8, priority=200), claim("lo", 10, quota=8)]) == {
-        "hi": 8, "lo": 2}
+        "hi": 8, "lo": 8}
+    assert split(8, [claim("q0", 8, quota=6, weight=6), claim("q1", 5, quota=5, weight=5)]) == {
+        "q0": 6, "q1": 5}
+    assert split(2, [claim("lone", 4, quota=4)]) == {"lone": 2}
 
 
 def test_unlimited_quota_means_requested():
@@ -109,15 +114,15 @@ claimants = st.lists(
 @given(claimants, st.integers(0, 200))
 def test_split_properties(items, amount):
     shares = split(amount, items)
-    assert sum(shares.values()) <= amount
-    for item in items:
-        assert 0 <= shares[item.name] <= item.cap
     guaranteed = [item.cap if item.quota == -1 else min(item.quota, item.cap) for item in items]
+    assert sum(shares.values()) <= max(amount, sum(min(g, amount) for g in guaranteed))
+    for item in items:
+        assert 0 <= shares[item.name] <= min(item.cap, amount)
     if sum(guaranteed) <= amount:
         for item, floor in zip(items, guaranteed, strict=True):
             assert shares[item.name] >= floor
     if all(item.weight > 0 for item in items) and sum(item.cap for item in items) >= amount:
-        assert sum(shares.values()) == amount
+        assert sum(shares.values()) == max(amount, sum(min(g, amount) for g in guaranteed))
     if all(item.weight > 0 for item in items) and sum(item.cap for item in items) <= amount:
         assert all(shares[item.name] == item.cap for item in items)
     shuffled = list(items)

@@ -19,8 +19,10 @@ def test_parent_limit_blocks_second_gang_and_names_the_parent():
     gangs = [gang("first", "a", pods("f", 2, gpus=8), min_member=2, created_at=1, preemptible=True),
              gang("second", "b", pods("s", 1, gpus=8), created_at=2, preemptible=True)]
     result = run_cycle(snapshot(nodes(4), queues, gangs))
-    assert {b.gang for b in result.bindings} == {"first"}
-    (reason,) = result.explanation("second")
+    # Queue order judges each queue with its next gang: b stays within its deserved 8 GPUs,
+    # a would pass it, so b goes first and a's 16-GPU gang meets the pool's limit.
+    assert {b.gang for b in result.bindings} == {"second"}
+    (reason,) = result.explanation("first")
     assert reason.code == "queue_over_limit"
     assert reason.queue == "pool"
     assert "above its limit of 16 GPUs" in reason.message

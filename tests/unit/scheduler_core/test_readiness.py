@@ -184,3 +184,25 @@ def test_core_of_a_ready_gang_keeps_it_ready_and_has_the_minimum(case):
     core = core_counts(tree, counts)
     assert all(core[i] <= counts[i] for i in tree.leaves)
     assert is_ready(tree, core)
+
+
+def test_minimum_gpus_counts_the_pods_a_gang_needs_to_start():
+    # KAI pkg/scheduler/actions/allocate/allocateElastic_test.go ("Allocate elastic job -
+    # partial allocate"): an elastic gang starts with its minimum, so admission compares
+    # the minimum (not every pod) with the quota.
+    from scheduler.core.model import Gang, Pod, SubGroup
+    from scheduler.core.readiness import build_tree, minimum_gpus
+
+    elastic = Gang("g", "q", subgroups=(SubGroup("a", min_member=1), SubGroup("b", min_member=1)),
+                   pods=tuple(Pod(f"p-{i}", subgroup="ab"[i % 2], gpus=1) for i in range(4)))
+    assert minimum_gpus(build_tree(elastic)) == 2
+    plain = Gang("h", "q", min_member=3, pods=tuple(Pod(f"p-{i}", gpus=2) for i in range(4)))
+    assert minimum_gpus(build_tree(plain)) == 6
+    two_of_three = Gang("k", "q", min_subgroup=1,
+                        subgroups=(SubGroup("big", min_member=1), SubGroup("small", min_member=1)),
+                        pods=(Pod("x-0", subgroup="big", gpus=8),
+                              Pod("y-0", subgroup="small", gpus=2)))
+    assert minimum_gpus(build_tree(two_of_three)) == 2
+    beside = Gang("m", "q", min_member=3, subgroups=(SubGroup("a", min_member=1),),
+                  pods=tuple(Pod(f"p-{i}", subgroup="a", gpus=1) for i in range(4)))
+    assert minimum_gpus(build_tree(beside)) == 3

@@ -7,9 +7,12 @@ admin can neither break the quota invariant nor skip the audit trail.
 
 from __future__ import annotations
 
+import json
+
 from django import forms
-from django.contrib import admin, messages
-from django.http import HttpResponseRedirect
+from django.contrib import admin
+from django.contrib import messages as admin_messages
+from django.utils.html import format_html_join
 
 from osmo.errors import OsmoError, flatten_errors
 from osmo.serializers import RequestSerializer
@@ -17,6 +20,56 @@ from osmo.serializers import RequestSerializer
 from . import quota, services
 from .api import serializers as shapes
 from .models import Pool, PoolEvent, SubpoolState
+from .selectors import usage_by_pool
+
+
+class PlatformsField(forms.CharField):
+    """Platforms as text, one per line: `name: description; label=value, label=value`
+    (instead of raw JSON); the API's serializer still checks the result."""
+
+    widget = forms.Textarea(attrs={"rows": 4, "cols": 80})
+
+    def prepare_value(self, value):
+        if isinstance(value, dict):
+            return "\n".join(
+                f"{name}: {spec.get('description', '')}; " + ", ".join(
+                    f"{k}={v}" for k, v in (spec.get("node_selector") or {}).items())
+                for name, spec in value.items())
+        return value
+
+    def to_python(self, value):
+        if (value or "").strip().startswith("{"):  # JSON, as the API takes it
+            try:
+                return json.loads(value)
+            except ValueError as error:
+                raise forms.ValidationError(f"Not valid JSON: {error}") from error
+        platforms = {}
+        for number, line in enumerate((value or "").splitlines(), start=1):
+            if not line.strip():
+                continue
+            name, colon, rest = line.partition(":")
+            description, _, selector = rest.partition(";")
+            pairs = [pair.strip() for pair in selector.split(",") if pair.strip()]
+            if not colon or not name.strip() or any("=" not in pair for pair in pairs):
+                raise forms.ValidationError(
+                    f"Line {number}: write `name: description; label=value, ...`.")
+            platforms[name.strip()] = {
+                "description": description.strip(),
+                "node_selector": dict(pair.split("=", 1) for pair in pairs)}
+        return platforms
+
+
+def _change_lines(before: dict | None, after: dict | None) -> list[tuple[str, str, str]]:
+    """(field, old, new) for every field an audit event changed."""
+    before, after = before or {}, after or {}
+
+    def shown(value) -> str:
+        if value in (None, "", {}, []):
+            return "-"
+        return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value)
+
+    return [(key, shown(before.get(key)), shown(after.get(key)))
+            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
 
 
 def _field_check(check, value, **kwargs):
@@ -53,6 +106,9 @@ class ServiceModelForm(forms.ModelForm):
 
 class PoolForm(ServiceModelForm):
     shape = shapes.PoolUpsertSerializer
+    platforms = PlatformsField(required=False, help_text=(
+        "One platform per line: `name: description; label=value, label=value` (the node "
+        "labels its tasks select)."))
 
     class Meta:
         model = Pool
@@ -102,14 +158,41 @@ class SubpoolInline(admin.TabularInline):
     can_delete = False
     verbose_name = "subpool"
     verbose_name_plural = "subpools"
-    fields = ["subpool_name", "quota_gpus", "subpool_state", "delete_subpool"]
-    readonly_fields = ["subpool_state"]
+    fields = ["subpool_name", "quota_gpus", "subpool_state", "usage", "delete_subpool"]
+    readonly_fields = ["subpool_state", "usage"]
     ordering = ["subpool_name"]
+
+    @admin.display(description="usage")
+    def usage(self, subpool: Pool) -> str:
+        if subpool.pk is None:
+            return "-"
+        held = usage_by_pool([subpool.pk]).get(subpool.pk, quota.Usage())
+        effective = quota.effective_quota(subpool.subpool_state, subpool.quota_gpus)
+        return (f"{held.used_gpus} used, {held.total_usage_gpus - held.used_gpus} LOW, "
+                f"{quota.available(effective, held.used_gpus)} available")
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        refused = getattr(request, "osmo_refused", None)
+        if refused is None or getattr(refused, "subpool_prefix", None) is None:
+            return formset
+
+        class RowRefused(formset.form):
+            """The row whose save a service refused shows why, with the typed values."""
+
+            def clean(self):
+                cleaned = super().clean()
+                if self.prefix == refused.subpool_prefix:
+                    raise forms.ValidationError(f"Not saved: {refused.detail}")
+                return cleaned
+
+        formset.form = RowRefused
+        return formset
 
 
 class PoolEventInline(admin.TabularInline):
     model = PoolEvent
-    fields = ["at", "actor_name", "action", "before", "after"]
+    fields = ["at", "actor_name", "action", "changes"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -122,6 +205,11 @@ class PoolEventInline(admin.TabularInline):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="changes")
+    def changes(self, event: PoolEvent):
+        lines = _change_lines(event.before, event.after)
+        return format_html_join("", "<div>{}: {} → {}</div>", lines) if lines else "-"
 
 
 @admin.register(Pool)
@@ -162,9 +250,24 @@ class PoolAdmin(admin.ModelAdmin):
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
-        except OsmoError as error:  # the admin's transaction was rolled back: nothing saved
-            self.message_user(request, f"Not saved: {error.detail}", messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
+        except OsmoError as error:
+            # The admin's transaction was rolled back: nothing is saved. The same POST is shown
+            # again, the typed values kept and the refusal on its row (or on the form).
+            request.osmo_refused = error
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        refused = getattr(request, "osmo_refused", None)
+        if refused is None or getattr(refused, "subpool_prefix", None) is not None:
+            return form
+
+        class Refused(form):
+            def clean(self):
+                super().clean()
+                raise forms.ValidationError(f"Not saved: {refused.detail}")
+
+        return Refused
 
     def save_model(self, request, obj, form, change):
         data = dict(form.cleaned_data)
@@ -192,16 +295,22 @@ class PoolAdmin(admin.ModelAdmin):
             data = subform.cleaned_data
             if not data or not subform.has_changed():
                 continue
-            instance = subform.instance
-            if instance.pk is None:
-                services.subpool_create(actor=request.user, parent=parent,
-                                        subpool_name=data["subpool_name"],
-                                        quota_gpus=data["quota_gpus"])
-            elif data.get("delete_subpool"):
-                services.subpool_delete(actor=request.user, subpool=instance)
-            elif instance.subpool_state == SubpoolState.ACTIVE:
-                services.subpool_update(actor=request.user, subpool=instance,
-                                        quota_gpus=data["quota_gpus"])
+            try:
+                self._save_subpool(request, parent, subform.instance, data)
+            except OsmoError as error:
+                error.subpool_prefix = subform.prefix  # shown on that row
+                raise
+
+    def _save_subpool(self, request, parent: Pool, instance: Pool, data: dict) -> None:
+        if instance.pk is None:
+            services.subpool_create(actor=request.user, parent=parent,
+                                    subpool_name=data["subpool_name"],
+                                    quota_gpus=data["quota_gpus"])
+        elif data.get("delete_subpool"):
+            services.subpool_delete(actor=request.user, subpool=instance)
+        elif instance.subpool_state == SubpoolState.ACTIVE:
+            services.subpool_update(actor=request.user, subpool=instance,
+                                    quota_gpus=data["quota_gpus"])
 
     @admin.action(description="Archive selected pools (refused while in use)")
     def archive_pools(self, request, queryset):
@@ -210,4 +319,4 @@ class PoolAdmin(admin.ModelAdmin):
                 services.pool_delete(actor=request.user, pool=pool)
                 self.message_user(request, f"Archived {pool.name}.")
             except OsmoError as error:
-                self.message_user(request, error.detail, messages.ERROR)
+                self.message_user(request, error.detail, admin_messages.ERROR)

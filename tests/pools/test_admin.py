@@ -119,3 +119,41 @@ def test_admin_archive_action_refuses_pools_in_use(staff):
     team.refresh_from_db()
     idle.refresh_from_db()
     assert team.archived_at is None and idle.archived_at is not None
+
+
+def test_a_refused_row_keeps_the_typed_values_and_says_why_on_that_row(staff):
+    team = factories.pool("team", 100)
+    factories.subpool(team, "a", 30)
+    before = (list(Pool.objects.values()), PoolEvent.objects.count())
+    response = staff.post(f"/admin/pools/pool/{team.pk}/change/", change_form(
+        team, rows=[{"subpool_name": "big", "quota_gpus": "71"}]))
+    html = response.content.decode()
+    assert response.status_code == 200  # the form again, not a redirect
+    assert 'name="subpools-1-subpool_name" value="big"' in html
+    assert 'name="subpools-1-quota_gpus" value="71"' in html
+    row = html[html.index('id="subpools-1"'):]
+    row = row[:row.index("</tr>")]
+    assert "Not saved:" in html[html.index("subpools-1") - 2000:html.index('id="subpools-1"')] \
+        or "Not saved:" in row
+    assert (list(Pool.objects.values()), PoolEvent.objects.count()) == before
+
+
+def test_subpool_rows_show_usage_platforms_are_a_form_history_is_readable(staff):
+    team = factories.pool("team", 100)
+    sub = factories.subpool(team, "a", 30)
+    factories.running_workflow(sub, 5, "NORMAL")
+    factories.running_workflow(sub, 3, "LOW")
+    data = change_form(team, platforms="dgx: DGX H100; nvidia.com/gpu.product=H100\n",
+                       default_platform="dgx")
+    assert staff.post(f"/admin/pools/pool/{team.pk}/change/", data).status_code == 302
+    team.refresh_from_db()
+    assert team.platforms == {"dgx": {"description": "DGX H100",
+                                      "node_selector": {"nvidia.com/gpu.product": "H100"}}}
+    html = staff.get(f"/admin/pools/pool/{team.pk}/change/").content.decode()
+    assert "5 used, 3 LOW, 25 available" in html
+    assert "dgx: DGX H100; nvidia.com/gpu.product=H100" in html
+    assert "default_platform: - → dgx" in html
+    assert "{&#x27;" not in html and "{'" not in html  # no Python dicts in the history
+    response = staff.post(f"/admin/pools/pool/{team.pk}/change/",
+                          change_form(team, platforms="no colon here"))
+    assert "Line 1: write `name: description; label=value, ...`." in response.content.decode()

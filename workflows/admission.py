@@ -155,13 +155,15 @@ def sleep_seconds(command, args=()) -> int | None:
 
 
 def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, source: str,
-           set_variables, set_string_variables, kind: str) -> Admission:
+           set_variables, set_string_variables, kind: str,
+           labels: dict[str, str] | None = None) -> Admission:
     workflow = Workflow(
         name=name, kind=kind, pool=pool, priority=priority,
         user=actor if getattr(actor, "is_authenticated", False) else None,
         status=WorkflowStatus.PENDING, spec=source if isinstance(source, str) else "",
         rendered_spec=spec.rendered_text or "", set_variables=list(set_variables or ()),
         set_string_variables=list(set_string_variables or ()), gpus_requested=spec.total_gpus,
+        labels={**spec.labels, **(labels or {})},
     )
     workflow.submitted_at = timezone.now()
     settings_pool = pool.parent if pool.is_subpool else pool
@@ -224,9 +226,9 @@ def _save(admission: Admission) -> Admission:
 
 def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = None,
                     set_variables=(), set_string_variables=(), dry_run: bool = False,
-                    roles=None) -> Admission:
+                    roles=None, labels: dict[str, str] | None = None) -> Admission:
     """Admit a workflow into `pool` (a Pool, or a name checked against `roles`: 404/403);
-    see the module docstring."""
+    see the module docstring. `labels` override the spec's own."""
     with transaction.atomic():
         target = _locked_target(pool, roles)
         priority = validate_priority(priority)
@@ -239,7 +241,7 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
         admission = _build(spec, name=name, pool=target, priority=priority, actor=actor,
                            source=source, set_variables=set_variables,
                            set_string_variables=set_string_variables,
-                           kind=WorkflowKind.WORKFLOW)
+                           kind=WorkflowKind.WORKFLOW, labels=labels)
         return admission if dry_run else _save(admission)
 
 

@@ -30,6 +30,7 @@ from scheduler.podgrouper import WorkloadError, group_workload, pod_gpus
 
 from .insert import insert_admitted
 from .models import (
+    ALIVE_WORKFLOW_STATUSES,
     QUOTA_PRIORITIES,
     Priority,
     Task,
@@ -267,6 +268,7 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
         raise OsmoError(error.code, error.detail, errors=error.errors) from error
     with transaction.atomic():
         target = _locked_target(pool)
+        _check_given_names(grouping)
         check_quota(target=target, parent=target.parent if target.is_subpool else target,
                     spec_total=grouping.gpus,
                     largest_group=max((g.gpus for g in grouping.groups), default=0),
@@ -296,6 +298,28 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                     subgroup=labels.get(SUBGROUP_LABEL, "") if gang.get("subGroups") else "",
                     run_seconds=sleep_seconds(*_first_command(pod))))
         return _save(Admission(workflow, groups, tasks, spec=None))
+
+
+def _check_given_names(grouping) -> None:
+    """A given PodGroup keeps its name (API.md: taken as given), so it must not be the name of
+    a PodGroup still alive: 409 `podgroup_exists`."""
+    given = [group for group in grouping.groups if group.grouper == "given"]
+    if not given:
+        return
+    taken = sorted(set(WorkflowGroup.objects.filter(
+        podgroup__in=[group.name for group in given],
+        workflow__status__in=ALIVE_WORKFLOW_STATUSES,
+    ).values_list("podgroup", flat=True)))
+    pods = [name for group in given for name in group.pod_names]
+    taken += sorted(set(Task.objects.filter(
+        name__in=pods, workflow__kind=WorkflowKind.WORKLOAD,
+        workflow__status__in=ALIVE_WORKFLOW_STATUSES).values_list("name", flat=True)))
+    if taken:
+        raise Conflict("podgroup_exists",
+                       f"{', '.join(taken)} already exist(s) in an alive workload: a given "
+                       "PodGroup and its pods keep their names, so pick others or wait until "
+                       "it ends.",
+                       errors={"metadata.name": [f"'{name}' is in use." for name in taken]})
 
 
 GANG_FIELDS = ("minMember", "minSubGroup", "subGroups", "topologyConstraint")

@@ -343,3 +343,20 @@ def test_overview_uses_the_configured_dashboard_address(listed, settings):
     alice, _, names = listed
     result = alice.request("GET", f"api/workflow/{names['a1']}")
     assert result["overview"] == f"https://osmo.example.com/workflows/{names['a1']}/"
+
+
+def test_validate_checks_and_writes_nothing(osmo_as, team):
+    """`osmo workflow validate SPEC --pool P` (`_validate_workflow`)."""
+    osmo = osmo_as("alice", "osmo-team-user")
+    params = {"validation_only": True, "label": ["stage=dev"], "dry_run": False}
+    payload = {"file": yaml.dump(yaml.safe_load(SPEC)), "set_variables": [],
+               "set_string_variables": [], "uploaded_templated_spec": None}
+    result = osmo.request("POST", "api/pool/team--a/workflow", payload=payload, params=params)
+    assert result["logs"] == ("Workflow train-1 is valid and would be admitted to pool "
+                              "team--a at NORMAL priority (2 GPUs).")
+    assert result["warnings"] == []
+    assert Workflow.objects.count() == 0
+    too_big = SPEC.replace("gpu: 2", "gpu: 9")
+    response = osmo.raw("POST", "api/pool/team--a/workflow", params=params,
+                        payload={**payload, "file": too_big})
+    assert (response.status_code, response.json()["code"]) == (409, "exceeds_quota")

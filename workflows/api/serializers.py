@@ -162,6 +162,10 @@ class SubmitQuerySerializer(RequestSerializer):
     dry_run = QueryBooleanField(required=False, default=False,
                                 help_text="Run every check, write nothing; 200 with the "
                                           "would-be workflow and its manifests.")
+    validation_only = QueryBooleanField(
+        required=False, default=False,
+        help_text="As dry_run, and the body also carries `logs` (the OSMO client's "
+                  "`workflow validate`).")
 
 
 class WorkloadQuerySerializer(RequestSerializer):
@@ -226,6 +230,7 @@ class SubmitDryRunSerializer(DryRunSerializer):
     name = serializers.CharField(help_text="The name the workflow would get.")
     spec = serializers.CharField(help_text="The rendered spec (templates expanded), as YAML.")
     warnings = serializers.ListField(child=serializers.CharField())
+    logs = serializers.CharField(required=False, help_text="With validation_only: a summary.")
 
 
 class ListEntrySerializer(serializers.Serializer):

@@ -50,7 +50,8 @@ class WorkflowSubmitView(APIView):
             # admission itself looks the pool up and locks it in one statement.
             pool_selectors.pool_get_for_write(name=pool, roles=roles)
             raise
-        dry_run = query.validated_data["dry_run"]
+        validation_only = query.validated_data["validation_only"]
+        dry_run = query.validated_data["dry_run"] or validation_only
         result = admission.workflow_submit(
             actor=request.user, pool=pool, roles=roles, source=source,
             priority=query.validated_data.get("priority"), set_variables=set_variables,
@@ -63,10 +64,15 @@ class WorkflowSubmitView(APIView):
                                       pool=result.workflow.pool,
                                       priority=result.workflow.priority)
             # `name` and `spec` (the rendered YAML) are what the OSMO client reads back.
-            return Response({"workflow": body, "manifests": manifests,
-                             "name": result.workflow.name,
-                             "spec": result.workflow.rendered_spec or result.workflow.spec,
-                             "warnings": []})
+            dry = {"workflow": body, "manifests": manifests, "name": result.workflow.name,
+                   "spec": result.workflow.rendered_spec or result.workflow.spec,
+                   "warnings": []}
+            if validation_only:
+                dry["logs"] = (f"Workflow {result.workflow.name} is valid and would be "
+                               f"admitted to pool {result.workflow.pool.name} at "
+                               f"{result.workflow.priority} priority "
+                               f"({result.workflow.gpus_requested} GPUs).")
+            return Response(dry)
         return Response({**body, "warnings": []}, status=status.HTTP_201_CREATED)
 
 

@@ -1,9 +1,11 @@
 """Which cluster nodes a pool can use, and the pools that share the same nodes (node sets).
 
-A pool's tasks run on the nodes its platforms select (`platforms.<name>.node_selector`, a
-subpool inherits its parent's): a node belongs to the pool when its labels hold every pair of
-at least one platform's selector. A pool without platforms, or with a platform whose selector is
-empty, can use every node. Cordoned nodes count for no pool. Pools that can use exactly the same
+A pool's tasks run on the nodes their platform selects (`platforms.<name>.node_selector`; a task
+without a platform takes the pool's `default_platform`; a subpool inherits its parent's
+settings): a node belongs to the pool when its labels hold every pair of at least one platform's
+selector. A pool without platforms or without a default platform (its tasks may then run with no
+selector), or with a platform whose selector is empty, can use every node. Cordoned nodes count
+for no pool. Pools that can use exactly the same
 nodes form one node set; their capacity is shared, not added up.
 """
 
@@ -41,10 +43,13 @@ def schedulable_nodes() -> list[NodeCapacity]:
     return [NodeCapacity(name, labels or {}, gpus, used) for name, labels, gpus, used in rows]
 
 
-def selectors_of(platforms: Mapping | None) -> list[dict[str, str]] | None:
+def selectors_of(platforms: Mapping | None,
+                 default_platform: str | None = None) -> list[dict[str, str]] | None:
     """The node selectors of a pool's platforms; None when the pool may use every node."""
+    if not platforms or default_platform not in platforms:
+        return None
     selectors = []
-    for platform in (platforms or {}).values():
+    for platform in platforms.values():
         selector = (platform or {}).get("node_selector") or {}
         if not selector:
             return None
@@ -52,8 +57,9 @@ def selectors_of(platforms: Mapping | None) -> list[dict[str, str]] | None:
     return selectors or None
 
 
-def nodes_for(platforms: Mapping | None, nodes: Iterable[NodeCapacity]) -> frozenset[str]:
-    selectors = selectors_of(platforms)
+def nodes_for(platforms: Mapping | None, default_platform: str | None,
+              nodes: Iterable[NodeCapacity]) -> frozenset[str]:
+    selectors = selectors_of(platforms, default_platform)
     return frozenset(
         node.name for node in nodes
         if selectors is None or any(all(node.labels.get(key) == value

@@ -96,6 +96,7 @@ class QuotaRow(NamedTuple):
     status: str
     description: str
     platforms: dict
+    default_platform: str
 
 
 def pool_tree(*, roles: Roles, include_archived_subpools: bool = True,

@@ -239,7 +239,7 @@ def _client_node_sets(client_rows, nodes: list[node_sets.NodeCapacity]) -> tuple
     sets: dict[frozenset[str], list[dict]] = {}
     summed = dict.fromkeys(("quota_used", "quota_free", "quota_limit", "total_usage"), 0)
     for pool, parent, limit, usage in client_rows:
-        usable = node_sets.nodes_for(parent.platforms, nodes)
+        usable = node_sets.nodes_for(parent.platforms, parent.default_platform, nodes)
         capacity, free = node_sets.capacity(usable, by_name)
         figures = {"quota_used": usage.used_gpus,
                    "quota_free": quota.available(limit, usage.used_gpus),

@@ -138,3 +138,19 @@ def test_version(osmo_as):
     assert set(result) == {"major", "minor", "revision", "hash"}
     assert all(isinstance(result[key], str) and result[key].isdigit()
                for key in ("major", "minor", "revision"))
+
+
+@pytest.mark.parametrize(("platforms", "default", "nodes"), [
+    ({}, "", ["node-0", "node-1", "node-2"]),                           # no platforms
+    (H100, "", ["node-0", "node-1", "node-2"]),                         # tasks may omit one
+    (H100, "h100", ["node-0", "node-1"]),
+    ({**H100, "any": {"description": "", "node_selector": {}}}, "h100",
+     ["node-0", "node-1", "node-2"]),                                   # an empty selector
+    ({**H100, "l40": {"description": "", "node_selector": {"gpu": "l40"}}}, "l40",
+     ["node-0", "node-1", "node-2"]),                                   # a union
+])
+def test_how_pools_map_to_nodes(cluster, platforms, default, nodes):
+    from pools import node_sets
+
+    usable = node_sets.nodes_for(platforms, default, node_sets.schedulable_nodes())
+    assert sorted(usable) == nodes  # node-3 is cordoned: never usable

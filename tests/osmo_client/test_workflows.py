@@ -253,6 +253,19 @@ def test_list_filters(listed):
         names["a2"]]
 
 
+def test_list_by_submission_date(listed):
+    alice, _, names = listed
+    today = datetime.datetime.now(datetime.UTC).date()
+    tomorrow = today + datetime.timedelta(days=1)
+    # `common.convert_timezone(f'{date}T00:00:00')`: naive UTC, '%Y-%m-%dT%H:%M:%S'
+    params = {"all_pools": True, "order": "DESC", "limit": 20, "offset": 0,
+              "submitted_after": f"{today}T00:00:00", "submitted_before": f"{tomorrow}T00:00:00"}
+    assert len(alice.request("GET", "api/workflow", params=params)["workflows"]) == 3
+    params["submitted_after"] = f"{tomorrow}T00:00:00"
+    params.pop("submitted_before")
+    assert alice.request("GET", "api/workflow", params=params)["workflows"] == []
+
+
 def test_list_paginates_with_more_entries(listed):
     alice, _, names = listed
     rows = list_workflows(alice, count=2)

@@ -68,6 +68,12 @@ class WorkflowFilter(django_filters.FilterSet):
                   "or `(a|b)` alternatives.")
     no_label = ValuesFilter(method="filter_no_labels",
                             help_text="Label keys the workflow must not have.")
+    submitted_after = django_filters.IsoDateTimeFilter(
+        field_name="submitted_at", lookup_expr="gte",
+        help_text="Submitted at or after (ISO 8601; naive means UTC).")
+    submitted_before = django_filters.IsoDateTimeFilter(
+        field_name="submitted_at", lookup_expr="lt",
+        help_text="Submitted before (ISO 8601; naive means UTC).")
     order = django_filters.ChoiceFilter(
         method="filter_order", choices=[("ASC", "ASC"), ("DESC", "DESC")],
         help_text="By submission time; default DESC (newest first).")

@@ -155,6 +155,17 @@ def test_submit_templated_spec_with_set(osmo_as, team):
     assert yaml.safe_load(workflow.rendered_spec)["workflow"]["tasks"][0]["args"] == ["hi"]
 
 
+def test_submit_without_a_default_pool_picks_the_only_pool(osmo_as, team):
+    """`fetch_default_pool`: no profile pool, then `GET //api/pool` and its node sets."""
+    osmo = osmo_as("solo", "osmo-solo-user")
+    factories.pool("solo", 4)
+    assert osmo.request("GET", "api/profile/settings")["profile"]["pool"] is None
+    response = osmo.request("GET", "/api/pool", params={})
+    names = {pool["name"] for nodeset in response.get("node_sets", [])
+             for pool in nodeset.get("pools", [])}
+    assert names == {"solo"}
+
+
 def test_submit_to_the_profile_default_pool(osmo_as, team):
     osmo = osmo_as("alice", "osmo-team-user")
     osmo.request("POST", "api/profile/settings", payload={"pool": "team--a"}, params={})

@@ -22,6 +22,7 @@ urlpatterns = [
          name="subpool-quota"),
     path("pools/<str:name>/subpools/<str:subpool>/delete/", views.subpool_delete,
          name="subpool-delete"),
+    path("workflows/<str:name>/", views.workflow, name="workflow"),
     path("cluster/", views.cluster, name="cluster"),
     path("cluster/fragment/", views.cluster_fragment, name="cluster-fragment"),
 ]

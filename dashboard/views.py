@@ -25,6 +25,7 @@ from osmo.errors import NotFound
 from pools import quota
 from pools import selectors as pool_selectors
 from pools.models import SubpoolState
+from workflows import selectors as workflow_selectors
 
 from . import forms, queries
 from .presenters import ClusterFilter, filter_zones
@@ -115,6 +116,19 @@ def pool_fragment(request, name: str):
     except NotFound as error:
         return _not_found(request, error)
     return render(request, "dashboard/_pool_live.html", context)
+
+
+@login_required
+@require_GET
+def workflow(request, name: str):
+    """A workflow's overview (the `overview` link the API hands out): its status, groups and
+    tasks; the same visibility as `GET /api/workflow/{name}`."""
+    try:
+        found = workflow_selectors.workflow_get(name=name, roles=roles_for(request.user),
+                                                user=request.user)
+    except NotFound as error:
+        return _not_found(request, error)
+    return render(request, "dashboard/workflow.html", {"workflow": found})
 
 
 # --- admin forms -----------------------------------------------------------------------------

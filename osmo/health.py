@@ -1,6 +1,10 @@
-"""`GET /api/health` (no auth) and `GET /api/whoami`."""
+"""`GET /api/health` and `GET /api/version` (no auth), and `GET /api/whoami`."""
 
 from __future__ import annotations
+
+import os
+import re
+from importlib import metadata
 
 from django.conf import settings
 from django.db import connection
@@ -76,3 +80,28 @@ class WhoAmIView(APIView):
                  visible_top_level_pools(roles=roles).values_list("name", flat=True)}
         return Response({"user": request.user.get_username(), "roles": role_names,
                          "pools": pools})
+
+
+def service_version() -> dict:
+    """This service's version as the OSMO client reads it: {major, minor, revision, hash}
+    (strings); `hash` is the build's commit from OSMO_BUILD_HASH, else empty."""
+    try:
+        version = metadata.version("osmo-platform")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        version = "0.0.0"
+    numbers = [int(part) for part in re.findall(r"\d+", version)[:3]]
+    numbers += [0] * (3 - len(numbers))
+    return {"major": str(numbers[0]), "minor": str(numbers[1]), "revision": str(numbers[2]),
+            "hash": os.environ.get("OSMO_BUILD_HASH", "")}
+
+
+class VersionView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses=inline_serializer("ServiceVersion", {
+        "major": serializers.CharField(), "minor": serializers.CharField(),
+        "revision": serializers.CharField(), "hash": serializers.CharField()}),
+        summary="The service's version")
+    def get(self, request):
+        return Response(service_version())

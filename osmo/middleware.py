@@ -1,4 +1,5 @@
-"""Request limits that hold before any view, parser or lock runs (README "Limits")."""
+"""Before any view, parser or lock runs: request limits (README "Limits"), and paths as the
+OSMO client writes them."""
 
 from __future__ import annotations
 
@@ -40,4 +41,23 @@ class RequestLimitsMiddleware:
             return JsonResponse(error_body(
                 "invalid_request", "Control characters (such as NUL) are not allowed in the "
                                    "path or the query string."), status=400)
+        return self.get_response(request)
+
+
+_SLASHES = re.compile(r"/{2,}")
+
+
+class CollapseSlashesMiddleware:
+    """Serves `//api/...` as `/api/...`: the OSMO client joins its base URL and an endpoint that
+    may start with a slash (`url + "/" + "/api/pool_quota"`). Only runs of slashes are collapsed;
+    the path is otherwise untouched."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if "//" in request.path_info:
+            request.path_info = _SLASHES.sub("/", request.path_info)
+            request.path = _SLASHES.sub("/", request.path)
+            request.META["PATH_INFO"] = request.path_info
         return self.get_response(request)

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "osmo.middleware.RequestLimitsMiddleware",
+    "osmo.middleware.CollapseSlashesMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -134,6 +135,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"WorkflowKindEnum": ["workflow", "workload"]},
 }
 
 # Broker and background jobs.
@@ -168,6 +170,13 @@ OSMO_INPUT_LIMITS = {
 
 # Product knobs (API.md "Running").
 OSMO_NAMESPACE = os.environ.get("OSMO_NAMESPACE", "osmo")
+# Login tokens (JWT) the OSMO client gets for an access token: seconds they live, and the key
+# that signs them (default: SECRET_KEY).
+OSMO_JWT_LIFETIME = env_int("OSMO_JWT_LIFETIME", 900)
+OSMO_JWT_SIGNING_KEY = os.environ.get("OSMO_JWT_SIGNING_KEY") or SECRET_KEY
+# The dashboard's address in links the API hands out (a workflow's `overview`); default: the
+# address the request came to.
+OSMO_DASHBOARD_URL = os.environ.get("OSMO_DASHBOARD_URL", "").rstrip("/")
 OSMO_DRAIN_CHECK_INTERVAL = env_int("OSMO_DRAIN_CHECK_INTERVAL", 900)
 OSMO_SCHEDULER_INTERVAL = float(os.environ.get("OSMO_SCHEDULER_INTERVAL", "1"))
 OSMO_SIM_TASK_SECONDS = env_int("OSMO_SIM_TASK_SECONDS", 60)

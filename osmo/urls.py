@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from .health import HealthView, WhoAmIView
+from .health import HealthView, VersionView, WhoAmIView
 
 handler404 = "osmo.errors.json_not_found"
 handler500 = "osmo.errors.json_server_error"
@@ -10,8 +10,10 @@ handler500 = "osmo.errors.json_server_error"
 api = [
     path("health", HealthView.as_view(), name="health"),
     path("whoami", WhoAmIView.as_view(), name="whoami"),
+    path("version", VersionView.as_view(), name="version"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("", include("osmo.accounts.urls")),
     path("", include("pools.api.urls")),
     path("", include("pools.api.service_urls")),
     path("", include("workflows.api.urls")),

@@ -94,6 +94,9 @@ class QuotaRow(NamedTuple):
     subpool_state: str | None
     quota_gpus: int
     status: str
+    description: str
+    platforms: dict
+    default_platform: str
 
 
 def pool_tree(*, roles: Roles, include_archived_subpools: bool = True,
@@ -151,3 +154,14 @@ def pool_history(*, pool: Pool):
     if pool.parent_id is None:
         condition |= Q(pool__parent=pool)
     return PoolEvent.objects.filter(condition).select_related("pool").order_by("-at", "-id")
+
+
+def submittable_pool_names(*, roles: Roles) -> list[str]:
+    """Canonical names of the visible pools a workflow can be submitted to: top-level pools and
+    their ACTIVE subpools, sorted."""
+    visible = roles.visible_q("name")
+    parent_visible = roles.visible_q("parent__name")
+    queryset = _live_pools().filter(
+        Q(parent__isnull=True) & (visible or Q())
+        | Q(subpool_state=SubpoolState.ACTIVE) & (parent_visible or Q()))
+    return sorted(queryset.values_list("name", flat=True))

@@ -5,9 +5,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import Sum
 
-from scheduler.core.kai_names import POOL_LABEL
+from osmo.errors import NotFound
+from scheduler.core.kai_names import PODGROUP_ANNOTATION, POOL_LABEL, SUBGROUP_LABEL
 from scheduler.kai.selectors import queue_manifests
-from workflows.models import TaskStatus
+from workflows.manifests import manifests_for, stored_spec
+from workflows.models import FINAL_TASK_STATUSES, TaskStatus
 from workflows.selectors import gpu_holding_tasks, visible_workflows
 
 from .models import SchedulerCycle
@@ -74,3 +76,56 @@ def explain(workflow) -> dict:
         groups.append({"name": group.name, "podgroup": group.podgroup, "status": group.status,
                        "reasons": reasons})
     return {"workflow": workflow.name, "groups": groups}
+
+
+# A group's or a task's status as a Kubernetes phase.
+_PHASES = {TaskStatus.RUNNING: "Running", TaskStatus.COMPLETED: "Succeeded"}
+
+
+def _phase(status: str) -> str:
+    if status in _PHASES:
+        return _PHASES[status]
+    return "Failed" if status in FINAL_TASK_STATUSES else "Pending"
+
+
+def podgroup_detail(*, name: str, roles, user) -> dict:
+    """`GET /api/podgroups/{name}`: a workflow group's or a workload's PodGroup, its gang status
+    and its pods, for the callers who can see its workflow (else 404 `podgroup_not_found`)."""
+    workflow = visible_workflows(roles=roles, user=user).filter(groups__podgroup=name).first()
+    group = next((g for g in workflow.groups.all() if g.podgroup == name), None) \
+        if workflow is not None else None
+    if group is None:
+        raise NotFound("podgroup_not_found", f"PodGroup '{name}' does not exist.")
+    if workflow.manifests is not None:  # a workload: its manifests as grouped
+        manifests = workflow.manifests
+    else:
+        manifests = manifests_for(spec=stored_spec(workflow), workflow_name=workflow.name,
+                                  pool=workflow.pool, priority=workflow.priority)
+    podgroup = next((m for m in manifests if m.get("kind") == "PodGroup"
+                     and (m.get("metadata") or {}).get("name") == name), None)
+    pod_manifests = [m for m in manifests if m.get("kind") == "Pod" and (
+        (m.get("metadata") or {}).get("annotations") or {}).get(PODGROUP_ANNOTATION) == name]
+    tasks = list(group.tasks.all())
+    if len(pod_manifests) != len(tasks):  # pods pair with tasks in order; else names only
+        pod_manifests = [None] * len(tasks)
+    pods = []
+    for task, manifest in zip(tasks, pod_manifests, strict=True):
+        metadata = (manifest or {}).get("metadata") or {}
+        pods.append({"name": metadata.get("name") or task.name,
+                     "subgroup": (metadata.get("labels") or {}).get(SUBGROUP_LABEL)
+                     or task.subgroup or None,
+                     "node": task.node_name or None, "phase": _phase(task.status)})
+    bound = sum(1 for task in tasks
+                if task.node_name and task.status not in FINAL_TASK_STATUSES)
+    min_member = ((podgroup or {}).get("spec") or {}).get("minMember") \
+        or group.gang.get("minMember") or len(tasks)
+    reasons = next((g["reasons"] for g in explain(workflow)["groups"] if g["podgroup"] == name),
+                   [])
+    return {
+        "manifest": podgroup,
+        "status": {"phase": _phase(group.status), "ready": bound >= min_member,
+                   "bound_pods": bound, "min_member": min_member, "reasons": reasons},
+        "pods": pods,
+        "workflow": workflow.name,
+        "group": group.name,
+    }

@@ -35,6 +35,7 @@ from scheduler.podgrouper import WorkloadError, group_workload, pod_gpus
 
 from .insert import insert_admitted
 from .models import (
+    ALIVE_WORKFLOW_STATUSES,
     QUOTA_PRIORITIES,
     Priority,
     Task,
@@ -194,13 +195,15 @@ def sleep_seconds(command, args=()) -> int | None:
 
 
 def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, source: str,
-           set_variables, set_string_variables, kind: str) -> Admission:
+           set_variables, set_string_variables, kind: str,
+           labels: dict[str, str] | None = None) -> Admission:
     workflow = Workflow(
         name=name, kind=kind, pool=pool, priority=priority,
         user=actor if getattr(actor, "is_authenticated", False) else None,
         status=WorkflowStatus.PENDING, spec=source if isinstance(source, str) else "",
         rendered_spec=spec.rendered_text or "", set_variables=list(set_variables or ()),
         set_string_variables=list(set_string_variables or ()), gpus_requested=spec.total_gpus,
+        labels={**spec.labels, **(labels or {})},
     )
     workflow.submitted_at = timezone.now()
     settings_pool = pool.parent if pool.is_subpool else pool
@@ -280,9 +283,9 @@ def _save(admission: Admission) -> Admission:
 
 def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = None,
                     set_variables=(), set_string_variables=(), dry_run: bool = False,
-                    roles=None) -> Admission:
+                    roles=None, labels: dict[str, str] | None = None) -> Admission:
     """Admit a workflow into `pool` (a Pool, or a name checked against `roles`: 404/403);
-    see the module docstring."""
+    see the module docstring. `labels` override the spec's own."""
     # Parse before any lock: a large spec costs its own request time, never its pool's lock.
     unlocked = _visible_target(pool, roles)
     priority = validate_priority(priority)
@@ -302,7 +305,7 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
         admission = _build(spec, name=name, pool=target, priority=priority, actor=actor,
                            source=source, set_variables=set_variables,
                            set_string_variables=set_string_variables,
-                           kind=WorkflowKind.WORKFLOW)
+                           kind=WorkflowKind.WORKFLOW, labels=labels)
         return admission if dry_run else _save(admission)
 
 
@@ -336,6 +339,7 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
         raise OsmoError(error.code, error.detail, errors=error.errors) from error
     with transaction.atomic():
         target = _locked_target(pool)
+        _check_given_names(grouping)
         check_quota(target=target, parent=target.parent if target.is_subpool else target,
                     spec_total=grouping.gpus,
                     largest_group=max((_unit_minimum(unit) for unit in grouping.groups),
@@ -366,6 +370,28 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                     subgroup=labels.get(SUBGROUP_LABEL, "") if gang.get("subGroups") else "",
                     run_seconds=sleep_seconds(*_first_command(pod))))
         return _save(Admission(workflow, groups, tasks, spec=None))
+
+
+def _check_given_names(grouping) -> None:
+    """A given PodGroup keeps its name (API.md: taken as given), so it must not be the name of
+    a PodGroup still alive: 409 `podgroup_exists`."""
+    given = [group for group in grouping.groups if group.grouper == "given"]
+    if not given:
+        return
+    taken = sorted(set(WorkflowGroup.objects.filter(
+        podgroup__in=[group.name for group in given],
+        workflow__status__in=ALIVE_WORKFLOW_STATUSES,
+    ).values_list("podgroup", flat=True)))
+    pods = [name for group in given for name in group.pod_names]
+    taken += sorted(set(Task.objects.filter(
+        name__in=pods, workflow__kind=WorkflowKind.WORKLOAD,
+        workflow__status__in=ALIVE_WORKFLOW_STATUSES).values_list("name", flat=True)))
+    if taken:
+        raise Conflict("podgroup_exists",
+                       f"{', '.join(taken)} already exist(s) in an alive workload: a given "
+                       "PodGroup and its pods keep their names, so pick others or wait until "
+                       "it ends.",
+                       errors={"metadata.name": [f"'{name}' is in use." for name in taken]})
 
 
 GANG_FIELDS = ("minMember", "minSubGroup", "subGroups", "topologyConstraint")

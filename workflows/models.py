@@ -74,6 +74,9 @@ class Workflow(models.Model):
     manifests = models.JSONField(null=True, blank=True,
                                  help_text="A workload's PodGroup and Pod manifests, as grouped.")
     gpus_requested = models.IntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True,
+                              help_text="Label name → value: the spec's `labels`, overridden "
+                                        "by those given at submission.")
     submitted_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -2,12 +2,15 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework import authentication, exceptions
 
+from . import login_tokens
 from .models import AccessToken
-from .services import token_digest
+from .services import token_lookup
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Bearer <token>` against the stored SHA-256 digests."""
+    """`Authorization: Bearer <token>`: an access token (against the stored SHA-256 digests) or
+    a login token exchanged for one (osmo.accounts.login_tokens), valid while it has not
+    expired and its access token is unrevoked."""
 
     keyword = "bearer"
 
@@ -21,13 +24,25 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode()
         except UnicodeDecodeError as exc:
             raise exceptions.AuthenticationFailed("Malformed token.") from exc
-        token = (
-            AccessToken.objects.select_related("user")
-            .filter(digest=token_digest(raw), revoked_at__isnull=True)
-            .first()
-        )
-        if token is None or not token.user.is_active:
+        if login_tokens.looks_like_jwt(raw):
+            return self._login_token(raw)
+        token = token_lookup(raw)
+        if token is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        return token.user, token
+
+    @staticmethod
+    def _login_token(raw: str):
+        try:
+            claims = login_tokens.decode(raw)
+        except login_tokens.InvalidLoginToken as exc:
+            raise exceptions.AuthenticationFailed("Expired or invalid login token.") from exc
+        token = (AccessToken.objects.select_related("user")
+                 .filter(pk=claims.token_id, user_id=claims.user_id, revoked_at__isnull=True)
+                 .first())
+        if token is None or not token.user.is_active:
+            raise exceptions.AuthenticationFailed(
+                "The access token behind this login token was revoked.")
         return token.user, token
 
     def authenticate_header(self, request):

@@ -24,3 +24,18 @@ class AccessToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+
+class UserProfile(models.Model):
+    """Per-user settings the OSMO client reads and sets (`GET/POST /api/profile/settings`)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="osmo_profile")
+    # Pools are archived, never deleted; SET_NULL only guards a manual deletion.
+    default_pool = models.ForeignKey("pools.Pool", null=True, blank=True,
+                                     on_delete=models.SET_NULL, related_name="+",
+                                     help_text="Where submissions without a pool go.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"profile of {self.user}"

@@ -10,7 +10,10 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from .models import AccessToken
+from osmo.errors import OsmoError
+
+from . import login_tokens
+from .models import AccessToken, UserProfile
 
 TOKEN_PREFIX = "osmo_"
 
@@ -46,3 +49,32 @@ def tokens_revoke_all(*, user) -> int:
     return AccessToken.objects.filter(user=user, revoked_at__isnull=True).update(
         revoked_at=timezone.now()
     )
+
+
+def token_lookup(raw: str) -> AccessToken | None:
+    """The unrevoked access token of an active user with this raw value, else None."""
+    token = (AccessToken.objects.select_related("user")
+             .filter(digest=token_digest(raw), revoked_at__isnull=True).first())
+    if token is None or not token.user.is_active:
+        return None
+    return token
+
+
+def login_token_issue(*, raw_token: str) -> tuple[str, int]:
+    """Exchange an access token for a short-lived login token: (JWT, expiry epoch seconds).
+    An unknown or revoked access token is 401 `not_authenticated`."""
+    token = token_lookup(raw_token) if not login_tokens.looks_like_jwt(raw_token) else None
+    if token is None:
+        raise OsmoError("not_authenticated", "Invalid or revoked access token.", status_code=401)
+    return login_tokens.encode(user_id=token.user_id, token_id=token.pk,
+                               username=token.user.get_username())
+
+
+@transaction.atomic
+def profile_set_default_pool(*, user, pool) -> UserProfile:
+    """Set (or, with None, clear) the user's default pool; the caller checked visibility."""
+    profile, _ = UserProfile.objects.select_for_update().get_or_create(user=user)
+    profile.default_pool = pool
+    profile.full_clean()
+    profile.save()
+    return profile

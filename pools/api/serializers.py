@@ -8,6 +8,7 @@ the two in step.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from rest_framework import serializers
 
@@ -19,7 +20,7 @@ from osmo.serializers import (
     StringMapField,
 )
 
-from .. import quota
+from .. import node_sets, quota
 from ..models import NAME_PATTERN, SUBPOOL_DELIMITER, Pool, PoolStatus, SubpoolState
 from ..selectors import PoolTree
 
@@ -101,6 +102,13 @@ class HistoryQuerySerializer(RequestSerializer):
 class PoolQuotaQuerySerializer(RequestSerializer):
     include_archived = QueryBooleanField(required=False, default=False,
                                          help_text="Also list ARCHIVED subpools.")
+    pools = serializers.ListField(
+        child=StrictCharField(), required=False, default=list,
+        help_text="Only these pools (canonical names; repeat the parameter). `node_sets` keep "
+                  "exactly these rows; `pools` keeps the top-level pools named or holding a "
+                  "named subpool.")
+    all_pools = QueryBooleanField(required=False, default=False,
+                                  help_text="Every visible pool (what an empty `pools` means).")
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -160,16 +168,24 @@ def pool_object(pool: Pool, tree: PoolTree | None = None) -> dict:
     return body
 
 
-def quota_report(tree: PoolTree, *, include_archived: bool) -> dict:
-    """`GET /api/pool_quota`: one row per top-level pool with its subpools (seed 002)."""
-    rows = []
+def quota_report(tree: PoolTree, *, include_archived: bool,
+                 nodes: list[node_sets.NodeCapacity] | None = None,
+                 only: Iterable[str] = ()) -> dict:
+    """`GET /api/pool_quota`: one row per top-level pool with its subpools (seed 002), and the
+    same figures as the OSMO client reads them (`node_sets`, docs/API-OSMO-CLIENT.md) when
+    `nodes` are given. `only`: canonical names to keep (empty: all)."""
+    wanted = set(only)
+    rows, client_rows = [], []
     total = used = total_usage = 0
     for parent in tree.parents:
         subpools = tree.subpools.get(parent.name, [])
+        if wanted and parent.name not in wanted and not any(s.name in wanted for s in subpools):
+            continue
         own = tree.usage_of(parent)
         unallocated = quota.unallocated(parent.quota_gpus,
                                         [(s.subpool_state, s.quota_gpus) for s in subpools])
         sub_rows = []
+        family = [(parent, unallocated, own)]
         for subpool in subpools:
             if subpool.subpool_state == SubpoolState.ARCHIVED and not include_archived:
                 continue
@@ -187,6 +203,7 @@ def quota_report(tree: PoolTree, *, include_archived: bool) -> dict:
                               "gpus_held": usage.total_usage_gpus}}
                    if subpool.subpool_state == SubpoolState.DELETING else {}),
             })
+            family.append((subpool, effective, usage))
             used += usage.used_gpus
             total_usage += usage.total_usage_gpus
         rows.append({
@@ -203,12 +220,42 @@ def quota_report(tree: PoolTree, *, include_archived: bool) -> dict:
         total += parent.quota_gpus
         used += own.used_gpus
         total_usage += own.total_usage_gpus
-    return {
+        client_rows += [(pool, parent, limit, usage) for pool, limit, usage in family
+                        if not wanted or pool.name in wanted]
+    report = {
         "pools": rows,
         "resource_sum": {"total_quota_gpus": total, "used_gpus": used,
                          "total_usage_gpus": total_usage,
                          "available_gpus": quota.available(total, used)},
     }
+    if nodes is not None:
+        sets, resource_sum = _client_node_sets(client_rows, nodes)
+        report["node_sets"] = sets
+        report["resource_sum"].update(resource_sum)
+    return report
+
+
+def _client_node_sets(client_rows, nodes: list[node_sets.NodeCapacity]) -> tuple[list, dict]:
+    """OSMO's pool listing: pools that can use the same nodes grouped into one node set, each
+    pool (parent or subpool) a row with its quota figures and its node set's capacity."""
+    by_name = {node.name: node for node in nodes}
+    sets: dict[frozenset[str], list[dict]] = {}
+    summed = dict.fromkeys(("quota_used", "quota_free", "quota_limit", "total_usage"), 0)
+    for pool, parent, limit, usage in client_rows:
+        usable = node_sets.nodes_for(parent.platforms, parent.default_platform, nodes)
+        capacity, free = node_sets.capacity(usable, by_name)
+        figures = {"quota_used": usage.used_gpus,
+                   "quota_free": quota.available(limit, usage.used_gpus),
+                   "quota_limit": limit, "total_usage": usage.total_usage_gpus,
+                   "total_capacity": capacity, "total_free": free}
+        for key in summed:
+            summed[key] += figures[key]
+        sets.setdefault(usable, []).append({
+            "name": pool.name, "description": parent.description, "status": parent.status,
+            "resource_usage": figures})
+    union = frozenset().union(*sets) if sets else frozenset()
+    summed["total_capacity"], summed["total_free"] = node_sets.capacity(union, by_name)
+    return [{"pools": rows} for rows in sets.values()], summed
 
 
 def history_item(event) -> dict:
@@ -281,15 +328,40 @@ class ParentRowSerializer(serializers.Serializer):
     subpools = SubRowSerializer(many=True)
 
 
-class ResourceSumSerializer(serializers.Serializer):
+class ResourceUsageSerializer(serializers.Serializer):
+    quota_used = serializers.IntegerField(help_text="HIGH+NORMAL GPUs the pool's tasks hold.")
+    quota_free = serializers.IntegerField(help_text="quota_limit - quota_used (may be negative).")
+    quota_limit = serializers.IntegerField(
+        help_text="A subpool's effective quota; a parent's unallocated share.")
+    total_usage = serializers.IntegerField(help_text="GPUs the pool's tasks hold, all priorities.")
+    total_capacity = serializers.IntegerField(
+        help_text="GPUs of the schedulable nodes the pool can use (shared in its node set).")
+    total_free = serializers.IntegerField(help_text="Of those, GPUs no task holds.")
+
+
+class ResourceSumSerializer(ResourceUsageSerializer):
     total_quota_gpus = serializers.IntegerField()
     used_gpus = serializers.IntegerField()
     total_usage_gpus = serializers.IntegerField()
     available_gpus = serializers.IntegerField()
 
 
+class NodeSetPoolSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="Canonical name (`team--a` for a subpool).")
+    description = serializers.CharField()
+    status = serializers.CharField()
+    resource_usage = ResourceUsageSerializer()
+
+
+class NodeSetSerializer(serializers.Serializer):
+    pools = NodeSetPoolSerializer(many=True)
+
+
 class PoolQuotaSerializer(serializers.Serializer):
     pools = ParentRowSerializer(many=True)
+    node_sets = NodeSetSerializer(many=True, help_text=(
+        "The same figures as the OSMO client lists them: pools that can use the same nodes "
+        "form one node set (docs/API-OSMO-CLIENT.md)."))
     resource_sum = ResourceSumSerializer()
 
 

@@ -12,4 +12,6 @@ urlpatterns = [
     path("configs/pool/<str:parent>/subpool/<str:subpool>", views.SubpoolDetailView.as_view(),
          name="subpool-detail"),
     path("pool_quota", views.PoolQuotaView.as_view(), name="pool-quota"),
+    # The OSMO client's pool listing without quota: the same report.
+    path("pool", views.PoolQuotaView.as_view(), name="pool-usage"),
 ]

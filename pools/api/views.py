@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from osmo.accounts.roles import roles_for
 from osmo.errors import Forbidden, OsmoError
 
-from .. import quota, selectors, services
+from .. import node_sets, quota, selectors, services
 from ..models import Pool, SubpoolState
 from . import serializers as s
 from .filters import SubpoolFilter
@@ -169,4 +169,6 @@ class PoolQuotaView(APIView):
         include_archived = query.validated_data["include_archived"]
         tree = selectors.pool_tree(roles=roles_for(request.user),
                                    include_archived_subpools=include_archived, light=True)
-        return Response(s.quota_report(tree, include_archived=include_archived))
+        only = () if query.validated_data["all_pools"] else query.validated_data["pools"]
+        return Response(s.quota_report(tree, include_archived=include_archived,
+                                       nodes=node_sets.schedulable_nodes(), only=only))

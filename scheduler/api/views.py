@@ -4,6 +4,8 @@
   and the queues of the pools they can view (their subpools included), so pool names and
   quotas of other tenants do not leak. ``?format=yaml`` (or ``Accept: application/yaml``)
   renders a multi-document YAML stream.
+- ``GET /api/podgroups/{name}``: one PodGroup (a workflow group's or a workload's) with its
+  gang status and pods, for whoever can see its workflow.
 - ``POST /api/kai/podgroups/validate``: the webhook rules on a PodGroup manifest, or on
   ``{"podgroup": manifest, "pods": [pod, ...]}`` to check the pods' subgroup labels too.
 - ``POST /webhooks/podgroups/validate``: a Kubernetes validating admission webhook
@@ -18,7 +20,12 @@ from __future__ import annotations
 import yaml
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import renderers, serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -27,6 +34,7 @@ from rest_framework.views import APIView
 from osmo.accounts.roles import roles_for
 from osmo.errors import OsmoError
 from osmo.limits import input_limits
+from scheduler import selectors as scheduler_selectors
 from scheduler.core.podgroup_validation import (
     PODGROUP_API_VERSION,
     PODGROUP_KIND,
@@ -119,6 +127,37 @@ class KaiQueuesView(APIView):
         namespace = query.validated_data.get("namespace") or settings.OSMO_NAMESPACE
         roles = roles_for(request.user)
         return Response(selectors.queue_manifests(namespace=namespace, roles=roles))
+
+
+class PodGroupDetailView(APIView):
+    @extend_schema(
+        responses=inline_serializer("PodGroupDetail", {
+            "manifest": serializers.DictField(help_text="The PodGroup manifest."),
+            "status": inline_serializer("PodGroupStatus", {
+                "phase": serializers.ChoiceField(
+                    choices=["Pending", "Running", "Succeeded", "Failed"]),
+                "ready": serializers.BooleanField(
+                    help_text="At least minMember pods are bound to nodes."),
+                "bound_pods": serializers.IntegerField(),
+                "min_member": serializers.IntegerField(),
+                "reasons": serializers.ListField(
+                    child=serializers.DictField(),
+                    help_text="Why it is not scheduled (as `GET .../explain`)."),
+            }),
+            "pods": inline_serializer("PodGroupPod", {
+                "name": serializers.CharField(),
+                "subgroup": serializers.CharField(allow_null=True),
+                "node": serializers.CharField(allow_null=True),
+                "phase": serializers.ChoiceField(
+                    choices=["Pending", "Running", "Succeeded", "Failed"]),
+            }, many=True),
+            "workflow": serializers.CharField(),
+            "group": serializers.CharField(),
+        }),
+        summary="One PodGroup: its manifest, gang status and pods")
+    def get(self, request, name: str):
+        return Response(scheduler_selectors.podgroup_detail(
+            name=name, roles=roles_for(request.user), user=request.user))
 
 
 class PodGroupValidateView(APIView):

@@ -27,7 +27,8 @@ Decisions where the documents are silent:
   Argo Workflow listed with the PyTorchJob it owns groups as the PyTorchJob (skip-top-owner),
   and a Job listed with its own Pods uses those Pods.
 - A ``scheduling.run.ai/v2alpha2`` PodGroup in the list is taken as given (KAI's external
-  PodGroups): its pods are the listed Pods annotated ``pod-group-name: <its name>``; its queue
+  PodGroups): it and its pods keep their names (``name_prefix`` does not apply to them); its
+  pods are the listed Pods annotated ``pod-group-name: <its name>``; its queue
   becomes the caller's default queue; a missing class becomes ``train``. It must pass the
   webhook rules with its pods, else :class:`WorkloadError` ``invalid_podgroup``.
 - Generated PodGroups are checked by the same rules (errors → ``invalid_podgroup``; warnings
@@ -309,13 +310,14 @@ class _Builder:
         return name, chosen, priority_from_class(value, preemptibility)
 
     def _pod(self, pod: Mapping[str, Any], *, podgroup: str, queue: str, subgroup: str,
-             pclass: str, owner: Mapping[str, Any] | None) -> dict[str, Any]:
+             pclass: str, owner: Mapping[str, Any] | None,
+             keep_name: bool = False) -> dict[str, Any]:
         out = copy.deepcopy(dict(pod))
         metadata = out.setdefault("metadata", {})
         metadata.pop("ownerReferences", None)
         metadata.pop("resourceVersion", None)
         metadata.pop("uid", None)
-        metadata["name"] = self._name(name_of(pod))
+        metadata["name"] = name_of(pod) if keep_name else self._name(name_of(pod))
         metadata["namespace"] = self.namespace
         metadata["labels"] = {**(metadata.get("labels") or {}), QUEUE_LABEL: label_value(queue),
                               SUBGROUP_LABEL: subgroup}
@@ -354,8 +356,10 @@ class _Builder:
                              warnings=result.warnings)
 
     def given(self, podgroup: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> WorkloadGroup:
+        # Taken as given, like KAI's external PodGroups: it and its pods keep their names (no
+        # name prefix), so what the user looks up is what they sent.
         given_name = name_of(podgroup)
-        name = self._name(given_name)
+        name = given_name
         if podgroup.get("apiVersion") != PODGROUP_API_VERSION:
             raise WorkloadError("invalid_podgroup", f"PodGroup {name} must be "
                                 f"{PODGROUP_API_VERSION}, got {podgroup.get('apiVersion')}",
@@ -387,7 +391,8 @@ class _Builder:
             labels = labels_of(pod)
             subgroup = labels.get(SUBGROUP_LABEL) or ("" if has_subgroups else IMPLICIT_SUBGROUP)
             emitted.append(self._pod(pod, podgroup=name, queue=self.default_queue,
-                                     subgroup=subgroup, pclass=pclass, owner=None))
+                                     subgroup=subgroup, pclass=pclass, owner=None,
+                                     keep_name=True))
         return self._finish(out, emitted, priority, pclass, "given")
 
     def grouped(self, meta: PodGroupMeta, pods: list[Mapping[str, Any]],
@@ -442,9 +447,10 @@ def group_workload(
     ``allowed_queues``: queues a ``kai.scheduler/queue`` label may pick (None: any).
     ``priority``: HIGH/NORMAL/LOW to override the class-derived priority.
     ``priority_classes``: name → value, default :data:`KNOWN_PRIORITY_CLASSES`.
-    ``name_prefix``: prepended (``{prefix}-``) to every PodGroup and Pod name, e.g. the unique
-    workload name, so two submissions of a Job ``train`` never collide (names stay DNS labels
-    via :func:`scheduler.kai.podgroups.dns_label`; a given pod's annotation follows).
+    ``name_prefix``: prepended (``{prefix}-``) to every generated PodGroup and Pod name, e.g.
+    the unique workload name, so two submissions of a Job ``train`` never collide (names stay
+    DNS labels via :func:`scheduler.kai.podgroups.dns_label`). A given PodGroup and its pods
+    keep their own names: admission refuses one whose name an alive workload already uses.
     ``max_pods``: the most pods the workload may make (given and expanded), checked while
     expanding (``too_many_pods``); ``max_subgroups``: the most subGroups a given PodGroup may
     list (``too_many_subgroups``).

@@ -116,5 +116,8 @@ def test_no_role_sees_nothing(pools):
     nobody = make_client("nobody")
     assert nobody.get("/api/configs/pool").json() == []
     assert nobody.get("/api/pool_quota").json() == {
-        "pools": [], "resource_sum": {"total_quota_gpus": 0, "used_gpus": 0,
-                                      "total_usage_gpus": 0, "available_gpus": 0}}
+        "pools": [], "node_sets": [],
+        "resource_sum": {"total_quota_gpus": 0, "used_gpus": 0, "total_usage_gpus": 0,
+                         "available_gpus": 0, "quota_used": 0, "quota_free": 0,
+                         "quota_limit": 0, "total_usage": 0, "total_capacity": 0,
+                         "total_free": 0}}

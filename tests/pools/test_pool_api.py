@@ -60,7 +60,10 @@ def test_seed_002_example_figures(admin_client, team):
         ],
     }]
     assert report["resource_sum"] == {"total_quota_gpus": 100, "used_gpus": 65,
-                                      "total_usage_gpus": 76, "available_gpus": 35}
+                                      "total_usage_gpus": 76, "available_gpus": 35,
+                                      # the OSMO client's keys (no nodes registered here)
+                                      "quota_used": 65, "quota_free": 35, "quota_limit": 100,
+                                      "total_usage": 76, "total_capacity": 0, "total_free": 0}
 
 
 def test_pending_and_finished_tasks_hold_no_gpus(admin_client, team):
@@ -445,8 +448,9 @@ def test_list_endpoints_use_a_fixed_number_of_queries(admin_client, django_asser
         parent = factories.pool(f"p{index}", 100)
         for sub in range(3):
             factories.running_workflow(factories.subpool(parent, f"s{sub}", 10), 2)
-    # token + groups + pools + one usage aggregate, whatever the size
-    with django_assert_num_queries(4):
+    # token + groups + pools + one usage aggregate (+ the nodes with their usage for the
+    # quota report's node sets), whatever the size
+    with django_assert_num_queries(5):
         assert len(admin_client.get("/api/pool_quota").json()["pools"]) == parents
     with django_assert_num_queries(4):
         assert len(admin_client.get("/api/configs/pool").json()) == parents

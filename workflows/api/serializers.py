@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+
+from django.conf import settings
+from django.urls import reverse
 from rest_framework import serializers
 
 from osmo.serializers import (
@@ -16,9 +21,29 @@ from pools.api.serializers import _iso
 from ..models import Priority, Workflow
 
 
+def client_time(value) -> str | None:
+    """A timestamp as the OSMO client parses it: naive UTC ISO 8601
+    (`2026-11-23T23:19:40.858691`)."""
+    if value is None:
+        return None
+    return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat()
+
+
+def overview_url(name: str, request=None) -> str:
+    """The workflow's page in the dashboard: absolute under OSMO_DASHBOARD_URL, else under the
+    address the request came to, else a path."""
+    path = reverse("dashboard:workflow", args=[name])
+    if settings.OSMO_DASHBOARD_URL:
+        return settings.OSMO_DASHBOARD_URL + path
+    return request.build_absolute_uri(path) if request is not None else path
+
+
 def task_object(task) -> dict:
     return {"name": task.name, "status": task.status, "reason": task.reason, "gpus": task.gpus,
-            "node": task.node_name or None, "exit_code": task.exit_code}
+            "node": task.node_name or None, "exit_code": task.exit_code,
+            # as the OSMO client reads a task (no retries here: always attempt 0)
+            "retry_id": 0, "start_time": client_time(task.started_at),
+            "end_time": client_time(task.finished_at)}
 
 
 def group_object(group) -> dict:
@@ -27,8 +52,10 @@ def group_object(group) -> dict:
             "gpus": group.gpus, "tasks": [task_object(t) for t in group.tasks.all()]}
 
 
-def workflow_object(workflow: Workflow, *, groups=None, tasks=None) -> dict:
-    """The Workflow object; `groups`/`tasks` pass unsaved rows (a dry run)."""
+def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None) -> dict:
+    """The Workflow object; `groups`/`tasks` pass unsaved rows (a dry run). It also carries
+    the fields the OSMO client reads (docs/API-OSMO-CLIENT.md); `request` makes `overview`
+    absolute."""
     if groups is None:
         group_bodies = [group_object(g) for g in workflow.groups.all()]
     else:
@@ -49,7 +76,22 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None) -> dict:
         "started_at": _iso(workflow.started_at),
         "finished_at": _iso(workflow.finished_at),
         "groups": group_bodies,
+        "labels": dict(workflow.labels or {}),
+        "submitted_by": workflow.user.get_username() if workflow.user else None,
+        "submit_time": client_time(workflow.submitted_at),
+        "start_time": client_time(workflow.started_at),
+        "end_time": client_time(workflow.finished_at),
+        "overview": overview_url(workflow.name, request),
     }
+
+
+def list_entry(workflow: Workflow, request=None) -> dict:
+    """A row of the OSMO client's `workflow list`."""
+    return {"user": workflow.user.get_username() if workflow.user else None,
+            "name": workflow.name, "submit_time": client_time(workflow.submitted_at),
+            "status": workflow.status, "priority": workflow.priority,
+            "labels": dict(workflow.labels or {}), "overview": overview_url(workflow.name, request),
+            "pool": workflow.pool.name}
 
 
 def _key_value(item: str) -> None:
@@ -89,12 +131,41 @@ class SubmitSerializer(RequestSerializer):
         return items or []
 
 
+# Kubernetes label syntax, as the OSMO client checks labels: an optional DNS prefix and a name
+# of up to 63 characters, alphanumeric at both ends.
+_LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_DNS_PREFIX = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*"
+LABEL_KEY = re.compile(rf"(?:{_DNS_PREFIX}/)?{_LABEL_NAME}")
+LABEL_VALUE = re.compile(_LABEL_NAME)
+MAX_LABELS = 16
+
+
+def _label(item: str) -> None:
+    key, sep, value = item.partition("=")
+    if not sep or not LABEL_KEY.fullmatch(key) or not LABEL_VALUE.fullmatch(value):
+        raise serializers.ValidationError(
+            f"'{item}' is not KEY=VALUE with a Kubernetes label key and value.")
+
+
+def labels_from(items: list[str]) -> dict[str, str]:
+    return dict(item.partition("=")[::2] for item in items)
+
+
 class SubmitQuerySerializer(RequestSerializer):
     priority = UpperChoiceField(choices=Priority.choices, required=False, allow_blank=True,
                                 help_text="Default NORMAL.")
+    label = serializers.ListField(
+        child=StrictCharField(validators=[_label]), required=False, default=list,
+        max_length=MAX_LABELS,
+        help_text="KEY=VALUE workflow labels (repeat the parameter); they override the spec's "
+                  "`labels`.")
     dry_run = QueryBooleanField(required=False, default=False,
                                 help_text="Run every check, write nothing; 200 with the "
                                           "would-be workflow and its manifests.")
+    validation_only = QueryBooleanField(
+        required=False, default=False,
+        help_text="As dry_run, and the body also carries `logs` (the OSMO client's "
+                  "`workflow validate`).")
 
 
 class WorkloadQuerySerializer(RequestSerializer):
@@ -109,6 +180,9 @@ class TaskSerializer(serializers.Serializer):
     gpus = serializers.IntegerField()
     node = serializers.CharField(allow_null=True)
     exit_code = serializers.IntegerField(allow_null=True)
+    retry_id = serializers.IntegerField(help_text="Always 0: tasks are not retried.")
+    start_time = serializers.CharField(allow_null=True, help_text="Naive UTC ISO 8601.")
+    end_time = serializers.CharField(allow_null=True, help_text="Naive UTC ISO 8601.")
 
 
 class GroupSerializer(serializers.Serializer):
@@ -134,11 +208,49 @@ class WorkflowSerializer(serializers.Serializer):
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     groups = GroupSerializer(many=True)
+    labels = serializers.DictField(child=serializers.CharField())
+    submitted_by = serializers.CharField(allow_null=True, help_text="Same as `user`.")
+    submit_time = serializers.CharField(help_text="Naive UTC ISO 8601, as the OSMO client "
+                                                  "parses it (`2026-11-23T23:19:40.858691`).")
+    start_time = serializers.CharField(allow_null=True, help_text="Naive UTC ISO 8601.")
+    end_time = serializers.CharField(allow_null=True, help_text="Naive UTC ISO 8601.")
+    overview = serializers.CharField(help_text="The workflow's page in the dashboard.")
+
+
+class SubmittedSerializer(WorkflowSerializer):
+    warnings = serializers.ListField(child=serializers.CharField())
 
 
 class DryRunSerializer(serializers.Serializer):
     workflow = WorkflowSerializer()
     manifests = serializers.ListField(child=serializers.DictField())
+
+
+class SubmitDryRunSerializer(DryRunSerializer):
+    name = serializers.CharField(help_text="The name the workflow would get.")
+    spec = serializers.CharField(help_text="The rendered spec (templates expanded), as YAML.")
+    warnings = serializers.ListField(child=serializers.CharField())
+    logs = serializers.CharField(required=False, help_text="With validation_only: a summary.")
+
+
+class ListEntrySerializer(serializers.Serializer):
+    user = serializers.CharField(allow_null=True)
+    name = serializers.CharField()
+    submit_time = serializers.CharField(help_text="Naive UTC ISO 8601.")
+    status = serializers.CharField()
+    priority = serializers.CharField()
+    labels = serializers.DictField(child=serializers.CharField())
+    overview = serializers.CharField()
+    pool = serializers.CharField()
+
+
+class WorkflowPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.CharField(allow_null=True)
+    previous = serializers.CharField(allow_null=True)
+    results = WorkflowSerializer(many=True)
+    workflows = ListEntrySerializer(many=True, help_text="The page as the OSMO client reads it.")
+    more_entries = serializers.BooleanField(help_text="Whether a next page exists.")
 
 
 class TaskStatusSerializer(RequestSerializer):

@@ -38,7 +38,7 @@ class WorkflowSubmitView(APIView):
 
     @extend_schema(
         request={"application/json": s.SubmitSerializer, "application/yaml": str},
-        responses={201: s.WorkflowSerializer, 200: s.DryRunSerializer},
+        responses={201: s.SubmittedSerializer, 200: s.SubmitDryRunSerializer},
         parameters=[s.SubmitQuerySerializer],
         summary="Submit a workflow to a pool or subpool (admission against quota)")
     def post(self, request, pool: str):
@@ -52,18 +52,30 @@ class WorkflowSubmitView(APIView):
             # admission itself looks the pool up and locks it in one statement.
             pool_selectors.pool_get_for_write(name=pool, roles=roles)
             raise
-        dry_run = query.validated_data["dry_run"]
+        validation_only = query.validated_data["validation_only"]
+        dry_run = query.validated_data["dry_run"] or validation_only
         result = admission.workflow_submit(
             actor=request.user, pool=pool, roles=roles, source=source,
             priority=query.validated_data.get("priority"), set_variables=set_variables,
-            set_string_variables=set_string_variables, dry_run=dry_run)
-        body = s.workflow_object(result.workflow, groups=result.groups, tasks=result.tasks)
+            set_string_variables=set_string_variables, dry_run=dry_run,
+            labels=s.labels_from(query.validated_data["label"]))
+        body = s.workflow_object(result.workflow, groups=result.groups, tasks=result.tasks,
+                                 request=request)
         if dry_run:
             manifests = manifests_for(spec=result.spec, workflow_name=result.workflow.name,
                                       pool=result.workflow.pool,
                                       priority=result.workflow.priority)
-            return Response({"workflow": body, "manifests": manifests})
-        return Response(body, status=status.HTTP_201_CREATED)
+            # `name` and `spec` (the rendered YAML) are what the OSMO client reads back.
+            dry = {"workflow": body, "manifests": manifests, "name": result.workflow.name,
+                   "spec": result.workflow.rendered_spec or result.workflow.spec,
+                   "warnings": []}
+            if validation_only:
+                dry["logs"] = (f"Workflow {result.workflow.name} is valid and would be "
+                               f"admitted to pool {result.workflow.pool.name} at "
+                               f"{result.workflow.priority} priority "
+                               f"({result.workflow.gpus_requested} GPUs).")
+            return Response(dry)
+        return Response({**body, "warnings": []}, status=status.HTTP_201_CREATED)
 
 
 class WorkflowListView(generics.ListAPIView):
@@ -73,7 +85,7 @@ class WorkflowListView(generics.ListAPIView):
         return selectors.visible_workflows(roles=roles_for(self.request.user),
                                            user=self.request.user)
 
-    @extend_schema(responses=s.WorkflowSerializer(many=True),
+    @extend_schema(responses=s.WorkflowPageSerializer,
                    summary="Workflows visible to the caller, newest first")
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
@@ -81,7 +93,12 @@ class WorkflowListView(generics.ListAPIView):
     def list(self, request, *args, **kwargs):
         queryset = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(queryset)
-        return self.get_paginated_response([s.workflow_object(w) for w in page])
+        response = self.get_paginated_response(
+            [s.workflow_object(w, request=request) for w in page])
+        # The OSMO client's reading of the same page.
+        response.data["workflows"] = [s.list_entry(w, request) for w in page]
+        response.data["more_entries"] = response.data["next"] is not None
+        return response
 
 
 def _workflow(request, name: str):
@@ -91,7 +108,7 @@ def _workflow(request, name: str):
 class WorkflowDetailView(APIView):
     @extend_schema(responses=s.WorkflowSerializer, summary="One workflow with groups and tasks")
     def get(self, request, name: str):
-        return Response(s.workflow_object(_workflow(request, name)))
+        return Response(s.workflow_object(_workflow(request, name), request=request))
 
 
 class WorkflowCancelView(APIView):
@@ -104,7 +121,7 @@ class WorkflowCancelView(APIView):
                 or roles.can_admin(workflow.pool.top_level_name)):
             raise Forbidden("Only the submitter or an admin of the pool can cancel it.")
         lifecycle.workflow_cancel(workflow=workflow)
-        return Response(s.workflow_object(_workflow(request, name)))
+        return Response(s.workflow_object(_workflow(request, name), request=request))
 
 
 class WorkflowKaiView(APIView):
@@ -117,7 +134,8 @@ class WorkflowKaiView(APIView):
         else:
             manifests = manifests_for(spec=stored_spec(workflow), workflow_name=workflow.name,
                                       pool=workflow.pool, priority=workflow.priority)
-        return Response({"workflow": s.workflow_object(workflow), "manifests": manifests})
+        return Response({"workflow": s.workflow_object(workflow, request=request),
+                         "manifests": manifests})
 
 
 class TaskStatusView(APIView):
@@ -135,7 +153,7 @@ class TaskStatusView(APIView):
                                      exit_code=report.get("exit_code"),
                                     node=report.get("node") or None,
                                     reason=report.get("reason") or None)
-        return Response(s.workflow_object(_workflow(request, name)))
+        return Response(s.workflow_object(_workflow(request, name), request=request))
 
 
 class WorkloadSubmitView(APIView):

@@ -273,8 +273,9 @@ def test_name_prefix_makes_every_name_unique_per_submission() -> None:
     assert (group.name, group.pod_names) == ("train-7-pg-j", ["train-7-j-0"])
     assert group.manifests.pods[0]["metadata"]["annotations"]["pod-group-name"] == \
         "train-7-pg-j"
+    # A given (external) PodGroup is taken as given: it and its pods keep their own names.
     spec = {"subGroups": [{"name": "a", "minMember": 1}, {"name": "b", "minMember": 1}]}
     given = grouped(external_list(spec), name_prefix="wl-1").groups[0]
-    assert (given.name, given.pod_names) == ("wl-1-ext", ["wl-1-ext-0", "wl-1-ext-1"])
+    assert (given.name, given.pod_names) == ("ext", ["ext-0", "ext-1"])
     assert {p["metadata"]["annotations"]["pod-group-name"] for p in given.manifests.pods} == \
-        {"wl-1-ext"}
+        {"ext"}

@@ -1,0 +1,11 @@
+"""Routes under /api/ for login tokens and profiles."""
+
+from django.urls import path
+
+from . import api
+
+urlpatterns = [
+    path("auth/jwt/access_token", api.AccessTokenExchangeView.as_view(),
+         name="auth-access-token"),
+    path("profile/settings", api.ProfileSettingsView.as_view(), name="profile-settings"),
+]

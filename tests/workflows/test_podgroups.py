@@ -1,0 +1,79 @@
+"""GET /api/podgroups/{name} (API.md "KAI objects"), and given PodGroups keeping their names."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import make_client
+from tests.workflows.conftest import gpu_spec, submit
+from tests.workflows.test_workloads import given_podgroup
+from workflows import lifecycle
+from workflows.models import Workflow
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_workflow_groups_podgroup(team, user, backend):
+    created = submit(user, "team", gpu_spec(2, name="pgjob")).json()
+    podgroup = created["groups"][0]["podgroup"]
+    body = user.get(f"/api/podgroups/{podgroup}").json()
+    assert body["manifest"]["kind"] == "PodGroup"
+    assert body["manifest"]["metadata"]["name"] == podgroup
+    assert body["status"] == {"phase": "Pending", "ready": False, "bound_pods": 0,
+                              "min_member": 1, "reasons": [
+                                  {"code": "not_yet_scheduled",
+                                   "message": "Admitted; waiting for the next scheduling "
+                                              "cycle."}]}
+    kai = user.get(f"/api/workflow/{created['name']}/kai").json()["manifests"]
+    pod_names = [m["metadata"]["name"] for m in kai if m["kind"] == "Pod"]
+    assert [(p["name"], p["subgroup"], p["node"], p["phase"]) for p in body["pods"]] == [
+        (pod_names[0], "default", None, "Pending")]
+    assert (body["workflow"], body["group"]) == (created["name"],
+                                                 created["groups"][0]["name"])
+
+    task = created["groups"][0]["tasks"][0]["name"]
+    response = backend.post(f"/api/workflow/{created['name']}/task/{task}/status",
+                            {"status": "RUNNING", "node": "node-7"}, format="json")
+    assert response.status_code == 200, response.json()
+    body = user.get(f"/api/podgroups/{podgroup}").json()
+    assert body["status"] == {"phase": "Running", "ready": True, "bound_pods": 1,
+                              "min_member": 1, "reasons": []}
+    assert [(p["node"], p["phase"]) for p in body["pods"]] == [("node-7", "Running")]
+
+
+def test_same_visibility_as_the_workflow(team, user):
+    created = submit(user, "team", gpu_spec(1)).json()
+    podgroup = created["groups"][0]["podgroup"]
+    stranger = make_client("stranger", "osmo-other-user")
+    response = stranger.get(f"/api/podgroups/{podgroup}")
+    assert response.status_code == 404
+    assert response.json() == {"code": "podgroup_not_found",
+                               "detail": f"PodGroup '{podgroup}' does not exist."}
+    assert user.get("/api/podgroups/nope").status_code == 404
+    admin = make_client("root", "osmo-admin")
+    assert admin.get(f"/api/podgroups/{podgroup}").status_code == 200
+
+
+def test_a_given_podgroup_keeps_its_name_and_can_be_looked_up(team, user):
+    response = user.post("/api/pool/team/workload", given_podgroup(min_member=2),
+                         format="json")
+    assert response.status_code == 201, response.json()
+    assert (response.json()["podgroups"], response.json()["pods"]) == (["pg"], ["p0", "p1"])
+    body = user.get("/api/podgroups/pg").json()
+    assert body["manifest"]["metadata"]["name"] == "pg"
+    assert body["manifest"]["spec"]["queue"] == "osmo-pool-osmo-team.shared"
+    assert [(p["name"], p["subgroup"]) for p in body["pods"]] == [("p0", "workers"),
+                                                                   ("p1", "workers")]
+    assert body["status"]["min_member"] == 2 and body["status"]["ready"] is False
+
+
+def test_a_given_podgroup_name_in_use_is_refused_until_it_ends(team, user):
+    first = user.post("/api/pool/team/workload", given_podgroup(), format="json").json()
+    before = Workflow.objects.count()
+    response = user.post("/api/pool/team/workload", given_podgroup(), format="json")
+    assert response.status_code == 409
+    assert response.json()["code"] == "podgroup_exists"
+    assert Workflow.objects.count() == before
+    lifecycle.workflow_cancel(workflow=Workflow.objects.get(name=first["name"]))
+    response = user.post("/api/pool/team/workload", given_podgroup(), format="json")
+    assert response.status_code == 201, response.json()

@@ -12,6 +12,7 @@ from osmo.errors import OsmoError
 from osmo.serializers import INT32_MAX
 from pools import services
 from pools.models import Pool
+from workflows.models import WorkflowStatus
 
 from .presenters import NODE_STATES
 
@@ -117,3 +118,13 @@ class ClusterFilterForm(forms.Form):
     tables = forms.BooleanField(required=False, label="Node tables")
     hours = forms.IntegerField(required=False, min_value=1, max_value=48, initial=6,
                                label="Usage chart hours")
+
+
+class WorkflowFilterForm(forms.Form):
+    """The workflow list's filters (GET)."""
+
+    status = forms.MultipleChoiceField(required=False, choices=WorkflowStatus.choices)
+    pool = forms.CharField(required=False, max_length=82)
+    user = forms.CharField(required=False, max_length=150)
+    q = forms.CharField(required=False, max_length=63, label="Name contains")
+    page = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1)

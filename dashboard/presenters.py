@@ -509,3 +509,60 @@ def usage_charts(rows) -> list[UsageChart]:
     for row in rows:
         by_pool[row["top"]].append(row)
     return [usage_chart(pool, samples) for pool, samples in by_pool.items()]
+
+
+# --- workflows ---------------------------------------------------------------------------------
+
+def duration(start, end) -> str:
+    """"1 h 02 min", "3 min 05 s", "42 s"; "-" before it started."""
+    if start is None or end is None:
+        return "-"
+    seconds = max(int((end - start).total_seconds()), 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
+
+
+@dataclass(frozen=True)
+class TaskView:
+    name: str
+    status: str
+    reason: str
+    gpus: int
+    node: str
+    exit_code: int | None
+    started_at: Any
+    finished_at: Any
+    duration: str
+    preempted_by: str
+
+
+@dataclass(frozen=True)
+class GroupView:
+    name: str
+    podgroup: str
+    status: str
+    depends_on: list[str]
+    reasons: list[dict]  # why it waits (explain), empty once placed or ended
+    tasks: list[TaskView]
+    duration: str
+
+
+def workflow_groups(workflow, explanation: dict, now) -> list[GroupView]:
+    """Groups with their tasks, durations (running ones up to ``now``) and explain reasons."""
+    reasons = {group["name"]: group["reasons"] for group in explanation["groups"]}
+    views = []
+    for group in workflow.groups.all():
+        tasks = [TaskView(task.name, task.status, task.reason or "", task.gpus,
+                          task.node_name, task.exit_code, task.started_at, task.finished_at,
+                          duration(task.started_at, task.finished_at or (
+                              now if task.started_at else None)),
+                          task.preempted_by)
+                 for task in group.tasks.all()]
+        views.append(GroupView(group.name, group.podgroup, group.status, group.depends_on,
+                               reasons.get(group.name, []), tasks,
+                               duration(group.started_at, group.finished_at or (
+                                   now if group.started_at else None))))
+    return views

@@ -22,7 +22,9 @@ urlpatterns = [
          name="subpool-quota"),
     path("pools/<str:name>/subpools/<str:subpool>/delete/", views.subpool_delete,
          name="subpool-delete"),
+    path("workflows/", views.workflows, name="workflows"),
     path("workflows/<str:name>/", views.workflow, name="workflow"),
+    path("workflows/<str:name>/cancel/", views.workflow_cancel, name="workflow-cancel"),
     path("cluster/", views.cluster, name="cluster"),
     path("cluster/fragment/", views.cluster_fragment, name="cluster-fragment"),
 ]

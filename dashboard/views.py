@@ -13,6 +13,8 @@ from django.contrib import messages
 from django.contrib.auth import login as auth_login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
+from django.core.paginator import Paginator
+from django.db.models import Q
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -21,14 +23,19 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from osmo.accounts.roles import roles_for
 from osmo.accounts.sessions import session_bind_token
-from osmo.errors import NotFound
+from osmo.errors import NotFound, OsmoError
 from pools import quota
 from pools import selectors as pool_selectors
 from pools.models import SubpoolState
+from scheduler import selectors as scheduler_selectors
+from workflows import lifecycle
 from workflows import selectors as workflow_selectors
+from workflows.models import WorkflowStatus
 
 from . import forms, queries
-from .presenters import ClusterFilter, filter_zones
+from .presenters import ClusterFilter, duration, filter_zones, workflow_groups
+
+WORKFLOWS_PER_PAGE = 50
 
 REFRESH_SECONDS = 5
 
@@ -121,14 +128,65 @@ def pool_fragment(request, name: str):
 @login_required
 @require_GET
 def workflow(request, name: str):
-    """A workflow's overview (the `overview` link the API hands out): its status, groups and
-    tasks; the same visibility as `GET /api/workflow/{name}`."""
+    """A workflow's page (the `overview` link the API hands out): status, groups and tasks
+    with nodes, times and durations, why pending groups wait, who preempted what, and Cancel
+    for those allowed; the same visibility as `GET /api/workflow/{name}`."""
+    roles = roles_for(request.user)
     try:
-        found = workflow_selectors.workflow_get(name=name, roles=roles_for(request.user),
-                                                user=request.user)
+        found = workflow_selectors.workflow_get(name=name, roles=roles, user=request.user)
     except NotFound as error:
         return _not_found(request, error)
-    return render(request, "dashboard/workflow.html", {"workflow": found})
+    alive = found.status in (WorkflowStatus.PENDING, WorkflowStatus.RUNNING)
+    return render(request, "dashboard/workflow.html", {
+        "workflow": found,
+        "groups": workflow_groups(found, scheduler_selectors.explain(found), timezone.now()),
+        "duration": duration(found.started_at, found.finished_at or (
+            timezone.now() if found.started_at else None)),
+        "can_cancel": alive and workflow_selectors.can_cancel(workflow=found, roles=roles,
+                                                              user=request.user)})
+
+
+@login_required
+@require_http_methods(["POST"])
+def workflow_cancel(request, name: str):
+    roles = roles_for(request.user)
+    try:
+        found = workflow_selectors.workflow_get(name=name, roles=roles, user=request.user)
+    except NotFound as error:
+        return _not_found(request, error)
+    if not workflow_selectors.can_cancel(workflow=found, roles=roles, user=request.user):
+        return _error(request, 403, "Not allowed",
+                      "Only the submitter or an admin of the pool can cancel it.")
+    try:
+        lifecycle.workflow_cancel(workflow=found)
+        messages.success(request, f"Workflow {name} canceled: its GPUs are released.")
+    except OsmoError as error:
+        messages.error(request, error.detail)
+    return redirect("dashboard:workflow", name=name)
+
+
+@login_required
+@require_GET
+def workflows(request):
+    """Every workflow the caller can see, finished ones too: filters, search, pages."""
+    form = forms.WorkflowFilterForm(request.GET or None)
+    values = form.cleaned_data if form.is_valid() else {}
+    rows = workflow_selectors.visible_workflows(roles=roles_for(request.user),
+                                                user=request.user).order_by("-submitted_at")
+    if values.get("status"):
+        rows = rows.filter(status__in=values["status"])
+    if values.get("pool"):
+        rows = rows.filter(Q(pool__name=values["pool"]) | Q(pool__parent_id=values["pool"]))
+    if values.get("user"):
+        rows = rows.filter(user__username=values["user"])
+    if values.get("q"):
+        rows = rows.filter(name__icontains=values["q"])
+    page = Paginator(rows, WORKFLOWS_PER_PAGE).get_page(values.get("page") or 1)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "dashboard/workflows.html", {
+        "form": form, "page": page, "query": query.urlencode(),
+        "statuses": WorkflowStatus.choices, "chosen": values.get("status") or []})
 
 
 # --- admin forms -----------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def _evictions(result, index) -> list[TaskEviction]:
     return [TaskEviction(task_id=index.tasks[e.pod]["id"], node=index.tasks[e.pod]["node_name"],
                          group_id=index.tasks[e.pod]["group_id"],
                          workflow_id=index.tasks[e.pod]["workflow_id"],
-                         reason=EVICTION_REASONS.get(e.reason, e.reason))
+                         reason=EVICTION_REASONS.get(e.reason, e.reason), by=e.by_gang or "")
             for e in result.evictions]
 
 

@@ -264,6 +264,7 @@ class TaskEviction:
     group_id: int
     workflow_id: int
     reason: str
+    by: str = ""  # the PodGroup that won the GPUs ("" for a stale gang)
 
 
 def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
@@ -312,10 +313,11 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
         whole = victims[eviction.group_id] >= bound.get(eviction.group_id, set())
         evicted += Task.objects.filter(
             pk=eviction.task_id, node_name=eviction.node, status=TaskStatus.RUNNING,
-        ).update(**({"status": TaskStatus.FAILED_PREEMPTED, "reason": eviction.reason,
-                     "finished_at": now} if whole else
-                    {"status": TaskStatus.SCHEDULING, "node_name": "",
-                     "reason": REQUEUED, "started_at": None}))
+        ).update(preempted_by=eviction.by, **(
+            {"status": TaskStatus.FAILED_PREEMPTED, "reason": eviction.reason,
+             "finished_at": now} if whole else
+            {"status": TaskStatus.SCHEDULING, "node_name": "", "reason": REQUEUED,
+             "started_at": None}))
     _settle_all({e.workflow_id for e in evictions}, now)
     return evicted
 

@@ -157,6 +157,8 @@ class Task(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    preempted_by = models.CharField(max_length=253, blank=True, default="",
+                                    help_text="The PodGroup whose gang took this task's GPUs.")
 
     class Meta:
         ordering = ["group", "position"]

@@ -39,6 +39,11 @@ def visible_workflows(*, roles: Roles, user):
     return queryset.filter(visible | parent_visible | Q(user=user))
 
 
+def can_cancel(*, workflow: Workflow, roles: Roles, user) -> bool:
+    """The submitter, or an admin of the workflow's pool."""
+    return workflow.user_id == user.pk or roles.can_admin(workflow.pool.top_level_name)
+
+
 def workflow_get(*, name: str, roles: Roles, user) -> Workflow:
     workflow = visible_workflows(roles=roles, user=user).filter(name=name).first()
     if workflow is None:

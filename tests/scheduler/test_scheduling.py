@@ -111,6 +111,11 @@ def test_low_borrows_idle_quota_and_is_reclaimed(admin):
     preempted = next(workflow(borrower, n) for n in low
                      if workflow(borrower, n)["status"] == "FAILED_PREEMPTED")
     assert preempted["reason"] == "preempted"
+    from workflows.models import Task, Workflow
+
+    winner = Workflow.objects.get(name=mine).groups.get().podgroup
+    assert list(Task.objects.filter(workflow__name=preempted["name"])
+                .values_list("preempted_by", flat=True)) == [winner]  # by whom, on its page
     quota = {r["name"]: r for r in admin.get("/api/pool_quota").json()["pools"]}
     assert (quota["owner"]["used_gpus"], quota["borrower"]["total_usage_gpus"]) == (8, 24)
 

@@ -117,8 +117,7 @@ class WorkflowCancelView(APIView):
     def post(self, request, name: str):
         workflow = _workflow(request, name)
         roles = roles_for(request.user)
-        if not (workflow.user_id == request.user.pk
-                or roles.can_admin(workflow.pool.top_level_name)):
+        if not selectors.can_cancel(workflow=workflow, roles=roles, user=request.user):
             raise Forbidden("Only the submitter or an admin of the pool can cancel it.")
         lifecycle.workflow_cancel(workflow=workflow)
         return Response(s.workflow_object(_workflow(request, name), request=request))

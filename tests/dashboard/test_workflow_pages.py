@@ -1,0 +1,103 @@
+"""The dashboard's workflow pages: a list with filters, search and pages (finished runs too),
+and a workflow's page with its groups, tasks, times, why it waits, who preempted it, Cancel."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.utils import timezone
+
+from tests import factories
+from tests.dashboard.conftest import session_client
+from tests.dashboard.test_cluster import last_cycle
+from workflows.models import Task, Workflow, WorkflowStatus
+
+pytestmark = pytest.mark.django_db
+
+
+def names(html: str) -> list[str]:
+    return re.findall(r'<tr data-workflow="([^"]+)"', html)
+
+
+@pytest.fixture
+def team():
+    return factories.pool("team", 100)
+
+
+def test_the_list_filters_searches_and_pages(team):
+    other = factories.pool("other", 8)
+    pending = factories.pending_workflow(team, 4)
+    running = factories.running_workflow(team, 2, "HIGH")
+    done = factories.running_workflow(team, 1)
+    Workflow.objects.filter(pk=done.pk).update(status=WorkflowStatus.COMPLETED)
+    hidden = factories.pending_workflow(other, 1)
+    viewer = session_client("viewer", "osmo-team-user")
+    html = viewer.get("/workflows/").content.decode()
+    assert set(names(html)) == {pending.name, running.name, done.name}  # finished too
+    assert hidden.name not in html
+    assert f'href="/workflows/{done.name}/"' in html
+    assert names(viewer.get("/workflows/?status=COMPLETED").content.decode()) == [done.name]
+    assert set(names(viewer.get("/workflows/?status=PENDING&status=RUNNING")
+                     .content.decode())) == {pending.name, running.name}
+    assert names(viewer.get(f"/workflows/?q={running.name[-3:]}").content.decode()) == [
+        running.name]
+    assert names(viewer.get("/workflows/?pool=other").content.decode()) == []
+    refused = viewer.get("/workflows/?status=SLEEPING").content.decode()
+    assert "Select a valid choice" in refused and len(names(refused)) == 3
+
+
+def test_pages_of_fifty(team):
+    for _ in range(55):
+        factories.pending_workflow(team, 1)
+    viewer = session_client("viewer", "osmo-team-user")
+    first = viewer.get("/workflows/").content.decode()
+    second = viewer.get("/workflows/?page=2").content.decode()
+    assert (len(names(first)), len(names(second))) == (50, 5)
+    assert "Page 1 of 2" in first and "page=2" in first
+    assert not set(names(first)) & set(names(second))
+
+
+def test_a_workflow_page_shows_times_reasons_and_preemption(team):
+    waiting = factories.pending_workflow(team, 16)
+    group = waiting.groups.get()
+    waiting.groups.update(status="SCHEDULING")  # released to the scheduler
+    Task.objects.filter(workflow=waiting).update(status="SCHEDULING")
+    last_cycle([{"podgroup": group.podgroup, "workflow": waiting.name, "group": group.name,
+                 "queue": "q", "reasons": [{"code": "not_enough_gpus_in_rack",
+                                            "message": "No rack has 16 free GPUs."}]}])
+    preempted = factories.running_workflow(team, 2, "LOW")
+    now = timezone.now()
+    Task.objects.filter(workflow=preempted).update(
+        status="FAILED_PREEMPTED", reason="preempted", preempted_by="pg-train-1-g",
+        started_at=now - timezone.timedelta(minutes=3, seconds=5), finished_at=now)
+    viewer = session_client("viewer", "osmo-team-user")
+    html = viewer.get(f"/workflows/{waiting.name}/").content.decode()
+    flat = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    assert "Why it waits No rack has 16 free GPUs. not_enough_gpus_in_rack" in flat
+    html = viewer.get(f"/workflows/{preempted.name}/").content.decode()
+    flat = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    assert "FAILED_PREEMPTED (preempted by pg-train-1-g )" in flat
+    assert "3 min 05 s" in flat
+    assert viewer.get("/workflows/no-such-1/").status_code == 404
+
+
+def test_cancel_is_offered_to_the_submitter_and_pool_admins_only(team):
+    owner = session_client("owner", "osmo-team-user")
+    workflow = factories.pending_workflow(team, 1)
+    Workflow.objects.filter(pk=workflow.pk).update(user=owner.user)
+    viewer = session_client("viewer", "osmo-team-user")
+    assert "Cancel workflow" not in viewer.get(f"/workflows/{workflow.name}/").content.decode()
+    assert viewer.post(f"/workflows/{workflow.name}/cancel/").status_code == 403
+    assert Workflow.objects.get(pk=workflow.pk).status == WorkflowStatus.PENDING
+    assert "Cancel workflow" in owner.get(f"/workflows/{workflow.name}/").content.decode()
+    response = owner.post(f"/workflows/{workflow.name}/cancel/", follow=True)
+    assert "canceled: its GPUs are released" in response.content.decode()
+    assert Workflow.objects.get(pk=workflow.pk).status == WorkflowStatus.FAILED_CANCELED
+    assert "Cancel workflow" not in response.content.decode()
+
+
+def test_pool_pages_link_to_workflow_pages(team):
+    workflow = factories.pending_workflow(team, 1)
+    viewer = session_client("viewer", "osmo-team-user")
+    assert f'href="/workflows/{workflow.name}/"' in viewer.get("/pools/team/").content.decode()

@@ -38,7 +38,7 @@ class PlatformsField(forms.CharField):
         return value
 
     def to_python(self, value):
-        if (value or "").strip().startswith("{"):  # JSON, as the API takes it
+        if (value or "").strip()[:1] in ("{", "["):  # JSON, as the API takes it
             try:
                 return json.loads(value)
             except ValueError as error:

@@ -9,11 +9,16 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from osmo.serializers import RequestSerializer, StrictBooleanField, StrictCharField
+from osmo.serializers import (
+    QueryBooleanField,
+    RequestSerializer,
+    StrictBooleanField,
+    StrictCharField,
+)
 from pools import selectors as pool_selectors
 
-from . import services
-from .models import UserProfile
+from . import selectors, services
+from .models import AccessToken, UserProfile
 from .roles import roles_for
 
 
@@ -101,3 +106,69 @@ class ProfileSettingsView(APIView):
                 pool = pool_selectors.pool_get(name=name, roles=roles_for(request.user))
             services.profile_set_default_pool(user=request.user, pool=pool)
         return Response(_settings_body(request))
+
+
+# --- personal access tokens --------------------------------------------------------------------
+
+def token_object(token: AccessToken) -> dict:
+    return {"id": token.pk, "name": token.name, "prefix": token.prefix,
+            "user": token.user.get_username(),
+            "created_at": token.created_at.isoformat().replace("+00:00", "Z"),
+            "revoked_at": token.revoked_at.isoformat().replace("+00:00", "Z")
+            if token.revoked_at else None}
+
+
+class AccessTokenSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="Its first characters, to tell tokens apart.")
+    user = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class AccessTokenCreateSerializer(RequestSerializer):
+    name = StrictCharField(required=False, default="", allow_blank=True, max_length=100)
+    user = StrictCharField(required=False, max_length=150,
+                           help_text="Platform admins: another user's (created if missing).")
+
+
+class AccessTokenListQuerySerializer(RequestSerializer):
+    user = serializers.CharField(required=False, max_length=150,
+                                 help_text="Platform admins: this user's tokens.")
+    include_revoked = QueryBooleanField(required=False, default=False)
+
+
+class AccessTokenListView(APIView):
+    @extend_schema(parameters=[AccessTokenListQuerySerializer],
+                   responses=AccessTokenSerializer(many=True),
+                   summary="Your personal access tokens (platform admins: anyone's)")
+    def get(self, request):
+        query = AccessTokenListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        tokens = selectors.tokens_visible(actor=request.user,
+                                          username=query.validated_data.get("user"),
+                                          include_revoked=query.validated_data[
+                                              "include_revoked"])
+        return Response([token_object(token) for token in tokens])
+
+    @extend_schema(request=AccessTokenCreateSerializer,
+                   responses={201: inline_serializer("AccessTokenCreated", {
+                       **AccessTokenSerializer().fields,
+                       "token": serializers.CharField(help_text="Shown this once.")})},
+                   summary="Create a personal access token")
+    def post(self, request):
+        body = AccessTokenCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        token, raw = services.token_create(actor=request.user,
+                                           username=body.validated_data.get("user"),
+                                           name=body.validated_data["name"])
+        return Response({**token_object(token), "token": raw}, status=201)
+
+
+class AccessTokenDetailView(APIView):
+    @extend_schema(request=None, responses=AccessTokenSerializer,
+                   summary="Revoke a personal access token (its owner or a platform admin)")
+    def delete(self, request, token_id: int):
+        token = selectors.token_get(actor=request.user, token_id=token_id)
+        return Response(token_object(services.token_revoke(actor=request.user, token=token)))

@@ -9,6 +9,8 @@ class AccessToken(models.Model):
                              related_name="access_tokens")
     digest = models.CharField(max_length=64, unique=True)
     prefix = models.CharField(max_length=12, help_text="First characters, to tell tokens apart.")
+    name = models.CharField(max_length=100, blank=True, default="",
+                            help_text="What its owner calls it (e.g. `laptop`, `ci`).")
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 

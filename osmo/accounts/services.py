@@ -10,10 +10,11 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from osmo.errors import OsmoError
+from osmo.errors import Forbidden, OsmoError
 
 from . import login_tokens
 from .models import AccessToken, UserProfile
+from .roles import roles_for
 
 TOKEN_PREFIX = "osmo_"
 
@@ -37,10 +38,10 @@ def user_ensure(*, username: str, superuser: bool = False, groups: list[str] = (
 
 
 @transaction.atomic
-def token_issue(*, user) -> str:
+def token_issue(*, user, name: str = "") -> str:
     """Create a token for `user` and return the raw value; it is never stored or shown again."""
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    AccessToken.objects.create(user=user, digest=token_digest(raw), prefix=raw[:12])
+    AccessToken.objects.create(user=user, digest=token_digest(raw), prefix=raw[:12], name=name)
     return raw
 
 
@@ -78,3 +79,29 @@ def profile_set_default_pool(*, user, pool) -> UserProfile:
     profile.full_clean()
     profile.save()
     return profile
+
+
+@transaction.atomic
+def token_create(*, actor, username: str | None = None, name: str = ""
+                 ) -> tuple[AccessToken, str]:
+    """A new token for the actor, or for ``username`` (created if missing, as `issue_token`
+    does) when a platform admin asks; returns the row and the raw value, shown once."""
+    user = actor
+    if username and username != actor.get_username():
+        if not roles_for(actor).platform_admin:
+            raise Forbidden("Only platform admins manage other users' tokens.")
+        user = user_ensure(username=username)
+    raw = token_issue(user=user, name=name)
+    return AccessToken.objects.get(digest=token_digest(raw)), raw
+
+
+@transaction.atomic
+def token_revoke(*, actor, token: AccessToken) -> AccessToken:
+    """Revoke one token (idempotent): its owner or a platform admin. Its login tokens and
+    dashboard sessions end with it."""
+    if token.user_id != actor.pk and not roles_for(actor).platform_admin:
+        raise Forbidden("Only platform admins manage other users' tokens.")
+    AccessToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now())
+    token.refresh_from_db()
+    return token

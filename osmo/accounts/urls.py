@@ -7,5 +7,8 @@ from . import api
 urlpatterns = [
     path("auth/jwt/access_token", api.AccessTokenExchangeView.as_view(),
          name="auth-access-token"),
+    path("auth/access_token", api.AccessTokenListView.as_view(), name="access-tokens"),
+    path("auth/access_token/<int:token_id>", api.AccessTokenDetailView.as_view(),
+         name="access-token"),
     path("profile/settings", api.ProfileSettingsView.as_view(), name="profile-settings"),
 ]

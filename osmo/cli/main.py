@@ -9,7 +9,7 @@ import sys
 
 from osmo import standalone
 
-from . import common, login, pool, workflow
+from . import common, login, pool, token, workflow
 from .errors import EXIT_CODES_HELP, CliError
 
 
@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         "pool", help="Pools and subpools: list quota and usage, manage subpools."))
     workflow.build_parser(commands.add_parser(
         "workflow", help="Submit, list, inspect and cancel workflows."))
+    token.build_parser(commands.add_parser(
+        "token", help="Personal access tokens: create, list, revoke."))
     return parser
 
 

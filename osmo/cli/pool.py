@@ -86,6 +86,18 @@ def list_pools(args) -> int:
     return 0
 
 
+def pool_default(args) -> int:
+    with connect(args) as api:
+        if args.name:
+            _, settings = api.request("POST", "api/profile/settings",
+                                      json={"pool": args.name})
+        else:
+            settings = api.get("api/profile/settings")
+    pool = settings["profile"].get("pool")
+    emit(args, settings, f"Default pool: {pool}\n" if pool else "No default pool.\n")
+    return 0
+
+
 def pool_put(args) -> int:
     """Create or update a top-level pool (platform admins)."""
     body = {key: value for key, value in (
@@ -165,6 +177,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
                               "free: what each pool can still take")
     add_format_option(listing)
     listing.set_defaults(handler=list_pools)
+
+    default = commands.add_parser("default", help="show or set your default pool (what "
+                                                  "`workflow submit` uses without --pool)")
+    default.add_argument("name", nargs="?", help="the pool to make your default")
+    add_format_option(default)
+    default.set_defaults(handler=pool_default)
 
     for name, summary in (("create", "create a top-level pool (platform admins)"),
                           ("update", "change a top-level pool (platform admins)")):

@@ -58,7 +58,11 @@ def submit(args) -> int:
     if args.priority:
         params["priority"] = args.priority
     with connect(args) as api:
-        _, answer = api.request("POST", f"api/pool/{segment(args.pool)}/workflow",
+        pool = args.pool or api.get("api/profile/settings")["profile"].get("pool")
+        if not pool:
+            raise usage_error("no --pool given and no default pool set (set one with "
+                              "`osmo pool default NAME` or the dashboard's profile)")
+        _, answer = api.request("POST", f"api/pool/{segment(pool)}/workflow",
                                 params=params, json=body)
     if args.dry_run:
         manifests = answer.get("manifests", [])
@@ -143,8 +147,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="workflow_command", required=True, metavar="COMMAND")
 
     sub = commands.add_parser("submit", help="submit a workflow spec to a pool or subpool")
-    sub.add_argument("--pool", required=True, help="a top-level pool or a canonical subpool "
-                                                   "name (team--a)")
+    sub.add_argument("--pool", help="a top-level pool or a canonical subpool name (team--a); "
+                                     "default: your default pool")
     sub.add_argument("--priority", choices=PRIORITIES, default=None,
                      help="HIGH and NORMAL count against quota; LOW is opportunistic "
                           "(default NORMAL)")

@@ -8,7 +8,6 @@ from django.utils import timezone
 
 from pools import services as pool_services
 from scheduler import services as scheduler_services
-from tests import factories
 from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
     browser,
     expect,

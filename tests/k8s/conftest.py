@@ -32,12 +32,13 @@ def k8s_settings(settings):
 
 
 class Backend:
-    """The backend's parts over one client, stepped by the test."""
+    """The backend's parts over one client, stepped by the test (the real-API-server tier
+    steps the same parts, with its own watch timeout)."""
 
-    def __init__(self, kube: Kube):
+    def __init__(self, kube: Kube, *, watch_timeout: int = 5):
         self.kube = kube
         self.dispatcher = Dispatcher(kube, base_delay=0.0)
-        self.listener = PodListener(kube, watch_timeout=5)
+        self.listener = PodListener(kube, watch_timeout=watch_timeout)
         self.cleaner = Cleaner(kube)
 
     def dispatch(self):

@@ -15,12 +15,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.backends.kubernetes.cleanup import Cleaner
 from scheduler.backends.kubernetes.client import Kube
-from scheduler.backends.kubernetes.dispatch import Dispatcher
-from scheduler.backends.kubernetes.listener import PodListener
 from tests import factories
 from tests.conftest import make_client
+from tests.k8s.conftest import Backend
 
 from .server import ApiServer, KubeError, unavailable_reason
 
@@ -59,30 +57,11 @@ def k8s_settings(settings, apiserver, namespace):
     return settings
 
 
-class Backend:
-    """The backend's parts over one least-privilege client, stepped by the test. A watch
-    lasts one second: everything that happened before it started is delivered at once."""
-
-    def __init__(self, kube: Kube):
-        self.kube = kube
-        self.dispatcher = Dispatcher(kube, base_delay=0.0)
-        self.listener = PodListener(kube, watch_timeout=1)
-        self.cleaner = Cleaner(kube)
-
-    def dispatch(self):
-        return self.dispatcher.run_once()
-
-    def listen(self) -> int:
-        return self.listener.step()
-
-    def cleanup(self) -> int:
-        return self.cleaner.run_once()
-
-
 @pytest.fixture
 def backend(apiserver, k8s_settings, db):
     kube = Kube(apiserver.backend_client())
-    yield Backend(kube)
+    # A watch lasts one second: everything that happened before it started comes at once.
+    yield Backend(kube, watch_timeout=1)
     kube.close()
 
 

@@ -45,7 +45,10 @@ class Backoff:
     first: float = FIRST_DELAY_SECONDS
     maximum: float = MAX_DELAY_SECONDS
     stable: float = STABLE_SECONDS
-    next_delay: float = FIRST_DELAY_SECONDS
+    next_delay: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.next_delay = self.first
 
     def after_exit(self, uptime: float) -> float:
         if uptime >= self.stable:

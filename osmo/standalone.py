@@ -58,7 +58,7 @@ class Standalone:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.data_dir = Path(args.data_dir).expanduser().resolve()
-        self.supervisor = Supervisor(name="osmo standalone",
+        self.supervisor = Supervisor(name="osmo standalone", adopt_orphans=True,
                                      state_path=self.data_dir / "standalone.pids")
         self.listener: socket.socket | None = None
         self.lock_file = None

@@ -2,11 +2,12 @@
 
 Every child starts through :mod:`osmo.parent_death`, so the kernel signals it when the
 supervisor ends, even by SIGKILL. Children stay in the supervisor's process group (Ctrl-C in a
-terminal reaches them all). On Linux the supervisor is also a "child subreaper": a process
-orphaned by a crashed child (a gunicorn worker whose master was killed, say) is re-parented to
-the supervisor, which stops and reaps it, so a restarted child never finds its predecessor's
-workers still holding a port. Daemons that must outlive a child restart (the embedded
-PostgreSQL) are started before the first child, so they are not ours to reap.
+terminal reaches them all). With ``adopt_orphans`` (Linux) the supervisor is also a "child
+subreaper": a process orphaned by a crashed child (a gunicorn worker whose master was killed,
+say) is re-parented to the supervisor, which stops and reaps it, so a restarted child never
+finds its predecessor's workers still holding a port. Every child of that process which the
+supervisor did not start is then taken for an orphan: the process must start no other
+long-lived process after its first child (standalone starts the embedded PostgreSQL before).
 
 Spawn from the main thread only: the parent-death signal fires when the *thread* that forked
 the child ends, not the process.
@@ -98,8 +99,10 @@ def become_subreaper() -> bool:
 
 class Supervisor:
     def __init__(self, *, name: str = "supervisor", log: IO[str] | None = None,
-                 state_path: Path | None = None, clock: Callable[[], float] = time.monotonic):
+                 state_path: Path | None = None, adopt_orphans: bool = False,
+                 clock: Callable[[], float] = time.monotonic):
         self.name = name
+        self.adopt_orphans = adopt_orphans
         self.log = log or sys.stderr
         self.state_path = state_path  # the children's pids, for the next run after a SIGKILL
         self.clock = clock
@@ -111,7 +114,7 @@ class Supervisor:
     # --- running ----------------------------------------------------------------------------
 
     def start(self, child: Child) -> Child:
-        if not self.subreaper:
+        if self.adopt_orphans and not self.subreaper:
             self.subreaper = become_subreaper()
         self.children.append(child)
         self._spawn(child)
@@ -152,7 +155,13 @@ class Supervisor:
                       f"restarting in {delay:g} s (restart {child.restarts})",
                       file=self.log, flush=True)
             elif child.restart_at is not None and now >= child.restart_at and not self.stopping:
-                self._spawn(child)
+                try:
+                    self._spawn(child)
+                except OSError as error:  # out of processes or files, say: try again later
+                    delay = child.backoff.after_exit(0)
+                    child.restart_at = now + delay
+                    print(f"{self.name}: {child.name} could not start ({error}); "
+                          f"retrying in {delay:g} s", file=self.log, flush=True)
         self.reap_orphans()
 
     def reap_orphans(self) -> None:

@@ -107,7 +107,7 @@ def test_the_orphans_of_a_crashed_child_are_reaped(tmp_path: Path):
     script = textwrap.dedent(f"""
         import sys, time
         from osmo.supervisor import Backoff, Child, Supervisor
-        supervisor = Supervisor()
+        supervisor = Supervisor(adopt_orphans=True)
         child = supervisor.start(Child("forker", [sys.executable, "-c", {forker!r}],
                                        backoff=Backoff(first=60)))
         print(child.pid, flush=True)

@@ -239,7 +239,7 @@ class Standalone:
                 time.sleep(0.2)
         except KeyboardInterrupt:
             return 0
-        except StartupError as error:
+        except RuntimeError as error:  # StartupError, or settings refusing the environment
             print(f"osmo standalone: {error}", file=sys.stderr, flush=True)
             return 1
         finally:

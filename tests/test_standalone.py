@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +20,19 @@ import pytest
 from osmo.embedded import free_port
 
 
+def _work_dir() -> Path:
+    # Not under pytest's tmp_path: another pytest session resets that root to mode 0700, which
+    # the embedded PostgreSQL's own user (when run as root) then cannot traverse.
+    return Path(tempfile.mkdtemp(prefix="osmo-standalone-test-"))
+
+
+@pytest.fixture
+def work_dir():
+    directory = _work_dir()
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def _get(url: str, token: str | None = None) -> tuple[int, dict]:
     request = urllib.request.Request(url)
     if token:
@@ -27,14 +42,14 @@ def _get(url: str, token: str | None = None) -> tuple[int, dict]:
 
 
 @pytest.mark.timeout(240)
-def test_standalone_runs_everything_and_stops_cleanly(tmp_path: Path):
+def test_standalone_runs_everything_and_stops_cleanly(work_dir: Path):
     port = free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
     osmo = Path(sys.executable).with_name("osmo")
-    log = tmp_path / "standalone.log"
+    log = work_dir / "standalone.log"
     process = subprocess.Popen(
-        [str(osmo), "standalone", "--port", str(port), "--data-dir", str(tmp_path / "data"),
+        [str(osmo), "standalone", "--port", str(port), "--data-dir", str(work_dir / "data"),
          "--demo"], stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
     try:
         ready = process.stdout.readline().strip()
@@ -72,7 +87,7 @@ def test_standalone_runs_everything_and_stops_cleanly(tmp_path: Path):
             time.sleep(0.5)
         postgres = [p for p in psutil.process_iter(["name", "cmdline"])
                     if p.info["name"] == "postgres"
-                    and str(tmp_path / "data") in " ".join(p.info["cmdline"] or [])]
+                    and str(work_dir / "data") in " ".join(p.info["cmdline"] or [])]
         assert postgres, "the embedded PostgreSQL should run under the data folder"
     finally:
         process.send_signal(signal.SIGTERM)
@@ -89,14 +104,14 @@ def _postgres_of(data_dir: Path) -> list[psutil.Process]:
 
 
 @pytest.mark.timeout(240)
-def test_sigterm_stops_the_embedded_postgres_even_with_a_stale_registration(tmp_path: Path):
+def test_sigterm_stops_the_embedded_postgres_even_with_a_stale_registration(work_dir: Path):
     """A process that registered with the embedded PostgreSQL and died without unregistering
     (killed, say) must not keep it running after standalone stops."""
     port = free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
-    data = tmp_path / "data"
-    log = tmp_path / "standalone.log"
+    data = work_dir / "data"
+    log = work_dir / "standalone.log"
     process = subprocess.Popen(
         [str(Path(sys.executable).with_name("osmo")), "standalone", "--port", str(port),
          "--data-dir", str(data), "--no-demo", "--web-workers", "1"],
@@ -137,11 +152,13 @@ def _standalone_env() -> dict[str, str]:
             if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
 
 
-def _osmo_standalone(*args: str, log: Path) -> subprocess.Popen:
+def _osmo_standalone(*args: str, log: Path, env: dict[str, str] | None = None,
+                     new_session: bool = False) -> subprocess.Popen:
     with log.open("a") as stderr:
         return subprocess.Popen(
             [str(Path(sys.executable).with_name("osmo")), "standalone", *args],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, env=_standalone_env())
+            stdout=subprocess.PIPE, stderr=stderr, text=True,
+            env={**_standalone_env(), **(env or {})}, start_new_session=new_session)
 
 
 def _token_when_ready(process: subprocess.Popen, port: int, log: Path) -> str:
@@ -194,11 +211,15 @@ class Platform:
     def tree(self) -> list[psutil.Process]:
         return psutil.Process(self.process.pid).children(recursive=True)
 
-    def child(self, kind: str) -> psutil.Process | None:
-        """The supervised child of this kind (by its command line), or None."""
+    def child(self, kind: str, started_after: float = 0) -> psutil.Process | None:
+        """The supervised child of this kind (by its command line), or None. (The orphans of a
+        killed gunicorn master are adopted by standalone until they end: they started before.)
+        """
         for process in psutil.Process(self.process.pid).children():
             try:
                 command = " ".join(process.cmdline())
+                if process.create_time() < started_after:
+                    continue
             except psutil.Error:
                 continue
             if {"web": "gunicorn" in command,
@@ -231,8 +252,9 @@ class Platform:
 
 
 @pytest.fixture(scope="module")
-def platform(tmp_path_factory):
-    platform = Platform(tmp_path_factory.mktemp("standalone"), free_port())
+def platform():
+    directory = _work_dir()
+    platform = Platform(directory, free_port())
     try:
         platform.start("--demo")
         yield platform
@@ -245,6 +267,7 @@ def platform(tmp_path_factory):
                 pass
         _end([process for process in platform.seen if process.is_running()])
         _end(_postgres_of(platform.data))
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _report(capsys, what: str, seconds: float) -> None:
@@ -252,8 +275,8 @@ def _report(capsys, what: str, seconds: float) -> None:
         print(f"\n  {what}: {seconds:.2f} s", end="")
 
 
-def test_a_second_standalone_on_the_same_data_is_refused(platform, tmp_path: Path):
-    log = tmp_path / "second.log"
+def test_a_second_standalone_on_the_same_data_is_refused(platform, work_dir: Path):
+    log = work_dir / "second.log"
     second = _osmo_standalone("--port", str(free_port()), "--data-dir", str(platform.data),
                               log=log)
     try:
@@ -277,10 +300,11 @@ def test_a_killed_child_is_restarted_and_nothing_is_lost(platform, kind: str, ca
     after = None
     unhealthy = 0
 
+    kill_time = time.time() - 0.05  # process start times are kept to the clock tick
     os.kill(victim.pid, signal.SIGKILL)
     killed = time.monotonic()
     while True:
-        replacement = platform.child(kind)
+        replacement = platform.child(kind, started_after=kill_time)
         restarted = replacement is not None and replacement.pid != victim.pid
         healthy = _health(platform.port) == 200
         unhealthy += not healthy
@@ -344,7 +368,7 @@ def test_sigterm_stops_every_process_and_the_embedded_postgres(platform):
     assert psutil.wait_procs(tree + postgres, timeout=10)[1] == []
 
 
-def test_a_taken_port_stops_start_up_before_ready(tmp_path: Path):
+def test_a_taken_port_stops_start_up_before_ready(work_dir: Path):
     """Something else serves on the port (health checks would reach it): refuse to start."""
     import http.server
     import threading
@@ -361,9 +385,9 @@ def test_a_taken_port_stops_start_up_before_ready(tmp_path: Path):
     other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Healthy)
     threading.Thread(target=other.serve_forever, daemon=True).start()
     port = other.server_address[1]
-    log = tmp_path / "standalone.log"
+    log = work_dir / "standalone.log"
     try:
-        process = _osmo_standalone("--port", str(port), "--data-dir", str(tmp_path / "data"),
+        process = _osmo_standalone("--port", str(port), "--data-dir", str(work_dir / "data"),
                                    log=log)
         try:
             assert process.wait(30) == 1
@@ -374,4 +398,44 @@ def test_a_taken_port_stops_start_up_before_ready(tmp_path: Path):
         other.server_close()
     assert "OSMO ready" not in process.stdout.read()
     assert f"cannot listen on 127.0.0.1:{port}: the port is already in use" in log.read_text()
-    assert _postgres_of(tmp_path / "data") == [], "nothing starts before the port is ours"
+    assert _postgres_of(work_dir / "data") == [], "nothing starts before the port is ours"
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_stops_every_process_and_the_embedded_postgres(work_dir: Path):
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: here the
+    standalone leads a group of its own, as a shell job does, and the group gets SIGINT."""
+    port, data, log = free_port(), work_dir / "data", work_dir / "standalone.log"
+    process = _osmo_standalone("--port", str(port), "--data-dir", str(data), "--no-demo",
+                               "--web-workers", "1", log=log, new_session=True)
+    tree: list[psutil.Process] = []
+    try:
+        _token_when_ready(process, port, log)
+        tree = psutil.Process(process.pid).children(recursive=True) + _postgres_of(data)
+        assert os.getpgid(process.pid) == process.pid
+        assert {os.getpgid(child.pid) for child in tree if child.name() != "postgres"} == {
+            process.pid}, "one process group"
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(60) == 0
+        assert psutil.wait_procs(tree, timeout=10)[1] == []
+        assert "restarting in" not in log.read_text(), "nothing is restarted while stopping"
+    finally:
+        _end([psutil.Process(process.pid)] if process.poll() is None else [])
+        _end([p for p in tree if p.is_running()] + _postgres_of(data))
+
+
+@pytest.mark.timeout(120)
+def test_an_error_during_start_up_stops_the_embedded_postgres(work_dir: Path):
+    data, log = work_dir / "data", work_dir / "standalone.log"
+    process = _osmo_standalone("--port", str(free_port()), "--data-dir", str(data), log=log,
+                               env={"OSMO_CLUSTER_BACKEND": "elsewhere"})
+    try:
+        assert process.wait(60) == 1
+    finally:
+        _end([psutil.Process(process.pid)] if process.poll() is None else [])
+        leftover = _postgres_of(data)
+        _end(leftover)
+    assert "OSMO ready" not in process.stdout.read()
+    assert "osmo standalone: OSMO_CLUSTER_BACKEND must be" in log.read_text()
+    assert (data / "pg" / "PG_VERSION").exists(), "PostgreSQL had started"
+    assert leftover == [], "and was stopped"

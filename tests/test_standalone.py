@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -247,6 +248,17 @@ class Platform:
     def status(self, workflow: str) -> str:
         return self.request("GET", f"/api/workflow/{workflow}")[1]["status"]
 
+    def broker(self, *command: str) -> bytes:
+        """One command to the embedded broker, on the port its configuration names."""
+        config = (self.data / "broker" / "valkey-supervised.conf").read_text()
+        port = int(next(line.split()[1] for line in config.splitlines()
+                        if line.startswith("port ")))
+        request = f"*{len(command)}\r\n" + "".join(
+            f"${len(part)}\r\n{part}\r\n" for part in command)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+            connection.sendall(request.encode())
+            return connection.recv(1024)
+
     def log_count(self, text: str) -> int:
         return self.log.read_text(errors="replace").count(text)
 
@@ -292,6 +304,8 @@ def test_a_second_standalone_on_the_same_data_is_refused(platform, work_dir: Pat
 @pytest.mark.parametrize("kind", CHILD_KINDS)
 def test_a_killed_child_is_restarted_and_nothing_is_lost(platform, kind: str, capsys):
     before = platform.submit(f"before-{kind}")
+    if kind == "broker":  # a message the broker acknowledged survives its SIGKILL
+        assert platform.broker("SET", f"acknowledged-{kind}", "kept") == b"+OK\r\n"
     victim = platform.child(kind)
     assert victim is not None, kind
     descendants = victim.children(recursive=True)
@@ -326,6 +340,8 @@ def test_a_killed_child_is_restarted_and_nothing_is_lost(platform, kind: str, ca
     if kind != "broker":  # without its broker, health says so (503) until it is back
         assert unhealthy == 0, "the platform kept serving while the child restarted"
     assert platform.request("GET", f"/api/workflow/{before}")[1]["name"] == before
+    if kind == "broker":
+        assert platform.broker("GET", f"acknowledged-{kind}") == b"$4\r\nkept\r\n"
     # Its own processes (gunicorn's workers, the celery pool) went with it.
     assert psutil.wait_procs(descendants, timeout=10)[1] == []
     platform.seen += platform.tree()

@@ -455,3 +455,28 @@ def test_an_error_during_start_up_stops_the_embedded_postgres(work_dir: Path):
     assert "osmo standalone: OSMO_CLUSTER_BACKEND must be" in log.read_text()
     assert (data / "pg" / "PG_VERSION").exists(), "PostgreSQL had started"
     assert leftover == [], "and was stopped"
+
+
+def test_stale_postgres_registrations_and_pid_files_are_pruned(work_dir: Path):
+    """After a SIGKILL the registration list names dead processes (or is half written); the
+    next start keeps only the live ones, so the last live one still stops the server."""
+    from osmo.embedded import settle_postgres
+
+    pgdata = work_dir / "pg"
+    pgdata.mkdir()
+    (pgdata / "PG_VERSION").write_text("18\n")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    handles = pgdata / ".handle_pids.json"
+    handles.write_text(json.dumps([os.getpid(), dead.pid]))
+    assert settle_postgres(pgdata) == [dead.pid]
+    assert json.loads(handles.read_text()) == [os.getpid()]
+    handles.write_text("[12")
+    assert settle_postgres(pgdata) == []
+    assert json.loads(handles.read_text()) == []
+    # A postmaster.pid naming a pid that now belongs to another program would block a start.
+    postmaster = pgdata / "postmaster.pid"
+    postmaster.write_text(f"{os.getpid()}\n{pgdata}\n1700000000\n5432\n{pgdata}\n\n"
+                          "  1  2\nready\n")
+    settle_postgres(pgdata)
+    assert not postmaster.exists()

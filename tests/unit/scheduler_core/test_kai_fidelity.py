@@ -1,4 +1,4 @@
-"""Scenarios from KAI Scheduler's own test tables, replayed on our core (issue #16).
+"""Scenarios from KAI Scheduler's own test tables, replayed on our core.
 
 Each test names the KAI file and case it comes from. KAI's "train" jobs are preemptible (our
 LOW priority), its "build"/"interactive" jobs non-preemptible (our NORMAL/HIGH); KAI's

@@ -36,11 +36,29 @@ from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
 from .health import Health
 from .listener import PodListener
+from .placement import ClusterCache, Placement, pending_rows, queue_rows
 
 logger = logging.getLogger(__name__)
 
 K8S_LEADER_LOCK = 0x05_1EAE
 BACKOFF_START, BACKOFF_MAX = 1.0, 60.0
+CYCLE_GAP = 0.05  # seconds at least between two scheduling cycles (events arrive in bursts)
+
+
+def publish_cycle(placement: Placement, figures) -> None:
+    """The cycle's figures where ``GET /api/scheduler/status`` and ``explain`` read them."""
+    from datetime import UTC, datetime
+
+    from scheduler.models import SchedulerCycle
+
+    pending = pending_rows(placement)
+    metrics = {**figures.to_dict(), "cycles": placement.cycles,
+               "api_calls_total": dict(sorted(placement.totals.items()))}
+    SchedulerCycle.objects.update_or_create(pk=1, defaults={
+        "at": datetime.fromtimestamp(figures.at, tz=UTC), "duration_ms": figures.duration_ms,
+        "bound": figures.bound, "evicted": figures.evicted, "pending": len(pending),
+        "queues": queue_rows(placement.last_result), "pending_gangs": pending,
+        "metrics": metrics})
 
 
 class BackendRunner:
@@ -60,11 +78,15 @@ class BackendRunner:
         self.health = Health()
         self.listener: PodListener | None = None
         self._leading = threading.Event()
+        self.placing = settings.OSMO_PLACEMENT == "osmo"
+        self.placement: Placement | None = None
+        self._wake = threading.Event()
 
     # --- leadership (as scheduler.loop) ------------------------------------------------------
     def stop(self, *_args) -> None:
         self.stopping = True
         self._leading.clear()
+        self._wake.set()
         listener = self.listener
         if listener is not None:
             listener.stop()
@@ -110,6 +132,10 @@ class BackendRunner:
     def lead(self) -> None:
         thread = threading.Thread(target=self._listen, name="k8s-listener", daemon=True)
         thread.start()
+        placer = None
+        if self.placing:
+            placer = threading.Thread(target=self._place, name="osmo-scheduler", daemon=True)
+            placer.start()
         kube = Kube(self.client_factory())
         dispatcher, cleaner = Dispatcher(kube), Cleaner(kube)
         next_resync, delay, published = 0.0, self.backoff_start, None
@@ -133,7 +159,8 @@ class BackendRunner:
                         pools.discard(pool)
                     if self.listener is not None:
                         self.listener.reasons_changed = False
-                    published = status.pending_publish(previous=published)  # writes on change
+                    if not self.placing:  # with OSMO_PLACEMENT=osmo the cycle publishes
+                        published = status.pending_publish(previous=published)
                     self.health.report("api", True)
                     delay = self.backoff_start
                 except (ClusterUnavailable, *api_errors()) as exc:
@@ -156,6 +183,9 @@ class BackendRunner:
         finally:
             self._leading.clear()
             self.stop_listener(thread)
+            if placer is not None:
+                self._wake.set()
+                placer.join(timeout=15)
             kube.close()
 
     def stop_listener(self, thread: threading.Thread) -> None:
@@ -191,6 +221,52 @@ class BackendRunner:
             self.listener = None
             kube.close()
             connection.close()
+
+    # --- OSMO_PLACEMENT=osmo: the scheduler ------------------------------------------------
+    def _place(self) -> None:
+        """Informers into a cache, then a cycle whenever the cache changed (at most every
+        ``CYCLE_GAP`` seconds, at least every ``interval``), each cycle's figures written to
+        the ``SchedulerCycle`` row. Runs only while leading: one active scheduler."""
+        running = lambda: not self.stopping and self._leading.is_set()  # noqa: E731
+        cache = ClusterCache(self.client_factory_kube, namespace=settings.OSMO_NAMESPACE,
+                             watch_timeout=self.watch_timeout or settings.OSMO_K8S_WATCH_TIMEOUT,
+                             on_change=lambda _name: self._wake.set())
+        kube = Kube(self.client_factory())
+        placement = self.placement = Placement(kube, cache)
+        cache.start(running, report=lambda ok, detail: self.health.report(
+            "scheduler", ok, detail))
+        delay = self.backoff_start
+        try:
+            while running() and not cache.wait_synced(1.0):
+                pass
+            while running():
+                self._wake.wait(self.interval)
+                self._wake.clear()
+                if not running():
+                    break
+                started = time.monotonic()
+                try:
+                    figures = placement.cycle()
+                    publish_cycle(placement, figures)
+                    delay = self.backoff_start
+                except Exception:  # noqa: BLE001 - the next cycle reads everything again
+                    logger.exception("osmo scheduler: cycle failed")
+                    connection.close()
+                    self._sleep(delay)
+                    delay = min(self.backoff_max, delay * 2)
+                    continue
+                gap = CYCLE_GAP - (time.monotonic() - started)
+                if gap > 0:
+                    self._sleep(gap)
+        finally:
+            self.placement = None
+            cache.stop()
+            placement.close()
+            kube.close()
+            connection.close()
+
+    def client_factory_kube(self) -> Kube:
+        return Kube(self.client_factory())
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -27,6 +27,14 @@ def install_rbac(apiserver, namespace: str) -> None:
         apiserver.create(doc, exist_ok=True)
 
 
+def uninstall_cluster_rbac(apiserver) -> None:
+    try:
+        apiserver.request("DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"
+                                    "osmo-scheduler")
+    except KubeError:
+        pass
+
+
 def delete_all_nodes(apiserver) -> None:
     for node in apiserver.request("GET", "/api/v1/nodes")["items"]:
         try:

@@ -631,18 +631,27 @@ class Placement:
     def _overcommitted(result: CycleResult, index: SnapshotIndex) -> set[str]:
         """Nodes where this cycle's bindings need what terminating pods still hold (the core
         counts a victim's capacity free at once; the node frees it when the pod is gone)."""
-        held = {node: values for node, values in index.terminating.items() if any(values)}
+        pods = {pod.name: pod for gang in index.gangs.values() for pod in gang.pods}
+        held = {node: list(values) for node, values in index.terminating.items() if any(values)}
+        evicted = set()
+        for eviction in result.evictions:  # victims of this cycle terminate from now on
+            pod = pods.get(eviction.pod)
+            if pod is not None and pod.node in index.node_free:
+                evicted.add(pod.name)
+                values = held.setdefault(pod.node, [0, 0, 0])
+                values[0] += pod.gpus
+                values[1] += pod.cpu
+                values[2] += pod.memory
         if not held:
             return set()
         used = {node: [0, 0, 0] for node in held}
         for gang in index.gangs.values():
             for pod in gang.pods:
-                if pod.node in used:
+                if pod.node in used and pod.name not in evicted:
                     usage = used[pod.node]
                     usage[0] += pod.gpus
                     usage[1] += pod.cpu
                     usage[2] += pod.memory
-        pods = {pod.name: pod for gang in index.gangs.values() for pod in gang.pods}
         for binding in result.bindings:
             if binding.node in used and binding.pod in pods:
                 pod, usage = pods[binding.pod], used[binding.node]

@@ -472,6 +472,8 @@ class Placement:
         self.last_result: CycleResult | None = None
         self.last_index: SnapshotIndex | None = None
         self.totals: Counter = Counter()  # api calls since start, by kind
+        self.time_totals: Counter = Counter()  # ms since start: snapshot, decide, apply
+        self.bound_total = 0
         self.cycles = 0
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="osmo-bind")
         self._lock = threading.Lock()
@@ -584,6 +586,9 @@ class Placement:
         figures.duration_ms = (time.monotonic() - started) * 1000
         self.last, self.last_result, self.last_index = figures, result, index
         self.cycles += 1
+        self.bound_total += figures.bound
+        self.time_totals.update({"snapshot": figures.snapshot_ms, "decide": figures.decide_ms,
+                                 "apply": figures.apply_ms})
         return figures
 
     def _apply_evictions(self, figures: CycleFigures, result: CycleResult,

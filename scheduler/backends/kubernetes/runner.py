@@ -57,7 +57,9 @@ def publish_cycle(placement: Placement, figures) -> None:
 
     pending = pending_rows(placement)
     metrics = {**figures.to_dict(), "cycles": placement.cycles,
-               "api_calls_total": dict(sorted(placement.totals.items()))}
+               "bound_total": placement.bound_total,
+               "api_calls_total": dict(sorted(placement.totals.items())),
+               "time_total_ms": {k: round(v, 1) for k, v in placement.time_totals.items()}}
     SchedulerCycle.objects.update_or_create(pk=1, defaults={
         "at": datetime.fromtimestamp(figures.at, tz=UTC), "duration_ms": figures.duration_ms,
         "bound": figures.bound, "evicted": figures.evicted, "pending": len(pending),

@@ -38,7 +38,7 @@ class Informer:
 
     def __init__(self, name: str, lister: Callable[..., Any], *args: Any,
                  label_selector: str | None = None, watch_timeout: int = 300,
-                 on_change: Callable[[str], None] | None = None):
+                 on_change: Callable[[str, str, dict | None], None] | None = None):
         self.name = name
         self.lister = lister
         self.args = args
@@ -69,10 +69,10 @@ class Informer:
             return len(self._objects)
 
     # --- writing -----------------------------------------------------------------------------
-    def _changed(self) -> None:
+    def _changed(self, event_type: str = "LIST", obj: dict[str, Any] | None = None) -> None:
         self.version += 1
         if self.on_change is not None:
-            self.on_change(self.name)
+            self.on_change(self.name, event_type, obj)
 
     def _kwargs(self) -> dict[str, Any]:
         return {"label_selector": self.label_selector} if self.label_selector else {}
@@ -99,7 +99,7 @@ class Informer:
                 self._objects.pop(key, None)
             else:
                 self._objects[key] = obj
-        self._changed()
+        self._changed(event_type, obj)
 
     def watch_once(self, timeout: int | None = None) -> int:
         from kubernetes import watch

@@ -226,6 +226,19 @@ def pod_requests(pod: dict[str, Any]) -> Requests:
     return result
 
 
+def wakes_scheduler(informer: str, event_type: str, obj: dict[str, Any] | None,
+                    scheduler_name: str) -> bool:
+    """Is this change worth a cycle? Everything but a bound pod's progress (bound, Running:
+    the kubelet's status writes) — those change nothing the core decides on."""
+    if informer != "pods" or obj is None or event_type == "DELETED":
+        return True
+    spec, metadata = obj.get("spec") or {}, obj.get("metadata") or {}
+    if not spec.get("nodeName"):
+        return spec.get("schedulerName") == scheduler_name  # pending: ours to place
+    return bool(metadata.get("deletionTimestamp")) or \
+        ((obj.get("status") or {}).get("phase") in FINISHED)
+
+
 def node_schedulable(node: dict[str, Any]) -> bool:
     spec, status = node.get("spec") or {}, node.get("status") or {}
     if spec.get("unschedulable"):
@@ -305,7 +318,10 @@ def _is_live(pod: dict[str, Any]) -> bool:
 def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
                    assumed: dict[str, str] | None = None,
                    below_min: dict[str, float] | None = None,
-                   config: SchedulerConfig | None = None) -> tuple[Snapshot, SnapshotIndex]:
+                   config: SchedulerConfig | None = None,
+                   memo: dict[str, tuple] | None = None) -> tuple[Snapshot, SnapshotIndex]:
+    """``memo``: the previous cycles' gangs by name with what they were built from; a gang
+    whose PodGroup and pods are unchanged (resourceVersions, bound nodes) is reused."""
     assumed = assumed or {}
     below_min = below_min or {}
     namespace = cache.namespace
@@ -356,6 +372,7 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
         index.terminating[name] = terminating[name]
 
     gangs = []
+    seen: set[str] = set()
     for name, pods in members.items():
         podgroup = podgroups[name]
         spec = podgroup.get("spec") or {}
@@ -370,6 +387,22 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
             index.gang_pods[gang_name] = [key for key, _, _ in pods]
             for key, pod, _ in pods:
                 index.pods[key] = pod
+            continue
+        signature = (podgroup["metadata"].get("resourceVersion"), queue,
+                     below_min.get(gang_name),
+                     tuple((key, pod["metadata"].get("resourceVersion"), node,
+                            node in node_objects if node else True) for key, pod, node in pods))
+        remembered = memo.get(gang_name) if memo is not None else None
+        if remembered is not None and remembered[0] == signature:
+            gang = remembered[1]
+            for key, pod, _node in pods:
+                index.pods[key] = pod
+            if gang is not None:
+                gangs.append(gang)
+                index.gangs[gang_name] = gang
+                index.gang_pods[gang_name] = [p.name for p in gang.pods]
+            index.podgroups[gang_name] = podgroup
+            seen.add(gang_name)
             continue
         subgroups = tuple(
             SubGroup(name=s["name"], parent=s.get("parent") or None,
@@ -398,6 +431,9 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
                                  node_selector=pod_spec.get("nodeSelector") or {},
                                  node=node or None))
         if not core_pods:
+            if memo is not None:
+                memo[gang_name] = (signature, None)
+                seen.add(gang_name)
             continue
         priority = 50 if priority is None else priority
         preemptibility = spec.get("preemptibility")
@@ -416,6 +452,12 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
         index.gangs[gang_name] = gang
         index.podgroups[gang_name] = podgroup
         index.gang_pods[gang_name] = [p.name for p in core_pods]
+        if memo is not None:
+            memo[gang_name] = (signature, gang)
+            seen.add(gang_name)
+    if memo is not None:
+        for gang_name in set(memo) - seen:
+            del memo[gang_name]
     snapshot = Snapshot(nodes=tuple(nodes), queues=queues, gangs=tuple(gangs),
                         topology=topology_of(cache.topologies.items()), now=now,
                         config=config or SchedulerConfig())
@@ -467,6 +509,7 @@ class Placement:
         self.config = config or SchedulerConfig()
         self.assumed: dict[str, tuple[str, float]] = {}  # pod key → (node, when)
         self.below_min: dict[str, float] = {}
+        self.memo: dict[str, tuple] = {}  # gang → (what it was built from, Gang)
         self.reported: dict[str, tuple] = {}  # gang → reasons last written
         self.last: CycleFigures | None = None
         self.last_result: CycleResult | None = None
@@ -482,6 +525,18 @@ class Placement:
         self._pool.shutdown(wait=True)
 
     # --- the calls -----------------------------------------------------------------------
+    @staticmethod
+    def _retrying(call):
+        """``call()``, once more when the connection failed before any answer (a pooled
+        keep-alive connection the server had closed): every write here is safe to repeat — a
+        repeated bind answers 409, a repeated delete 404, a repeated patch changes nothing."""
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001
+            if status_of(exc) is not None:
+                raise
+            return call()
+
     def _count(self, figures: CycleFigures, kind: str) -> None:
         with self._lock:
             figures.api_calls[kind] += 1
@@ -492,11 +547,11 @@ class Placement:
         namespace, name = pod_key.split("/", 1)
         self._count(figures, "bind")
         try:
-            self.kube.core.create_namespaced_pod_binding(
+            self._retrying(lambda: self.kube.core.create_namespaced_pod_binding(
                 name, namespace, {"apiVersion": "v1", "kind": "Binding",
                                   "metadata": {"name": name, "namespace": namespace},
                                   "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT).release_conn()
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
             return "ok"
         except Exception as exc:  # noqa: BLE001 - classified below
             status = status_of(exc)
@@ -537,15 +592,15 @@ class Placement:
         name, namespace = metadata["name"], metadata["namespace"]
         self._count(figures, "pod_status")
         try:
-            self.kube.core.patch_namespaced_pod_status(
+            self._retrying(lambda: self.kube.core.patch_namespaced_pod_status(
                 name, namespace, {"status": {"conditions": [{
                     "type": "DisruptionTarget", "status": "True", "reason": reason,
                     "message": message, "lastTransitionTime": _now_iso()}]}},
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT).release_conn()
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
             self._count(figures, "delete")
-            self.kube.core.delete_namespaced_pod(
+            self._retrying(lambda: self.kube.core.delete_namespaced_pod(
                 name, namespace, _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT).release_conn()
+                _request_timeout=REQUEST_TIMEOUT)).release_conn()
         except Exception as exc:  # noqa: BLE001
             if status_of(exc) == 404:
                 return False
@@ -571,7 +626,7 @@ class Placement:
         snapshot, index = build_snapshot(
             self.cache, scheduler_name=self.scheduler_name, now=figures.at,
             assumed=self._assumed_nodes(started), below_min=self.below_min,
-            config=self.config)
+            config=self.config, memo=self.memo)
         figures.snapshot_ms = (time.monotonic() - started) * 1000
         decide = time.monotonic()
         result = run_cycle(snapshot)
@@ -760,14 +815,12 @@ class Placement:
 
     def _podgroup_status(self, figures: CycleFigures, podgroup: dict[str, Any],
                          conditions: list[dict[str, Any]]) -> None:
-        status = dict(podgroup.get("status") or {})
-        status["schedulingConditions"] = conditions
         self._count(figures, "podgroup_status")
         try:
-            self.kube.custom.patch_namespaced_custom_object_status(
+            self._retrying(lambda: self.kube.custom.patch_namespaced_custom_object_status(
                 PODGROUPS[0], PODGROUPS[1], podgroup["metadata"]["namespace"], PODGROUPS[2],
                 podgroup["metadata"]["name"], {"status": {"schedulingConditions": conditions}},
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT).release_conn()
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
         except Exception as exc:  # noqa: BLE001 - written again when the reasons change
             logger.info("osmo scheduler: PodGroup %s status not written: %s",
                         podgroup["metadata"]["name"], describe(exc))

@@ -40,12 +40,13 @@ from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
 from .health import Health
 from .listener import PodListener
-from .placement import ClusterCache, Placement, pending_rows, queue_rows
+from .placement import ClusterCache, Placement, pending_rows, queue_rows, wakes_scheduler
 
 logger = logging.getLogger(__name__)
 
 K8S_LEADER_LOCK = 0x05_1EAE
 BACKOFF_START, BACKOFF_MAX = 1.0, 60.0
+MAX_BATCHES = 20  # dispatch batches in one pass while a backlog lasts
 CYCLE_GAP = 0.05  # seconds at least between two scheduling cycles (events arrive in bursts)
 
 
@@ -157,7 +158,9 @@ class BackendRunner:
                         if self.listener is not None:
                             self.listener.relist_requested = True
                         next_resync = time.monotonic() + self.resync
-                    dispatcher.run_once()
+                    for _batch in range(MAX_BATCHES):  # a backlog: batch after batch
+                        if len(dispatcher.run_once().applied) < dispatcher.batch:
+                            break
                     while cleaner.run_once() == cleaner.batch:
                         pass
                     for pool in sorted(pools):
@@ -231,12 +234,13 @@ class BackendRunner:
     # --- OSMO_PLACEMENT=osmo: the scheduler ------------------------------------------------
     def _place(self) -> None:
         """Informers into a cache, then a cycle whenever the cache changed (at most every
-        ``CYCLE_GAP`` seconds, at least every ``interval``), each cycle's figures written to
+        ``CYCLE_GAP`` seconds, and never more than half of the time; at least every
+        ``interval``), each cycle's figures written to
         the ``SchedulerCycle`` row. Runs only while leading: one active scheduler."""
         running = lambda: not self.stopping and self._leading.is_set()  # noqa: E731
         cache = ClusterCache(self.client_factory_kube, namespace=settings.OSMO_NAMESPACE,
                              watch_timeout=self.watch_timeout or settings.OSMO_K8S_WATCH_TIMEOUT,
-                             on_change=lambda _name: self._wake.set())
+                             on_change=self._on_change)
         kube = Kube(self.client_factory())
         placement = self.placement = Placement(kube, cache)
         cache.start(running, report=lambda ok, detail: self.health.report(
@@ -261,7 +265,9 @@ class BackendRunner:
                     self._sleep(delay)
                     delay = min(self.backoff_max, delay * 2)
                     continue
-                gap = CYCLE_GAP - (time.monotonic() - started)
+                # At most half of the process's time: dispatch and the listener share it.
+                took = time.monotonic() - started
+                gap = max(CYCLE_GAP, took) - took
                 if gap > 0:
                     self._sleep(gap)
         finally:
@@ -270,6 +276,10 @@ class BackendRunner:
             placement.close()
             kube.close()
             connection.close()
+
+    def _on_change(self, informer: str, event_type: str, obj) -> None:
+        if wakes_scheduler(informer, event_type, obj, settings.OSMO_SCHEDULER_NAME):
+            self._wake.set()
 
     def client_factory_kube(self) -> Kube:
         return Kube(self.client_factory())

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .client import REQUEST_TIMEOUT, raw, status_of
+from .client import REQUEST_TIMEOUT, api_errors, describe, raw, status_of
 
 logger = logging.getLogger(__name__)
 
@@ -141,8 +141,6 @@ class Informer:
     def run(self, running: Callable[[], bool], *, backoff_start: float = 0.5,
             backoff_max: float = 30.0, report: Callable[[bool, str], None] | None = None
             ) -> None:
-        from .client import api_errors, describe
-
         delay = backoff_start
         while running() and not self._stopping:
             try:

@@ -25,6 +25,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -33,6 +34,7 @@ from django.db import connection
 
 from scheduler.backends import WAKE_CHANNEL
 from scheduler.leader import LeaderLock
+from scheduler.models import SchedulerCycle
 
 from . import nodes, status
 from .cleanup import Cleaner
@@ -52,10 +54,6 @@ CYCLE_GAP = 0.05  # seconds at least between two scheduling cycles (events arriv
 
 def publish_cycle(placement: Placement, figures) -> None:
     """The cycle's figures where ``GET /api/scheduler/status`` and ``explain`` read them."""
-    from datetime import UTC, datetime
-
-    from scheduler.models import SchedulerCycle
-
     pending = pending_rows(placement)
     metrics = {**figures.to_dict(), "cycles": placement.cycles,
                "bound_total": placement.bound_total,

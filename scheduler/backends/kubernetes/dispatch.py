@@ -51,6 +51,7 @@ from .client import (
     REQUEST_TIMEOUT,
     Kube,
     api_errors,
+    call,
     describe,
     is_transient,
     raw,
@@ -91,17 +92,12 @@ class _Objects:
         self.namespace = namespace
 
     def create(self, obj: dict[str, Any]) -> dict:
-        core, ns = self.kube.core, self.namespace
-        kw = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
-        kind = obj["kind"]
-        if kind == "Pod":
-            return raw(core.create_namespaced_pod(ns, obj, **kw))
-        if kind == "Service":
-            return raw(core.create_namespaced_service(ns, obj, **kw))
-        if kind == "Secret":
-            return raw(core.create_namespaced_secret(ns, obj, **kw))
-        return raw(self.kube.custom.create_namespaced_custom_object(*PODGROUPS[:2], ns,
-                                                                    PODGROUPS[2], obj, **kw))
+        ns, kind = self.namespace, obj["kind"]
+        if kind in ("Pod", "Service", "Secret"):
+            path = f"/api/v1/namespaces/{ns}/{kind.lower()}s"
+        else:
+            path = f"/apis/{PODGROUPS[0]}/{PODGROUPS[1]}/namespaces/{ns}/{PODGROUPS[2]}"
+        return call(self.kube, "POST", path, obj)
 
     def read(self, kind: str, name: str) -> dict:
         core, ns = self.kube.core, self.namespace

@@ -81,7 +81,7 @@ from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_co
 from scheduler.core.results import STALE, CycleResult
 from workflows.spec.units import parse_bytes, parse_millicores
 
-from .client import REQUEST_TIMEOUT, Kube, describe, status_of
+from .client import REQUEST_TIMEOUT, Kube, call, describe, status_of
 from .informer import Informer, key_of
 
 logger = logging.getLogger(__name__)
@@ -547,11 +547,11 @@ class Placement:
         namespace, name = pod_key.split("/", 1)
         self._count(figures, "bind")
         try:
-            self._retrying(lambda: self.kube.core.create_namespaced_pod_binding(
-                name, namespace, {"apiVersion": "v1", "kind": "Binding",
-                                  "metadata": {"name": name, "namespace": namespace},
-                                  "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
+            self._retrying(lambda: call(
+                self.kube, "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                {"apiVersion": "v1", "kind": "Binding",
+                 "metadata": {"name": name, "namespace": namespace},
+                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}))
             return "ok"
         except Exception as exc:  # noqa: BLE001 - classified below
             status = status_of(exc)

@@ -25,8 +25,8 @@ from .osmo_placement import (
 )
 
 
-@pytest.fixture
-def osmo_runner(apiserver, k8s_settings, namespace, transactional_db):
+@pytest.fixture(params=["thread", "process"])
+def osmo_runner(request, apiserver, k8s_settings, namespace, transactional_db):
     k8s_settings.OSMO_PLACEMENT = "osmo"
     k8s_settings.OSMO_SCHEDULER_NAME = SCHEDULER
     install_rbac(apiserver, namespace)
@@ -35,7 +35,8 @@ def osmo_runner(apiserver, k8s_settings, namespace, transactional_db):
     backend = BackendRunner(
         interval=0.2, resync=1.0, watch_timeout=30, poll=0.1,
         client_factory=lambda: api_client(kubeconfig=str(apiserver.backend_kubeconfig)),
-        backoff_start=0.1, backoff_max=0.5)
+        backoff_start=0.1, backoff_max=0.5, placement_process=request.param == "process",
+        kubeconfig=str(apiserver.backend_kubeconfig))
     assert backend.placing
     thread = threading.Thread(target=backend.run, kwargs={"install_signals": False},
                               daemon=True)

@@ -21,6 +21,8 @@ everything to do is read again from the database. The health row says ``down`` m
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -36,7 +38,7 @@ from scheduler.backends import WAKE_CHANNEL
 from scheduler.leader import LeaderLock
 from scheduler.models import SchedulerCycle
 
-from . import nodes, status
+from . import nodes, scheduler_process, status
 from .cleanup import Cleaner
 from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
@@ -66,11 +68,98 @@ def publish_cycle(placement: Placement, figures) -> None:
         "metrics": metrics})
 
 
+CHILD_SETTINGS = ("OSMO_NAMESPACE", "OSMO_SCHEDULER_NAME", "OSMO_PLACEMENT",
+                  "OSMO_KAI_KUBECONFIG")
+
+
+def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interval: float,
+                   watch_timeout: int, client_factory: Callable[[], Any],
+                   backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_MAX),
+                   report: Callable[[bool, str], None] | None = None, holder=None) -> None:
+    """Informers into a cache, then a cycle whenever the cache changed in a way that matters
+    (at most every ``CYCLE_GAP`` seconds and never more than half of the time; at least every
+    ``interval``), each cycle's figures written to the ``SchedulerCycle`` row."""
+
+    def on_change(informer: str, event_type: str, obj) -> None:
+        if wakes_scheduler(informer, event_type, obj, settings.OSMO_SCHEDULER_NAME):
+            wake.set()
+
+    cache = ClusterCache(lambda: Kube(client_factory()), namespace=settings.OSMO_NAMESPACE,
+                         watch_timeout=watch_timeout, on_change=on_change)
+    kube = Kube(client_factory())
+    placement = Placement(kube, cache)
+    if holder is not None:
+        holder.placement = placement
+    cache.start(running, report=report)
+    delay = backoff[0]
+
+    def sleep(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while running() and time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    try:
+        while running() and not cache.wait_synced(1.0):
+            pass
+        while running():
+            wake.wait(interval)
+            wake.clear()
+            if not running():
+                break
+            started = time.monotonic()
+            try:
+                figures = placement.cycle()
+                publish_cycle(placement, figures)
+                delay = backoff[0]
+            except Exception:  # noqa: BLE001 - the next cycle reads everything again
+                logger.exception("osmo scheduler: cycle failed")
+                connection.close()
+                sleep(delay)
+                delay = min(backoff[1], delay * 2)
+                continue
+            took = time.monotonic() - started
+            gap = max(CYCLE_GAP, took) - took
+            if gap > 0:
+                sleep(gap)
+    finally:
+        if holder is not None:
+            holder.placement = None
+        cache.stop()
+        placement.close()
+        kube.close()
+        connection.close()
+
+
+def placement_process(stop, parent: int, config: dict) -> None:
+    """The scheduler's own process (spawned through :mod:`.scheduler_process`, which sets up
+    Django): the parent's settings that matter here, the loop run until the parent says stop or
+    is gone."""
+    for name, value in config["settings"].items():
+        setattr(settings, name, value)
+    settings.DATABASES["default"]["NAME"] = config["database"]  # a test's own database
+    wake = threading.Event()
+
+    def running() -> bool:
+        return not stop.is_set() and os.getppid() == parent
+
+    def watch_stop() -> None:
+        while running():
+            time.sleep(0.2)
+        wake.set()
+
+    threading.Thread(target=watch_stop, daemon=True).start()
+    placement_loop(running, wake, interval=config["interval"],
+                   watch_timeout=config["watch_timeout"],
+                   client_factory=lambda: api_client(kubeconfig=config["kubeconfig"]),
+                   backoff=config["backoff"])
+
+
 class BackendRunner:
     def __init__(self, *, interval: float | None = None, resync: float | None = None,
                  watch_timeout: int | None = None, poll: float = 1.0,
                  client_factory: Callable[[], Any] | None = None,
-                 backoff_start: float = BACKOFF_START, backoff_max: float = BACKOFF_MAX):
+                 backoff_start: float = BACKOFF_START, backoff_max: float = BACKOFF_MAX,
+                 placement_process: bool = False, kubeconfig: str | None = None):
         self.interval = settings.OSMO_K8S_INTERVAL if interval is None else interval
         self.resync = settings.OSMO_K8S_RESYNC_INTERVAL if resync is None else resync
         self.watch_timeout = watch_timeout
@@ -84,6 +173,8 @@ class BackendRunner:
         self.listener: PodListener | None = None
         self._leading = threading.Event()
         self.placing = settings.OSMO_PLACEMENT == "osmo"
+        self.placement_process = placement_process
+        self.kubeconfig = kubeconfig
         self.placement: Placement | None = None
         self._wake = threading.Event()
 
@@ -231,56 +322,56 @@ class BackendRunner:
 
     # --- OSMO_PLACEMENT=osmo: the scheduler ------------------------------------------------
     def _place(self) -> None:
-        """Informers into a cache, then a cycle whenever the cache changed (at most every
-        ``CYCLE_GAP`` seconds, and never more than half of the time; at least every
-        ``interval``), each cycle's figures written to
-        the ``SchedulerCycle`` row. Runs only while leading: one active scheduler."""
+        """The scheduler while leading: in this process (a thread), or in a child process of
+        its own (``placement_process``: the cycles then do not share this process's
+        interpreter lock with dispatch and the listener). One active scheduler either way:
+        the child lives only while this process leads."""
         running = lambda: not self.stopping and self._leading.is_set()  # noqa: E731
-        cache = ClusterCache(self.client_factory_kube, namespace=settings.OSMO_NAMESPACE,
-                             watch_timeout=self.watch_timeout or settings.OSMO_K8S_WATCH_TIMEOUT,
-                             on_change=self._on_change)
-        kube = Kube(self.client_factory())
-        placement = self.placement = Placement(kube, cache)
-        cache.start(running, report=lambda ok, detail: self.health.report(
-            "scheduler", ok, detail))
+        if not self.placement_process:
+            placement_loop(running, self._wake, interval=self.interval,
+                           watch_timeout=self.watch_timeout or settings.OSMO_K8S_WATCH_TIMEOUT,
+                           client_factory=self.client_factory, backoff=(self.backoff_start,
+                                                                         self.backoff_max),
+                           report=lambda ok, detail: self.health.report("scheduler", ok,
+                                                                        detail),
+                           holder=self)
+            return
+        context = multiprocessing.get_context("spawn")
         delay = self.backoff_start
-        try:
-            while running() and not cache.wait_synced(1.0):
-                pass
-            while running():
-                self._wake.wait(self.interval)
-                self._wake.clear()
-                if not running():
-                    break
-                started = time.monotonic()
-                try:
-                    figures = placement.cycle()
-                    publish_cycle(placement, figures)
-                    delay = self.backoff_start
-                except Exception:  # noqa: BLE001 - the next cycle reads everything again
-                    logger.exception("osmo scheduler: cycle failed")
-                    connection.close()
+        while running():
+            stop = context.Event()
+            started = time.monotonic()
+            self._run_child(context, stop, running)
+            if running():  # the child died: start another, backing off if it keeps dying
+                logger.warning("osmo scheduler: its process ended; starting it again")
+                if time.monotonic() - started < 60:
                     self._sleep(delay)
                     delay = min(self.backoff_max, delay * 2)
-                    continue
-                # At most half of the process's time: dispatch and the listener share it.
-                took = time.monotonic() - started
-                gap = max(CYCLE_GAP, took) - took
-                if gap > 0:
-                    self._sleep(gap)
+                else:
+                    delay = self.backoff_start
+
+    def _run_child(self, context, stop, running) -> None:
+        child = context.Process(target=scheduler_process.main, name="osmo-scheduler",
+                                daemon=True,
+                                args=(stop, os.getpid(), {
+                                    "interval": self.interval,
+                                    "watch_timeout": self.watch_timeout
+                                    or settings.OSMO_K8S_WATCH_TIMEOUT,
+                                    "kubeconfig": self.kubeconfig,
+                                    "backoff": (self.backoff_start, self.backoff_max),
+                                    "settings": {name: getattr(settings, name)
+                                                 for name in CHILD_SETTINGS},
+                                    "database": settings.DATABASES["default"]["NAME"]}))
+        child.start()
+        try:
+            while running() and child.is_alive():
+                self._wake.wait(1.0)
         finally:
-            self.placement = None
-            cache.stop()
-            placement.close()
-            kube.close()
-            connection.close()
-
-    def _on_change(self, informer: str, event_type: str, obj) -> None:
-        if wakes_scheduler(informer, event_type, obj, settings.OSMO_SCHEDULER_NAME):
-            self._wake.set()
-
-    def client_factory_kube(self) -> Kube:
-        return Kube(self.client_factory())
+            stop.set()
+            child.join(timeout=15)
+            if child.is_alive():
+                child.terminate()
+                child.join(timeout=5)
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -366,3 +366,41 @@ def test_the_placement_rbac_adds_exactly_what_a_scheduler_needs(sched, apiserver
     assert not can(apiserver, "get", "secrets", "kube-system")
     assert not can(apiserver, "delete", "nodes")
     assert not can(apiserver, "patch", "nodes")
+
+
+def test_a_gang_stuck_below_its_minimum_is_evicted_when_stale(apiserver, namespace,
+                                                              osmo_settings, kubelet,
+                                                              cluster) -> None:
+    from scheduler.core import SchedulerConfig
+
+    install_rbac(apiserver, namespace)
+    delete_all_nodes(apiserver)
+    sched = Scheduler(apiserver, namespace, config=SchedulerConfig(stale_grace_seconds=0.5))
+    try:
+        q = make_queue(apiserver, namespace)
+        cluster.add_node(n(namespace, 1), gpus=4)
+        names = create_gang(apiserver, namespace, "stuck", q, pods=2, gpus=4, min_member=2)
+        cluster.bind(names[0], n(namespace, 1))  # another binder placed half of it
+        wait_for(lambda: running(apiserver, namespace, names[:1]), what="half running")
+        sched.until(lambda: not exists(apiserver, namespace, names[0]), what="stale eviction")
+        assert any(e["reason"] == "EvictionByScheduler"
+                   for e in events_for(apiserver, namespace, names[0]))
+    finally:
+        sched.stop()
+        delete_all_nodes(apiserver)
+        uninstall_cluster_rbac(apiserver)
+
+
+def test_a_preempted_workflow_task_ends_failed_preempted(sched, backend, cluster, alice, team,
+                                                         namespace, apiserver) -> None:
+    cluster.add_node(n(namespace, 1), gpus=4)
+    low = submit(alice, "team", spec("low", gpus=4), priority="LOW")
+    backend.dispatch()
+    sched.until(lambda: running(apiserver, namespace, [f"{low}-g-t0"]), what="low running")
+    high = submit(alice, "team", spec("high", gpus=4), priority="HIGH")
+    backend.dispatch()
+    sched.until(lambda: all_bound(apiserver, namespace, [f"{high}-g-t0"]), what="preemptor")
+    wait_for(lambda: (backend.listen() or True) and statuses(alice, low)[1] == [
+        "FAILED_PREEMPTED"], what="low preempted")
+    wait_for(lambda: (backend.listen() or True) and statuses(alice, high) == (
+        "RUNNING", ["RUNNING"]), what="high running")

@@ -8,10 +8,11 @@ loop). The leader runs, until it stops or loses its session:
   runnable groups, clean up ended ones, sweep archived pools, publish KAI's pending reasons;
   every ``OSMO_K8S_RESYNC_INTERVAL`` seconds also the node inventory, a sweep of leftovers and
   a full re-list of the pods;
-- with ``OSMO_PLACEMENT=osmo``, a scheduler thread: informers of Nodes, Pods, PodGroups,
-  Queues and Topologies, and a scheduling cycle (:mod:`.placement`) whenever they change, its
-  figures on the ``SchedulerCycle`` row (``GET /api/scheduler/status``, ``explain``). Only the
-  leader runs it, so one scheduler binds at a time; a new leader starts from a fresh LIST.
+- with ``OSMO_PLACEMENT=osmo``, the scheduler (a child process under ``run_k8s_backend``, a
+  thread when asked): informers of Nodes, Pods, PodGroups, Queues and Topologies, and a
+  scheduling cycle (:mod:`.placement`) whenever they change, its figures on the
+  ``SchedulerCycle`` row (``GET /api/scheduler/status``, ``explain``). Only the leader runs
+  it, so one scheduler binds at a time; a new leader starts from a fresh LIST.
 
 Failures: an unreachable or failing API server (no answer, 429, 5xx) backs off exponentially
 (1 s doubling to 60 s, per thread) and repeats the failed step; nothing is dropped because

@@ -397,6 +397,8 @@ def test_a_preempted_workflow_task_ends_failed_preempted(sched, backend, cluster
     low = submit(alice, "team", spec("low", gpus=4), priority="LOW")
     backend.dispatch()
     sched.until(lambda: running(apiserver, namespace, [f"{low}-g-t0"]), what="low running")
+    wait_for(lambda: (backend.listen() or True) and statuses(alice, low) == (
+        "RUNNING", ["RUNNING"]), what="low RUNNING")  # the listener watches from here on
     high = submit(alice, "team", spec("high", gpus=4), priority="HIGH")
     backend.dispatch()
     sched.until(lambda: all_bound(apiserver, namespace, [f"{high}-g-t0"]), what="preemptor")

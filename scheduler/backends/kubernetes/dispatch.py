@@ -158,14 +158,26 @@ class Dispatcher:
         summary = DispatchSummary()
         manifests: dict[int, list[dict]] = {}
         prepared: list[tuple[GroupDispatch, WorkflowGroup, GroupObjects | None]] = []
-        for group in list(self.runnable(now or timezone.now())):
+        groups = list(self.runnable(now or timezone.now()))
+        if not groups:
+            return summary
+        # The batch's intents in one statement (committed before any create call), and the
+        # groups' current statuses in one read.
+        GroupDispatch.objects.bulk_create(
+            [GroupDispatch(group=group, namespace=self.namespace) for group in groups],
+            ignore_conflicts=True)
+        rows = {row.group_id: row for row in GroupDispatch.objects.filter(
+            group_id__in=[group.pk for group in groups])}
+        statuses = dict(WorkflowGroup.objects.filter(pk__in=[group.pk for group in groups])
+                        .values_list("pk", "status"))
+        for group in groups:
             workflow = group.workflow
-            row, _ = GroupDispatch.objects.get_or_create(
-                group=group, defaults={"namespace": self.namespace})
+            row = rows[group.pk]
             try:
                 if workflow.manifests is None and workflow.pk not in manifests:
                     manifests[workflow.pk] = workflow_manifests(workflow)
-                prepared.append((row, group, self.prepare(group, manifests.get(workflow.pk))))
+                prepared.append((row, group, self.prepare(group, manifests.get(workflow.pk),
+                                                          status=statuses.get(group.pk))))
             except DispatchRefused as refused:
                 self._refused(row, group, refused)
                 (summary.failed if refused.permanent else summary.deferred).append(
@@ -200,6 +212,7 @@ class Dispatcher:
         else:
             outcomes = [self._apply_objects(objects) for objects in items]
         unavailable = None
+        applied: list[int] = []
         for (row, group, _objects), outcome in zip(prepared, outcomes, strict=True):
             if isinstance(outcome, DispatchRefused):
                 self._refused(row, group, outcome)
@@ -209,9 +222,11 @@ class Dispatcher:
                 GroupDispatch.objects.filter(pk=row.pk).update(last_error=describe(outcome))
                 unavailable = unavailable or outcome
             else:
-                GroupDispatch.objects.filter(pk=row.pk).update(
-                    applied_at=timezone.now(), last_error="", next_attempt_at=None)
+                applied.append(row.pk)
                 summary.applied.append(group.podgroup)
+        if applied:
+            GroupDispatch.objects.filter(pk__in=applied).update(
+                applied_at=timezone.now(), last_error="", next_attempt_at=None)
         prepared.clear()
         if unavailable is not None:
             if summary.applied:
@@ -232,12 +247,15 @@ class Dispatcher:
         if refused.permanent:
             lifecycle.group_fail_submission(group_id=group.pk)
 
-    def prepare(self, group: WorkflowGroup, manifests: list[dict] | None = None
-                ) -> GroupObjects | None:
+    def prepare(self, group: WorkflowGroup, manifests: list[dict] | None = None, *,
+                status: str | None = None) -> GroupObjects | None:
         """The objects of ``group`` with its queue ensured; None when it is no longer to be
-        dispatched. Raises DispatchRefused / API errors."""
-        fresh = WorkflowGroup.objects.filter(pk=group.pk).values_list("status", flat=True)
-        if list(fresh) != [TaskStatus.SCHEDULING]:
+        dispatched (``status``: its status just read, else read here). Raises
+        DispatchRefused / API errors."""
+        if status is None:
+            status = WorkflowGroup.objects.filter(pk=group.pk).values_list(
+                "status", flat=True).first()
+        if status != TaskStatus.SCHEDULING:
             return None  # canceled or failed meanwhile: cleanup takes it from here
         objects = group_objects(group.workflow, group, manifests=manifests)
         self.ensure_queue(objects.podgroup["spec"]["queue"])

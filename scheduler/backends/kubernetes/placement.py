@@ -82,7 +82,7 @@ from scheduler.core.results import STALE, CycleResult
 from workflows.spec.units import parse_bytes, parse_millicores
 
 from .client import REQUEST_TIMEOUT, Kube, call, describe, status_of
-from .informer import Informer, key_of
+from .informer import Informer
 
 logger = logging.getLogger(__name__)
 
@@ -634,8 +634,8 @@ class Placement:
         apply = time.monotonic()
         self.below_min = {stale.gang: stale.since for stale in result.stale
                           if not stale.evicted}
-        evicted_nodes = self._apply_evictions(figures, result, index)
-        deferred = self._apply_bindings(figures, result, index, evicted_nodes)
+        self._apply_evictions(figures, result, index)
+        deferred = self._apply_bindings(figures, result, index)
         self._report(figures, result, index, deferred)
         figures.apply_ms = (time.monotonic() - apply) * 1000
         figures.duration_ms = (time.monotonic() - started) * 1000
@@ -647,8 +647,7 @@ class Placement:
         return figures
 
     def _apply_evictions(self, figures: CycleFigures, result: CycleResult,
-                         index: SnapshotIndex) -> set[str]:
-        nodes: set[str] = set()
+                         index: SnapshotIndex) -> None:
         for eviction in result.evictions:
             pod = index.pods.get(eviction.pod)
             if pod is None:
@@ -663,9 +662,6 @@ class Placement:
                            f"{eviction.by_gang or 'a waiting gang'}")
             if self._evict(figures, pod, reason=reason, message=message):
                 figures.evicted += 1
-            if eviction.node:
-                nodes.add(eviction.node)
-        return nodes
 
     def _precheck(self, placements: list[tuple[str, str]], overcommitted: set[str]
                   ) -> str | None:
@@ -722,7 +718,7 @@ class Placement:
                 if any(usage[i] + held[node][i] > index.node_free[node][i] for i in range(3))}
 
     def _apply_bindings(self, figures: CycleFigures, result: CycleResult,
-                        index: SnapshotIndex, evicted_nodes: set[str]) -> dict[str, str]:
+                        index: SnapshotIndex) -> dict[str, str]:
         by_gang: dict[str, list[tuple[str, str]]] = {}
         for binding in result.bindings:
             by_gang.setdefault(binding.gang, []).append((binding.pod, binding.node))
@@ -892,6 +888,3 @@ def queue_rows(result: CycleResult | None) -> list[dict[str, Any]]:
                      "requested_gpus": gpu.requested})
     return rows
 
-
-def key_of_pod(pod: dict[str, Any]) -> str:
-    return key_of(pod)

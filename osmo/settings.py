@@ -186,7 +186,14 @@ OSMO_SIM_TASK_SECONDS = env_int("OSMO_SIM_TASK_SECONDS", 60)
 OSMO_CLUSTER_BACKEND = os.environ.get("OSMO_CLUSTER_BACKEND", "embedded").strip().lower()
 if OSMO_CLUSTER_BACKEND not in {"embedded", "kubernetes"}:
     raise RuntimeError("OSMO_CLUSTER_BACKEND must be 'embedded' or 'kubernetes'")
-OSMO_SCHEDULER_NAME = os.environ.get("OSMO_SCHEDULER_NAME", "kai-scheduler")
+# Kubernetes backend: who places the pods. `kai` (KAI Scheduler runs in the cluster) or `osmo`
+# (the backend leader schedules them itself with scheduler.core: bindings, evictions and
+# PodGroup status through the API server; see scheduler/backends/kubernetes/placement.py).
+OSMO_PLACEMENT = os.environ.get("OSMO_PLACEMENT", "kai").strip().lower()
+if OSMO_PLACEMENT not in {"kai", "osmo"}:
+    raise RuntimeError("OSMO_PLACEMENT must be 'kai' or 'osmo'")
+OSMO_SCHEDULER_NAME = os.environ.get(
+    "OSMO_SCHEDULER_NAME", "osmo-scheduler" if OSMO_PLACEMENT == "osmo" else "kai-scheduler")
 # Kubernetes backend: seconds between dispatch/cleanup passes (a NOTIFY wakes it sooner),
 # between full re-lists + node inventory, and the server-side timeout of one watch request.
 OSMO_K8S_INTERVAL = float(os.environ.get("OSMO_K8S_INTERVAL", "1"))

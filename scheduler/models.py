@@ -58,6 +58,8 @@ class SchedulerCycle(models.Model):
     queues = models.JSONField(default=list)
     pending_gangs = models.JSONField(default=list,
                                      help_text="[{podgroup, workflow, group, reasons}]")
+    metrics = models.JSONField(default=dict, blank=True,
+                               help_text="OSMO_PLACEMENT=osmo: the cycle's timings and API calls")
 
     def __str__(self) -> str:
         return f"cycle at {self.at}"

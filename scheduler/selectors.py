@@ -47,10 +47,13 @@ def scheduler_status(*, roles, user) -> dict:
         visible = set(visible_workflows(roles=roles, user=user).filter(name__in=names)
                       .values_list("name", flat=True))
         pending = [p for p in pending if p["workflow"] in visible]
+    last = {"at": cycle.at.isoformat().replace("+00:00", "Z"),
+            "duration_ms": round(cycle.duration_ms, 2), "bound": cycle.bound,
+            "evicted": cycle.evicted, "pending": cycle.pending}
+    if cycle.metrics:  # OSMO_PLACEMENT=osmo: timings, API calls (last cycle and in total)
+        last["metrics"] = cycle.metrics
     return {
-        "last_cycle": {"at": cycle.at.isoformat().replace("+00:00", "Z"),
-                       "duration_ms": round(cycle.duration_ms, 2), "bound": cycle.bound,
-                       "evicted": cycle.evicted, "pending": cycle.pending},
+        "last_cycle": last,
         "queues": queues,
         "pending": [{"podgroup": p["podgroup"], "workflow": p["workflow"],
                      "group": p["group"], "reasons": p["reasons"]} for p in pending],

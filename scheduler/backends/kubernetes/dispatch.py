@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import random
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,12 +51,13 @@ from .client import (
     REQUEST_TIMEOUT,
     Kube,
     api_errors,
+    call,
     describe,
     is_transient,
     raw,
     status_of,
 )
-from .objects import group_objects, workflow_manifests
+from .objects import GroupObjects, group_objects, workflow_manifests
 
 logger = logging.getLogger(__name__)
 
@@ -90,17 +92,12 @@ class _Objects:
         self.namespace = namespace
 
     def create(self, obj: dict[str, Any]) -> dict:
-        core, ns = self.kube.core, self.namespace
-        kw = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
-        kind = obj["kind"]
-        if kind == "Pod":
-            return raw(core.create_namespaced_pod(ns, obj, **kw))
-        if kind == "Service":
-            return raw(core.create_namespaced_service(ns, obj, **kw))
-        if kind == "Secret":
-            return raw(core.create_namespaced_secret(ns, obj, **kw))
-        return raw(self.kube.custom.create_namespaced_custom_object(*PODGROUPS[:2], ns,
-                                                                    PODGROUPS[2], obj, **kw))
+        ns, kind = self.namespace, obj["kind"]
+        if kind in ("Pod", "Service", "Secret"):
+            path = f"/api/v1/namespaces/{ns}/{kind.lower()}s"
+        else:
+            path = f"/apis/{PODGROUPS[0]}/{PODGROUPS[1]}/namespaces/{ns}/{PODGROUPS[2]}"
+        return call(self.kube, "POST", path, obj)
 
     def read(self, kind: str, name: str) -> dict:
         core, ns = self.kube.core, self.namespace
@@ -129,10 +126,11 @@ def _ours(existing: dict, desired: dict) -> bool:
 
 class Dispatcher:
     def __init__(self, kube: Kube, *, namespace: str | None = None, batch: int = 50,
-                 base_delay: float = 2.0, max_delay: float = 300.0):
+                 base_delay: float = 2.0, max_delay: float = 300.0, workers: int = 8):
         self.kube = kube
         self.namespace = namespace or settings.OSMO_NAMESPACE
         self.batch = batch
+        self.workers = workers
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.objects = _Objects(kube, self.namespace)
@@ -151,31 +149,89 @@ class Dispatcher:
 
     # --- one pass ------------------------------------------------------------------------------
     def run_once(self, *, now: datetime | None = None) -> DispatchSummary:
-        """Dispatch up to ``batch`` runnable groups. Raises ClusterUnavailable."""
+        """Dispatch up to ``batch`` runnable groups. Raises ClusterUnavailable (after
+        recording the groups of the pass that were applied).
+
+        The database work (selection, intent rows, manifests, queue checks) is sequential; the
+        API calls of the batch's groups run on ``workers`` threads, each group's objects in
+        their order, so a pass costs about one group's round trips per worker."""
         summary = DispatchSummary()
         manifests: dict[int, list[dict]] = {}
-        for group in list(self.runnable(now or timezone.now())):
+        prepared: list[tuple[GroupDispatch, WorkflowGroup, GroupObjects | None]] = []
+        groups = list(self.runnable(now or timezone.now()))
+        if not groups:
+            return summary
+        # The batch's intents in one statement (committed before any create call), and the
+        # groups' current statuses in one read.
+        GroupDispatch.objects.bulk_create(
+            [GroupDispatch(group=group, namespace=self.namespace) for group in groups],
+            ignore_conflicts=True)
+        rows = {row.group_id: row for row in GroupDispatch.objects.filter(
+            group_id__in=[group.pk for group in groups])}
+        statuses = dict(WorkflowGroup.objects.filter(pk__in=[group.pk for group in groups])
+                        .values_list("pk", "status"))
+        for group in groups:
             workflow = group.workflow
-            row, _ = GroupDispatch.objects.get_or_create(
-                group=group, defaults={"namespace": self.namespace})
+            row = rows[group.pk]
             try:
                 if workflow.manifests is None and workflow.pk not in manifests:
                     manifests[workflow.pk] = workflow_manifests(workflow)
-                self.dispatch(group, manifests.get(workflow.pk))
+                prepared.append((row, group, self.prepare(group, manifests.get(workflow.pk),
+                                                          status=statuses.get(group.pk))))
             except DispatchRefused as refused:
                 self._refused(row, group, refused)
                 (summary.failed if refused.permanent else summary.deferred).append(
                     group.podgroup)
-                continue
             except api_errors() as exc:
                 GroupDispatch.objects.filter(pk=row.pk).update(last_error=describe(exc))
+                self._applied(prepared, summary)
                 raise ClusterUnavailable(describe(exc)) from exc
-            GroupDispatch.objects.filter(pk=row.pk).update(
-                applied_at=timezone.now(), last_error="", next_attempt_at=None)
-            summary.applied.append(group.podgroup)
+        self._applied(prepared, summary)
         if summary.applied:
             logger.info("k8s backend: applied %s", ", ".join(summary.applied))
         return summary
+
+    def _apply_objects(self, objects: GroupObjects | None) -> BaseException | None:
+        if objects is None:
+            return None
+        try:
+            for obj in objects.in_create_order():
+                self.apply(obj)
+        except (DispatchRefused, *api_errors()) as exc:
+            return exc
+        return None
+
+    def _applied(self, prepared, summary: DispatchSummary) -> None:
+        """Create the prepared groups' objects, then record each group's outcome."""
+        if not prepared:
+            return
+        items = [objects for _row, _group, objects in prepared]
+        if len(items) > 1 and self.workers > 1:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(items))) as pool:
+                outcomes = list(pool.map(self._apply_objects, items))
+        else:
+            outcomes = [self._apply_objects(objects) for objects in items]
+        unavailable = None
+        applied: list[int] = []
+        for (row, group, _objects), outcome in zip(prepared, outcomes, strict=True):
+            if isinstance(outcome, DispatchRefused):
+                self._refused(row, group, outcome)
+                (summary.failed if outcome.permanent else summary.deferred).append(
+                    group.podgroup)
+            elif outcome is not None:
+                GroupDispatch.objects.filter(pk=row.pk).update(last_error=describe(outcome))
+                unavailable = unavailable or outcome
+            else:
+                applied.append(row.pk)
+                summary.applied.append(group.podgroup)
+        if applied:
+            GroupDispatch.objects.filter(pk__in=applied).update(
+                applied_at=timezone.now(), last_error="", next_attempt_at=None)
+        prepared.clear()
+        if unavailable is not None:
+            if summary.applied:
+                logger.info("k8s backend: applied %s", ", ".join(summary.applied))
+            raise ClusterUnavailable(describe(unavailable)) from unavailable
 
     def _refused(self, row: GroupDispatch, group: WorkflowGroup,
                  refused: DispatchRefused) -> None:
@@ -191,15 +247,26 @@ class Dispatcher:
         if refused.permanent:
             lifecycle.group_fail_submission(group_id=group.pk)
 
-    def dispatch(self, group: WorkflowGroup, manifests: list[dict] | None = None) -> None:
-        """Apply every object of ``group`` (idempotent). Raises DispatchRefused / API errors."""
-        fresh = WorkflowGroup.objects.filter(pk=group.pk).values_list("status", flat=True)
-        if list(fresh) != [TaskStatus.SCHEDULING]:
-            return  # canceled or failed meanwhile: cleanup takes it from here
+    def prepare(self, group: WorkflowGroup, manifests: list[dict] | None = None, *,
+                status: str | None = None) -> GroupObjects | None:
+        """The objects of ``group`` with its queue ensured; None when it is no longer to be
+        dispatched (``status``: its status just read, else read here). Raises
+        DispatchRefused / API errors."""
+        if status is None:
+            status = WorkflowGroup.objects.filter(pk=group.pk).values_list(
+                "status", flat=True).first()
+        if status != TaskStatus.SCHEDULING:
+            return None  # canceled or failed meanwhile: cleanup takes it from here
         objects = group_objects(group.workflow, group, manifests=manifests)
         self.ensure_queue(objects.podgroup["spec"]["queue"])
-        for obj in objects.in_create_order():
-            self.apply(obj)
+        return objects
+
+    def dispatch(self, group: WorkflowGroup, manifests: list[dict] | None = None) -> None:
+        """Apply every object of ``group`` (idempotent). Raises DispatchRefused / API errors."""
+        objects = self.prepare(group, manifests)
+        if objects is not None:
+            for obj in objects.in_create_order():
+                self.apply(obj)
 
     # --- queue ordering --------------------------------------------------------------------
     def _queue_exists(self, name: str) -> bool:

@@ -51,8 +51,10 @@ class PodListener:
             return False
         workflow_name, task_name = key
         if observation.status == "SCHEDULING":
-            if status.group_reasons_record(workflow_name=workflow_name, task_name=task_name,
-                                           reasons=status.reasons_of(observation)):
+            # KAI's reasons ride on the pods; our own scheduler publishes its reasons itself.
+            if settings.OSMO_PLACEMENT != "osmo" and status.group_reasons_record(
+                    workflow_name=workflow_name, task_name=task_name,
+                    reasons=status.reasons_of(observation)):
                 self.reasons_changed = True
             if not observation.node:
                 return False

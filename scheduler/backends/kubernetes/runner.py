@@ -7,7 +7,12 @@ loop). The leader runs, until it stops or loses its session:
   :data:`scheduler.backends.WAKE_CHANNEL` (LISTENed on the leader's own connection): dispatch
   runnable groups, clean up ended ones, sweep archived pools, publish KAI's pending reasons;
   every ``OSMO_K8S_RESYNC_INTERVAL`` seconds also the node inventory, a sweep of leftovers and
-  a full re-list of the pods.
+  a full re-list of the pods;
+- with ``OSMO_PLACEMENT=osmo``, the scheduler (a child process under ``run_k8s_backend``, a
+  thread when asked): informers of Nodes, Pods, PodGroups, Queues and Topologies, and a
+  scheduling cycle (:mod:`.placement`) whenever they change, its figures on the
+  ``SchedulerCycle`` row (``GET /api/scheduler/status``, ``explain``). Only the leader runs
+  it, so one scheduler binds at a time; a new leader starts from a fresh LIST.
 
 Failures: an unreachable or failing API server (no answer, 429, 5xx) backs off exponentially
 (1 s doubling to 60 s, per thread) and repeats the failed step; nothing is dropped because
@@ -17,10 +22,13 @@ everything to do is read again from the database. The health row says ``down`` m
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import signal
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -29,25 +37,130 @@ from django.db import connection
 
 from scheduler.backends import WAKE_CHANNEL
 from scheduler.leader import LeaderLock
+from scheduler.models import SchedulerCycle
 
-from . import nodes, status
+from . import nodes, scheduler_process, status
 from .cleanup import Cleaner
 from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
 from .health import Health
 from .listener import PodListener
+from .placement import ClusterCache, Placement, pending_rows, queue_rows, wakes_scheduler
 
 logger = logging.getLogger(__name__)
 
 K8S_LEADER_LOCK = 0x05_1EAE
 BACKOFF_START, BACKOFF_MAX = 1.0, 60.0
+MAX_BATCHES = 20  # dispatch batches in one pass while a backlog lasts
+CYCLE_GAP = 0.05  # seconds at least between two scheduling cycles (events arrive in bursts)
+
+
+def publish_cycle(placement: Placement, figures) -> None:
+    """The cycle's figures where ``GET /api/scheduler/status`` and ``explain`` read them."""
+    pending = pending_rows(placement)
+    metrics = {**figures.to_dict(), "cycles": placement.cycles,
+               "bound_total": placement.bound_total,
+               "api_calls_total": dict(sorted(placement.totals.items())),
+               "time_total_ms": {k: round(v, 1) for k, v in placement.time_totals.items()}}
+    SchedulerCycle.objects.update_or_create(pk=1, defaults={
+        "at": datetime.fromtimestamp(figures.at, tz=UTC), "duration_ms": figures.duration_ms,
+        "bound": figures.bound, "evicted": figures.evicted, "pending": len(pending),
+        "queues": queue_rows(placement.last_result), "pending_gangs": pending,
+        "metrics": metrics})
+
+
+CHILD_SETTINGS = ("OSMO_NAMESPACE", "OSMO_SCHEDULER_NAME", "OSMO_PLACEMENT",
+                  "OSMO_KAI_KUBECONFIG")
+
+
+def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interval: float,
+                   watch_timeout: int, client_factory: Callable[[], Any],
+                   backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_MAX),
+                   report: Callable[[bool, str], None] | None = None, holder=None) -> None:
+    """Informers into a cache, then a cycle whenever the cache changed in a way that matters
+    (at most every ``CYCLE_GAP`` seconds and never more than half of the time; at least every
+    ``interval``), each cycle's figures written to the ``SchedulerCycle`` row."""
+
+    def on_change(informer: str, event_type: str, obj) -> None:
+        if wakes_scheduler(informer, event_type, obj, settings.OSMO_SCHEDULER_NAME):
+            wake.set()
+
+    cache = ClusterCache(lambda: Kube(client_factory()), namespace=settings.OSMO_NAMESPACE,
+                         watch_timeout=watch_timeout, on_change=on_change)
+    kube = Kube(client_factory())
+    placement = Placement(kube, cache)
+    if holder is not None:
+        holder.placement = placement
+    cache.start(running, report=report)
+    delay = backoff[0]
+
+    def sleep(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while running() and time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    try:
+        while running() and not cache.wait_synced(1.0):
+            pass
+        while running():
+            wake.wait(interval)
+            wake.clear()
+            if not running():
+                break
+            started = time.monotonic()
+            try:
+                figures = placement.cycle()
+                publish_cycle(placement, figures)
+                delay = backoff[0]
+            except Exception:  # noqa: BLE001 - the next cycle reads everything again
+                logger.exception("osmo scheduler: cycle failed")
+                connection.close()
+                sleep(delay)
+                delay = min(backoff[1], delay * 2)
+                continue
+            took = time.monotonic() - started
+            gap = max(CYCLE_GAP, took) - took
+            if gap > 0:
+                sleep(gap)
+    finally:
+        if holder is not None:
+            holder.placement = None
+        cache.stop()
+        placement.close()
+        kube.close()
+        connection.close()
+
+
+def placement_process(stop, parent: int, config: dict) -> None:
+    """The scheduler's own process (spawned through :mod:`.scheduler_process`, which sets up
+    Django): the parent's settings that matter here, the loop run until the parent says stop or
+    is gone."""
+    for name, value in config["settings"].items():
+        setattr(settings, name, value)
+    settings.DATABASES["default"]["NAME"] = config["database"]  # a test's own database
+    wake = threading.Event()
+
+    def running() -> bool:
+        return not stop.is_set() and os.getppid() == parent
+
+    def watch_stop() -> None:
+        while running():
+            time.sleep(0.2)
+        wake.set()
+
+    threading.Thread(target=watch_stop, daemon=True).start()
+    placement_loop(running, wake, interval=config["interval"],
+                   watch_timeout=config["watch_timeout"],
+                   client_factory=lambda: api_client(kubeconfig=config["kubeconfig"]),
+                   backoff=config["backoff"])
 
 
 class BackendRunner:
     def __init__(self, *, interval: float | None = None, resync: float | None = None,
                  watch_timeout: int | None = None, poll: float = 1.0,
                  client_factory: Callable[[], Any] | None = None,
-                 backoff_start: float = BACKOFF_START, backoff_max: float = BACKOFF_MAX):
+                 backoff_start: float = BACKOFF_START, backoff_max: float = BACKOFF_MAX,
+                 placement_process: bool = False, kubeconfig: str | None = None):
         self.interval = settings.OSMO_K8S_INTERVAL if interval is None else interval
         self.resync = settings.OSMO_K8S_RESYNC_INTERVAL if resync is None else resync
         self.watch_timeout = watch_timeout
@@ -60,11 +173,17 @@ class BackendRunner:
         self.health = Health()
         self.listener: PodListener | None = None
         self._leading = threading.Event()
+        self.placing = settings.OSMO_PLACEMENT == "osmo"
+        self.placement_process = placement_process
+        self.kubeconfig = kubeconfig
+        self.placement: Placement | None = None
+        self._wake = threading.Event()
 
     # --- leadership (as scheduler.loop) ------------------------------------------------------
     def stop(self, *_args) -> None:
         self.stopping = True
         self._leading.clear()
+        self._wake.set()
         listener = self.listener
         if listener is not None:
             listener.stop()
@@ -110,6 +229,10 @@ class BackendRunner:
     def lead(self) -> None:
         thread = threading.Thread(target=self._listen, name="k8s-listener", daemon=True)
         thread.start()
+        placer = None
+        if self.placing:
+            placer = threading.Thread(target=self._place, name="osmo-scheduler", daemon=True)
+            placer.start()
         kube = Kube(self.client_factory())
         dispatcher, cleaner = Dispatcher(kube), Cleaner(kube)
         next_resync, delay, published = 0.0, self.backoff_start, None
@@ -125,7 +248,9 @@ class BackendRunner:
                         if self.listener is not None:
                             self.listener.relist_requested = True
                         next_resync = time.monotonic() + self.resync
-                    dispatcher.run_once()
+                    for _batch in range(MAX_BATCHES):  # a backlog: batch after batch
+                        if len(dispatcher.run_once().applied) < dispatcher.batch:
+                            break
                     while cleaner.run_once() == cleaner.batch:
                         pass
                     for pool in sorted(pools):
@@ -133,7 +258,8 @@ class BackendRunner:
                         pools.discard(pool)
                     if self.listener is not None:
                         self.listener.reasons_changed = False
-                    published = status.pending_publish(previous=published)  # writes on change
+                    if not self.placing:  # with OSMO_PLACEMENT=osmo the cycle publishes
+                        published = status.pending_publish(previous=published)
                     self.health.report("api", True)
                     delay = self.backoff_start
                 except (ClusterUnavailable, *api_errors()) as exc:
@@ -156,6 +282,9 @@ class BackendRunner:
         finally:
             self._leading.clear()
             self.stop_listener(thread)
+            if placer is not None:
+                self._wake.set()
+                placer.join(timeout=15)
             kube.close()
 
     def stop_listener(self, thread: threading.Thread) -> None:
@@ -191,6 +320,59 @@ class BackendRunner:
             self.listener = None
             kube.close()
             connection.close()
+
+    # --- OSMO_PLACEMENT=osmo: the scheduler ------------------------------------------------
+    def _place(self) -> None:
+        """The scheduler while leading: in this process (a thread), or in a child process of
+        its own (``placement_process``: the cycles then do not share this process's
+        interpreter lock with dispatch and the listener). One active scheduler either way:
+        the child lives only while this process leads."""
+        running = lambda: not self.stopping and self._leading.is_set()  # noqa: E731
+        if not self.placement_process:
+            placement_loop(running, self._wake, interval=self.interval,
+                           watch_timeout=self.watch_timeout or settings.OSMO_K8S_WATCH_TIMEOUT,
+                           client_factory=self.client_factory, backoff=(self.backoff_start,
+                                                                         self.backoff_max),
+                           report=lambda ok, detail: self.health.report("scheduler", ok,
+                                                                        detail),
+                           holder=self)
+            return
+        context = multiprocessing.get_context("spawn")
+        delay = self.backoff_start
+        while running():
+            stop = context.Event()
+            started = time.monotonic()
+            self._run_child(context, stop, running)
+            if running():  # the child died: start another, backing off if it keeps dying
+                logger.warning("osmo scheduler: its process ended; starting it again")
+                if time.monotonic() - started < 60:
+                    self._sleep(delay)
+                    delay = min(self.backoff_max, delay * 2)
+                else:
+                    delay = self.backoff_start
+
+    def _run_child(self, context, stop, running) -> None:
+        child = context.Process(target=scheduler_process.main, name="osmo-scheduler",
+                                daemon=True,
+                                args=(stop, os.getpid(), {
+                                    "interval": self.interval,
+                                    "watch_timeout": self.watch_timeout
+                                    or settings.OSMO_K8S_WATCH_TIMEOUT,
+                                    "kubeconfig": self.kubeconfig,
+                                    "backoff": (self.backoff_start, self.backoff_max),
+                                    "settings": {name: getattr(settings, name)
+                                                 for name in CHILD_SETTINGS},
+                                    "database": settings.DATABASES["default"]["NAME"]}))
+        child.start()
+        try:
+            while running() and child.is_alive():
+                self._wake.wait(1.0)
+        finally:
+            stop.set()
+            child.join(timeout=15)
+            if child.is_alive():
+                child.terminate()
+                child.join(timeout=5)
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

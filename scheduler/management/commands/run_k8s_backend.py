@@ -34,5 +34,5 @@ class Command(BaseCommand):
             api_client(kubeconfig=kubeconfig).close()  # fail fast on a missing kubeconfig
         except Exception as exc:  # noqa: BLE001 - any configuration error
             raise CommandError(f"cannot configure the Kubernetes client: {exc}") from exc
-        BackendRunner(interval=interval,
-                      client_factory=lambda: api_client(kubeconfig=kubeconfig)).run()
+        BackendRunner(interval=interval, client_factory=lambda: api_client(kubeconfig=kubeconfig),
+                      placement_process=True, kubeconfig=kubeconfig).run()

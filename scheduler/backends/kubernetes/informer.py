@@ -1,0 +1,174 @@
+"""An informer without a framework: LIST + WATCH of one resource into a thread-safe cache.
+
+One :class:`Informer` per resource (Nodes, Pods, PodGroups, Queues, Topologies). ``step()``
+LISTs the first time (and after a 410 Gone or when asked), then WATCHes from the LIST's
+``resourceVersion`` with bookmarks; every event replaces or removes the object under its key
+(``namespace/name``, or ``name`` for cluster-scoped kinds). A watch that ends resumes from the
+last resourceVersion seen; a 410 re-LISTs and replaces the whole cache, so objects deleted while
+nobody watched disappear. ``run()`` repeats ``step()`` with exponential backoff on failures
+until told to stop — the placement loop runs one thread per informer.
+
+Readers take :meth:`Informer.items` (a list of the current objects, raw camelCase dicts, never
+mutated in place: an event replaces the dict) and :attr:`Informer.version` (bumped on every
+change), so a cycle reads a consistent set without holding a lock while it computes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .client import REQUEST_TIMEOUT, api_errors, describe, raw, status_of
+
+logger = logging.getLogger(__name__)
+
+
+def key_of(obj: dict[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    return f"{namespace}/{metadata['name']}" if namespace else metadata["name"]
+
+
+class Informer:
+    """``lister(**kwargs)`` is a list call of the official client (``core.list_node``,
+    ``custom.list_cluster_custom_object`` with ``args``...), used for LIST and WATCH alike."""
+
+    def __init__(self, name: str, lister: Callable[..., Any], *args: Any,
+                 label_selector: str | None = None, watch_timeout: int = 300,
+                 on_change: Callable[[str, str, dict | None], None] | None = None):
+        self.name = name
+        self.lister = lister
+        self.args = args
+        self.label_selector = label_selector
+        self.watch_timeout = watch_timeout
+        self.on_change = on_change
+        self.resource_version: str | None = None
+        self.relist_requested = False
+        self.synced = threading.Event()
+        self.version = 0
+        self.lists = 0  # LIST calls made (metrics)
+        self._objects: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._watch: Any = None
+        self._stopping = False
+
+    # --- reading -----------------------------------------------------------------------------
+    def items(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._objects.values())
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._objects.get(key)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._objects)
+
+    # --- writing -----------------------------------------------------------------------------
+    def _changed(self, event_type: str = "LIST", obj: dict[str, Any] | None = None) -> None:
+        self.version += 1
+        if self.on_change is not None:
+            self.on_change(self.name, event_type, obj)
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"label_selector": self.label_selector} if self.label_selector else {}
+
+    def relist(self) -> int:
+        body = raw(self.lister(*self.args, **self._kwargs(), _preload_content=False,
+                               _request_timeout=REQUEST_TIMEOUT))
+        self.lists += 1
+        objects = {}
+        for item in body.get("items") or []:
+            objects[key_of(item)] = item
+        with self._lock:
+            self._objects = objects
+        self.resource_version = (body.get("metadata") or {}).get("resourceVersion")
+        self.relist_requested = False
+        self.synced.set()
+        self._changed()
+        return len(objects)
+
+    def apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        key = key_of(obj)
+        with self._lock:
+            if event_type == "DELETED":
+                self._objects.pop(key, None)
+            else:
+                self._objects[key] = obj
+        self._changed(event_type, obj)
+
+    def watch_once(self, timeout: int | None = None) -> int:
+        from kubernetes import watch
+
+        timeout = self.watch_timeout if timeout is None else timeout
+        self._watch = watch.Watch(return_type="object")
+        events = 0
+        try:
+            for event in self._watch.stream(
+                    self.lister, *self.args, **self._kwargs(),
+                    resource_version=self.resource_version, allow_watch_bookmarks=True,
+                    timeout_seconds=timeout,
+                    _request_timeout=(REQUEST_TIMEOUT[0], timeout + 15)):
+                obj = event["raw_object"]
+                if event["type"] != "BOOKMARK":
+                    self.apply(event["type"], obj)
+                    events += 1
+                version = (obj.get("metadata") or {}).get("resourceVersion")
+                if version:
+                    self.resource_version = version
+                if self._stopping:
+                    break
+        finally:
+            self._watch = None
+        return events
+
+    def step(self) -> int:
+        if self.resource_version is None or self.relist_requested:
+            return self.relist()
+        try:
+            return self.watch_once()
+        except Exception as exc:
+            if status_of(exc) == 410:
+                logger.info("informer %s: watch expired (410 Gone), re-listing", self.name)
+                self.resource_version = None
+                return 0
+            raise
+
+    def run(self, running: Callable[[], bool], *, backoff_start: float = 0.5,
+            backoff_max: float = 30.0, report: Callable[[bool, str], None] | None = None
+            ) -> None:
+        delay = backoff_start
+        while running() and not self._stopping:
+            try:
+                self.step()
+                delay = backoff_start
+                if report is not None:
+                    report(True, "")
+            except api_errors() as exc:
+                if not running() or self._stopping:
+                    break
+                logger.warning("informer %s: %s; retrying in %.1fs", self.name, describe(exc),
+                               delay)
+                if report is not None:
+                    report(False, describe(exc))
+                deadline = time.monotonic() + delay
+                while running() and not self._stopping and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                delay = min(backoff_max, delay * 2)
+
+    def stop(self) -> None:
+        """End a blocked watch now (as :meth:`PodListener.stop`)."""
+        self._stopping = True
+        current = self._watch
+        if current is not None:
+            current.stop()
+            response = getattr(current, "_resp", None)
+            if response is not None and hasattr(response, "shutdown"):
+                try:
+                    response.shutdown()
+                except Exception:  # noqa: BLE001 - already closed
+                    pass

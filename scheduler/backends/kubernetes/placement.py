@@ -1,0 +1,890 @@
+"""``OSMO_PLACEMENT=osmo``: the backend leader places pods itself, as KAI Scheduler would.
+
+The cycle reads a cache, never the API server: informers (:mod:`.informer`) of Nodes, Pods (of
+every namespace: bound pods of any scheduler hold capacity), PodGroups of our namespace, Queues
+and Topologies. :func:`build_snapshot` turns the cache into a :class:`scheduler.core.Snapshot`:
+
+- nodes: allocatable ``nvidia.com/gpu`` / cpu / memory minus what bound pods that are not in a
+  gang of this snapshot hold (other schedulers' pods, pods without a PodGroup, terminating
+  ones); schedulable unless cordoned, not Ready, or tainted ``NoSchedule`` / ``NoExecute``
+  (other than the taints that mirror those two: :data:`CONDITION_TAINTS`);
+  labels as they are (the topology levels);
+- queues: the Queue CRs (``scheduling.run.ai/v2``), ours and anyone's;
+- gangs: every PodGroup of the namespace with pods of ours (``schedulerName`` =
+  ``OSMO_SCHEDULER_NAME``) that are pending or bound and not terminating — a PodGroup made by
+  a user or another controller is scheduled the same way (KAI's external PodGroups); its
+  priority is the pods' resolved ``spec.priority``, preemptible below 100 unless
+  ``preemptibility`` says otherwise (KAI's rule);
+- the topology: the Topology CR named ``osmo-topology`` (else the first one; else the default
+  levels).
+
+Then the same :func:`scheduler.core.run_cycle` decides, and :class:`Placement` applies:
+
+1. evictions: a ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``, as KAI and
+   kube-scheduler write it; ``EvictionByScheduler`` for stale gangs) through ``pods/status``,
+   a graceful delete, and an Event on the pod. The status listener maps them as for KAI.
+2. bindings, per gang, all pods of a gang in one cycle, through ``pods/binding``. Before the
+   first write the gang is checked against the newest cache — every pod still there, unbound
+   and not terminating, every node still there and schedulable, and the node's real free
+   capacity (terminating pods still hold theirs: a preemptor waits until its victims are
+   gone, KAI's pipelining) — and deferred whole when any check fails. A bind that fails
+   anyway: ``409`` (bound meanwhile by someone else) counts as bound; ``404`` (deleted) does
+   not. A gang left below its minimum is completed in the next cycles when it still has the
+   pods to reach it, else undone (the pods bound in this cycle are deleted, reason
+   ``GangIncomplete``) and explained.
+3. PodGroup status: ``schedulingConditions`` of type ``UnschedulableOnNodePool`` with the
+   core's reasons in words (written when they change, cleared once the gang is scheduled),
+   an ``Unschedulable`` Event on the PodGroup and on its pending pods when the reasons change.
+
+Bound pods are remembered ("assumed") until the cache shows them bound, so a cycle that runs
+before the watch delivers the binding does not bind them again. Each cycle's figures (duration,
+bound, evicted, API calls by kind) are kept in :attr:`Placement.last` for the status endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+
+from scheduler.core import (
+    Gang,
+    Node,
+    Pod,
+    Queue,
+    ResourceQuota,
+    SchedulerConfig,
+    Snapshot,
+    SubGroup,
+    Topology,
+    TopologyConstraint,
+    TopologyLevel,
+    run_cycle,
+)
+from scheduler.core.kai_names import (
+    DEFAULT_TOPOLOGY_LEVELS,
+    DEFAULT_TOPOLOGY_NAME,
+    GPU_RESOURCE,
+    PODGROUP_ANNOTATION,
+    QUEUE_LABEL,
+    SUBGROUP_LABEL,
+)
+from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
+from scheduler.core.results import STALE, CycleResult
+from workflows.spec.units import parse_bytes, parse_millicores
+
+from .client import REQUEST_TIMEOUT, Kube, call, describe, status_of
+from .informer import Informer
+
+logger = logging.getLogger(__name__)
+
+PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
+QUEUES = ("scheduling.run.ai", "v2", "queues")
+TOPOLOGIES = ("kai.scheduler", "v1alpha1", "topologies")
+PREEMPTION_REASON = "PreemptionByScheduler"
+STALE_REASON = "EvictionByScheduler"
+INCOMPLETE_REASON = "GangIncomplete"
+UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
+NODE_POOL = "default"
+ASSUME_SECONDS = 30.0
+MAX_POD_EVENTS = 8  # Unschedulable Events per gang and change (the PodGroup always gets one)
+FINISHED = ("Succeeded", "Failed")
+# Taints that only mirror what the cache reads itself (the Ready condition, spec.unschedulable);
+# the node lifecycle controller keeps them in step, and admission puts ``not-ready`` on every
+# new Node until that controller has seen it Ready.
+CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                    "node.kubernetes.io/unschedulable")
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _timestamp(value: str | None) -> float:
+    if not value:
+        return 0.0
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _quantity(parse, value) -> int:
+    try:
+        return parse(value) if value is not None else 0
+    except (ValueError, TypeError):
+        return 0
+
+
+# --- the cache -----------------------------------------------------------------------------
+
+class ClusterCache:
+    """The five informers the placement reads; ``on_change`` wakes the cycle loop."""
+
+    def __init__(self, kube_factory, *, namespace: str, watch_timeout: int = 300,
+                 on_change=None):
+        self.namespace = namespace
+        self._kubes: list[Kube] = []
+
+        def kube() -> Kube:
+            made = kube_factory()
+            self._kubes.append(made)
+            return made
+
+        options = {"watch_timeout": watch_timeout, "on_change": on_change}
+        self.nodes = Informer("nodes", kube().core.list_node, **options)
+        self.pods = Informer("pods", kube().core.list_pod_for_all_namespaces, **options)
+        self.podgroups = Informer("podgroups", kube().custom.list_namespaced_custom_object,
+                                  PODGROUPS[0], PODGROUPS[1], namespace, PODGROUPS[2],
+                                  **options)
+        self.queues = Informer("queues", kube().custom.list_cluster_custom_object, *QUEUES,
+                               **options)
+        self.topologies = Informer("topologies", kube().custom.list_cluster_custom_object,
+                                   *TOPOLOGIES, **options)
+        self.informers = [self.nodes, self.pods, self.podgroups, self.queues, self.topologies]
+        self.threads: list[threading.Thread] = []
+
+    def start(self, running, report=None) -> None:
+        for informer in self.informers:
+            thread = threading.Thread(
+                target=informer.run, args=(running,), name=f"informer-{informer.name}",
+                kwargs={"report": report}, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers)
+
+    def wait_synced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        for informer in self.informers:
+            if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    def stop(self) -> None:
+        for informer in self.informers:
+            informer.stop()
+        for thread in self.threads:
+            thread.join(timeout=10)
+        for kube in self._kubes:
+            kube.close()
+
+    def relist(self) -> None:
+        for informer in self.informers:
+            informer.relist_requested = True
+
+
+# --- cache → snapshot ----------------------------------------------------------------------
+
+@dataclass
+class Requests:
+    gpus: int
+    cpu: int
+    memory: int
+
+
+_requests_cache: dict[str, Requests] = {}
+
+
+def pod_requests(pod: dict[str, Any]) -> Requests:
+    """What a pod asks for: its containers' requests summed (GPUs from limits when requests
+    omit them), the largest init container when that is more (Kubernetes' effective request).
+    Memoised by uid: a pod's requests never change."""
+    uid = (pod.get("metadata") or {}).get("uid") or ""
+    cached = _requests_cache.get(uid) if uid else None
+    if cached is not None:
+        return cached
+
+    def of(container) -> tuple[int, int, int]:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        gpus = requests.get(GPU_RESOURCE, limits.get(GPU_RESOURCE))
+        return (_quantity(lambda v: int(str(v)), gpus),
+                _quantity(parse_millicores, requests.get("cpu")),
+                _quantity(parse_bytes, requests.get("memory")))
+
+    spec = pod.get("spec") or {}
+    total = [0, 0, 0]
+    for container in spec.get("containers") or []:
+        total = [a + b for a, b in zip(total, of(container), strict=True)]
+    for container in spec.get("initContainers") or []:
+        total = [max(a, b) for a, b in zip(total, of(container), strict=True)]
+    result = Requests(*total)
+    if uid:
+        if len(_requests_cache) > 200_000:
+            _requests_cache.clear()
+        _requests_cache[uid] = result
+    return result
+
+
+def wakes_scheduler(informer: str, event_type: str, obj: dict[str, Any] | None,
+                    scheduler_name: str) -> bool:
+    """Is this change worth a cycle? Everything but a bound pod's progress (bound, Running:
+    the kubelet's status writes) — those change nothing the core decides on."""
+    if informer != "pods" or obj is None or event_type == "DELETED":
+        return True
+    spec, metadata = obj.get("spec") or {}, obj.get("metadata") or {}
+    if not spec.get("nodeName"):
+        return spec.get("schedulerName") == scheduler_name  # pending: ours to place
+    return bool(metadata.get("deletionTimestamp")) or \
+        ((obj.get("status") or {}).get("phase") in FINISHED)
+
+
+def node_schedulable(node: dict[str, Any]) -> bool:
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    if spec.get("unschedulable"):
+        return False
+    ready = next((c.get("status") for c in status.get("conditions") or []
+                  if c.get("type") == "Ready"), "False")
+    if ready != "True":
+        return False
+    return not any(t.get("effect") in ("NoSchedule", "NoExecute")
+                   and t.get("key") not in CONDITION_TAINTS for t in spec.get("taints") or [])
+
+
+def _resource_quota(resources: dict, name: str) -> ResourceQuota:
+    raw = resources.get(name) or {}
+    return ResourceQuota(quota=int(raw.get("quota", -1)), limit=int(raw.get("limit", -1)),
+                         over_quota_weight=int(raw.get("overQuotaWeight", 1)))
+
+
+def queue_of(obj: dict[str, Any]) -> Queue:
+    spec = obj.get("spec") or {}
+    resources = spec.get("resources") or {}
+    return Queue(name=obj["metadata"]["name"], parent=spec.get("parentQueue") or None,
+                 priority=int(spec.get("priority", 100)),
+                 gpu=_resource_quota(resources, "gpu"), cpu=_resource_quota(resources, "cpu"),
+                 memory=_resource_quota(resources, "memory"),
+                 created_at=_timestamp(obj["metadata"].get("creationTimestamp")))
+
+
+def topology_of(topologies: list[dict[str, Any]]) -> Topology:
+    chosen = next((t for t in topologies if t["metadata"]["name"] == DEFAULT_TOPOLOGY_NAME),
+                  topologies[0] if topologies else None)
+    if chosen is None:
+        return Topology(levels=tuple(TopologyLevel(node_label=label, alias=alias)
+                                     for alias, label in DEFAULT_TOPOLOGY_LEVELS))
+    levels = (chosen.get("spec") or {}).get("levels") or []
+    return Topology(name=chosen["metadata"]["name"],
+                    levels=tuple(TopologyLevel(node_label=level["nodeLabel"],
+                                               alias=level.get("alias"))
+                                 for level in levels))
+
+
+def _constraint(raw: dict | None) -> TopologyConstraint | None:
+    if not raw:
+        return None
+    required, preferred = raw.get("requiredTopologyLevel"), raw.get("preferredTopologyLevel")
+    if not required and not preferred:
+        return None
+    return TopologyConstraint(required_level=required, preferred_level=preferred)
+
+
+def _int_or_none(value) -> int | None:
+    return int(value) if isinstance(value, int) else None
+
+
+@dataclass
+class SnapshotIndex:
+    """The core's names back to the cluster's objects."""
+
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod name → pod
+    podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # gang → PodGroup
+    gangs: dict[str, Gang] = field(default_factory=dict)
+    gang_pods: dict[str, list[str]] = field(default_factory=dict)  # gang → every live pod
+    terminating: dict[str, list[Requests]] = field(default_factory=dict)  # node → held
+    node_free: dict[str, list[int]] = field(default_factory=dict)  # node → real free
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # gang → why not in the snapshot
+
+
+def is_ours(pod: dict[str, Any], scheduler_name: str) -> bool:
+    return (pod.get("spec") or {}).get("schedulerName") == scheduler_name
+
+
+def _is_live(pod: dict[str, Any]) -> bool:
+    return ((pod.get("status") or {}).get("phase") or "Pending") not in FINISHED
+
+
+def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
+                   assumed: dict[str, str] | None = None,
+                   below_min: dict[str, float] | None = None,
+                   config: SchedulerConfig | None = None,
+                   memo: dict[str, tuple] | None = None) -> tuple[Snapshot, SnapshotIndex]:
+    """``memo``: the previous cycles' gangs by name with what they were built from; a gang
+    whose PodGroup and pods are unchanged (resourceVersions, bound nodes) is reused."""
+    assumed = assumed or {}
+    below_min = below_min or {}
+    namespace = cache.namespace
+    index = SnapshotIndex()
+    node_objects = {n["metadata"]["name"]: n for n in cache.nodes.items()}
+    index.nodes = node_objects
+    podgroups = {pg["metadata"]["name"]: pg for pg in cache.podgroups.items()}
+    queues = tuple(queue_of(q) for q in cache.queues.items())
+    queue_names = {q.name for q in queues}
+    parents = {q.parent for q in queues if q.parent}
+
+    members: dict[str, list[tuple[str, dict[str, Any], str | None]]] = {}
+    foreign: dict[str, list[int]] = {name: [0, 0, 0] for name in node_objects}
+    terminating: dict[str, list[int]] = {name: [0, 0, 0] for name in node_objects}
+    for pod in cache.pods.items():
+        if not _is_live(pod):
+            continue
+        metadata = pod["metadata"]
+        key = f"{metadata.get('namespace')}/{metadata['name']}"
+        node = (pod.get("spec") or {}).get("nodeName") or assumed.get(key)
+        deleting = bool(metadata.get("deletionTimestamp"))
+        group = (metadata.get("annotations") or {}).get(PODGROUP_ANNOTATION)
+        mine = (metadata.get("namespace") == namespace and is_ours(pod, scheduler_name)
+                and group in podgroups)
+        if mine and not deleting:
+            members.setdefault(group, []).append((key, pod, node))
+            continue
+        if node and node in node_objects:
+            requests = pod_requests(pod)
+            held = terminating[node] if deleting and mine else foreign[node]
+            held[0] += requests.gpus
+            held[1] += requests.cpu
+            held[2] += requests.memory
+
+    nodes = []
+    for name, obj in sorted(node_objects.items()):
+        allocatable = (obj.get("status") or {}).get("allocatable") or \
+            (obj.get("status") or {}).get("capacity") or {}
+        gpus = _quantity(lambda v: int(str(v)), allocatable.get(GPU_RESOURCE))
+        cpu = _quantity(parse_millicores, allocatable.get("cpu"))
+        memory = _quantity(parse_bytes, allocatable.get("memory"))
+        held = foreign[name]
+        nodes.append(Node(name=name, gpus=max(0, gpus - held[0]), cpu=max(0, cpu - held[1]),
+                          memory=max(0, memory - held[2]),
+                          labels=(obj["metadata"].get("labels") or {}),
+                          schedulable=node_schedulable(obj)))
+        index.node_free[name] = [gpus - held[0], cpu - held[1], memory - held[2]]
+        index.terminating[name] = terminating[name]
+
+    gangs = []
+    seen: set[str] = set()
+    for name, pods in members.items():
+        podgroup = podgroups[name]
+        spec = podgroup.get("spec") or {}
+        gang_name = f"{namespace}/{name}"
+        queue = spec.get("queue") or (podgroup["metadata"].get("labels") or {}).get(
+            QUEUE_LABEL) or ""
+        if queue not in queue_names or queue in parents:
+            index.skipped[gang_name] = (
+                f"Queue {queue!r} does not exist" if queue not in queue_names
+                else f"Queue {queue!r} is not a leaf queue")
+            index.podgroups[gang_name] = podgroup
+            index.gang_pods[gang_name] = [key for key, _, _ in pods]
+            for key, pod, _ in pods:
+                index.pods[key] = pod
+            continue
+        signature = (podgroup["metadata"].get("resourceVersion"), queue,
+                     below_min.get(gang_name),
+                     tuple((key, pod["metadata"].get("resourceVersion"), node,
+                            node in node_objects if node else True) for key, pod, node in pods))
+        remembered = memo.get(gang_name) if memo is not None else None
+        if remembered is not None and remembered[0] == signature:
+            gang = remembered[1]
+            for key, pod, _node in pods:
+                index.pods[key] = pod
+            if gang is not None:
+                gangs.append(gang)
+                index.gangs[gang_name] = gang
+                index.gang_pods[gang_name] = [p.name for p in gang.pods]
+            index.podgroups[gang_name] = podgroup
+            seen.add(gang_name)
+            continue
+        subgroups = tuple(
+            SubGroup(name=s["name"], parent=s.get("parent") or None,
+                     min_member=_int_or_none(s.get("minMember")),
+                     min_subgroup=_int_or_none(s.get("minSubGroup")),
+                     topology=_constraint(s.get("topologyConstraint")))
+            for s in spec.get("subGroups") or [])
+        core_pods = []
+        priority = None
+        started: list[float] = []
+        for key, pod, node in pods:
+            requests = pod_requests(pod)
+            pod_spec = pod.get("spec") or {}
+            if priority is None and isinstance(pod_spec.get("priority"), int):
+                priority = pod_spec["priority"]
+            if node and node not in node_objects:
+                continue  # bound to a node that is gone: it holds nothing anywhere
+            if node:
+                started.append(_timestamp((pod.get("status") or {}).get("startTime"))
+                               or _timestamp(pod["metadata"].get("creationTimestamp")))
+            subgroup = (pod["metadata"].get("labels") or {}).get(SUBGROUP_LABEL) \
+                if subgroups else None
+            index.pods[key] = pod
+            core_pods.append(Pod(name=key, subgroup=subgroup, gpus=requests.gpus,
+                                 cpu=requests.cpu, memory=requests.memory,
+                                 node_selector=pod_spec.get("nodeSelector") or {},
+                                 node=node or None))
+        if not core_pods:
+            if memo is not None:
+                memo[gang_name] = (signature, None)
+                seen.add(gang_name)
+            continue
+        priority = 50 if priority is None else priority
+        preemptibility = spec.get("preemptibility")
+        gang = Gang(
+            name=gang_name, queue=queue, priority=priority,
+            preemptible=preemptibility == "preemptible" or (
+                not preemptibility and priority < 100),
+            semi_preemptible=preemptibility == "semi-preemptible",
+            created_at=_timestamp(podgroup["metadata"].get("creationTimestamp")),
+            min_member=_int_or_none(spec.get("minMember")),
+            min_subgroup=_int_or_none(spec.get("minSubGroup")),
+            subgroups=subgroups, topology=_constraint(spec.get("topologyConstraint")),
+            pods=tuple(core_pods), running_since=min(started) if started else None,
+            below_min_since=below_min.get(gang_name))
+        gangs.append(gang)
+        index.gangs[gang_name] = gang
+        index.podgroups[gang_name] = podgroup
+        index.gang_pods[gang_name] = [p.name for p in core_pods]
+        if memo is not None:
+            memo[gang_name] = (signature, gang)
+            seen.add(gang_name)
+    if memo is not None:
+        for gang_name in set(memo) - seen:
+            del memo[gang_name]
+    snapshot = Snapshot(nodes=tuple(nodes), queues=queues, gangs=tuple(gangs),
+                        topology=topology_of(cache.topologies.items()), now=now,
+                        config=config or SchedulerConfig())
+    return snapshot, index
+
+
+def gang_ready(gang: Gang, bound: set[str]) -> bool:
+    """Would ``gang`` meet its minimum with exactly the pods in ``bound`` placed?"""
+    try:
+        tree = build_tree(gang)
+    except InvalidGang:
+        return False
+    return is_ready(tree, ready_counts(tree, lambda pod: pod.name in bound))
+
+
+# --- applying decisions --------------------------------------------------------------------
+
+@dataclass
+class CycleFigures:
+    at: float = 0.0
+    duration_ms: float = 0.0
+    snapshot_ms: float = 0.0
+    decide_ms: float = 0.0
+    apply_ms: float = 0.0
+    bound: int = 0
+    evicted: int = 0
+    deferred: int = 0
+    undone: int = 0
+    pending: int = 0
+    api_calls: Counter = field(default_factory=Counter)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"duration_ms": round(self.duration_ms, 2),
+                "snapshot_ms": round(self.snapshot_ms, 2), "decide_ms": round(self.decide_ms, 2),
+                "apply_ms": round(self.apply_ms, 2), "bound": self.bound,
+                "evicted": self.evicted, "deferred": self.deferred, "undone": self.undone,
+                "pending": self.pending, "api_calls": dict(sorted(self.api_calls.items()))}
+
+
+class Placement:
+    """One scheduler: the cache, the core, and the writes. ``cycle()`` runs one cycle."""
+
+    def __init__(self, kube: Kube, cache: ClusterCache, *, scheduler_name: str | None = None,
+                 config: SchedulerConfig | None = None, workers: int = 8):
+        self.kube = kube
+        self.cache = cache
+        self.namespace = cache.namespace
+        self.scheduler_name = scheduler_name or settings.OSMO_SCHEDULER_NAME
+        self.config = config or SchedulerConfig()
+        self.assumed: dict[str, tuple[str, float]] = {}  # pod key → (node, when)
+        self.below_min: dict[str, float] = {}
+        self.memo: dict[str, tuple] = {}  # gang → (what it was built from, Gang)
+        self.reported: dict[str, tuple] = {}  # gang → reasons last written
+        self.last: CycleFigures | None = None
+        self.last_result: CycleResult | None = None
+        self.last_index: SnapshotIndex | None = None
+        self.totals: Counter = Counter()  # api calls since start, by kind
+        self.time_totals: Counter = Counter()  # ms since start: snapshot, decide, apply
+        self.bound_total = 0
+        self.cycles = 0
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="osmo-bind")
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    # --- the calls -----------------------------------------------------------------------
+    @staticmethod
+    def _retrying(call):
+        """``call()``, once more when the connection failed before any answer (a pooled
+        keep-alive connection the server had closed): every write here is safe to repeat — a
+        repeated bind answers 409, a repeated delete 404, a repeated patch changes nothing."""
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001
+            if status_of(exc) is not None:
+                raise
+            return call()
+
+    def _count(self, figures: CycleFigures, kind: str) -> None:
+        with self._lock:
+            figures.api_calls[kind] += 1
+            self.totals[kind] += 1
+
+    def _bind(self, figures: CycleFigures, pod_key: str, node: str) -> str:
+        """``ok``, ``bound`` (someone else bound it: 409), ``gone`` (404) or ``error``."""
+        namespace, name = pod_key.split("/", 1)
+        self._count(figures, "bind")
+        try:
+            self._retrying(lambda: call(
+                self.kube, "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                {"apiVersion": "v1", "kind": "Binding",
+                 "metadata": {"name": name, "namespace": namespace},
+                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}))
+            return "ok"
+        except Exception as exc:  # noqa: BLE001 - classified below
+            status = status_of(exc)
+            if status == 409:
+                return "bound"
+            if status == 404:
+                return "gone"
+            logger.warning("osmo scheduler: binding %s to %s failed: %s", pod_key, node,
+                           describe(exc))
+            return "error"
+
+    def _event(self, figures: CycleFigures, obj: dict[str, Any], *, reason: str, message: str,
+               kind: str = "Pod", api_version: str = "v1", type_: str = "Normal") -> None:
+        metadata = obj["metadata"]
+        namespace = metadata.get("namespace") or self.namespace
+        self._count(figures, "event")
+        stamp = _now_iso()
+        try:
+            self.kube.core.create_namespaced_event(namespace, {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}",
+                             "namespace": namespace},
+                "involvedObject": {"apiVersion": api_version, "kind": kind,
+                                   "name": metadata["name"], "namespace": namespace,
+                                   "uid": metadata.get("uid")},
+                "reason": reason, "message": message[:1024], "type": type_,
+                "source": {"component": self.scheduler_name},
+                "reportingComponent": self.scheduler_name, "reportingInstance": "osmo",
+                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+            }, _preload_content=False, _request_timeout=REQUEST_TIMEOUT).release_conn()
+        except Exception as exc:  # noqa: BLE001 - an Event is best effort
+            logger.info("osmo scheduler: event on %s not recorded: %s", metadata["name"],
+                        describe(exc))
+
+    def _evict(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
+               message: str) -> bool:
+        metadata = pod["metadata"]
+        name, namespace = metadata["name"], metadata["namespace"]
+        self._count(figures, "pod_status")
+        try:
+            self._retrying(lambda: self.kube.core.patch_namespaced_pod_status(
+                name, namespace, {"status": {"conditions": [{
+                    "type": "DisruptionTarget", "status": "True", "reason": reason,
+                    "message": message, "lastTransitionTime": _now_iso()}]}},
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
+            self._count(figures, "delete")
+            self._retrying(lambda: self.kube.core.delete_namespaced_pod(
+                name, namespace, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT)).release_conn()
+        except Exception as exc:  # noqa: BLE001
+            if status_of(exc) == 404:
+                return False
+            logger.warning("osmo scheduler: evicting %s/%s failed: %s", namespace, name,
+                           describe(exc))
+            return False
+        self._event(figures, pod, reason="Preempted" if reason == PREEMPTION_REASON
+                    else reason, message=message, type_="Warning")
+        return True
+
+    # --- the cycle -----------------------------------------------------------------------
+    def _assumed_nodes(self, now: float) -> dict[str, str]:
+        for key, (_node, when) in list(self.assumed.items()):
+            pod = self.cache.pods.get(key)
+            if pod is None or (pod.get("spec") or {}).get("nodeName") or \
+                    now - when > ASSUME_SECONDS:
+                self.assumed.pop(key, None)
+        return {key: node for key, (node, _when) in self.assumed.items()}
+
+    def cycle(self) -> CycleFigures:
+        started = time.monotonic()
+        figures = CycleFigures(at=time.time())
+        snapshot, index = build_snapshot(
+            self.cache, scheduler_name=self.scheduler_name, now=figures.at,
+            assumed=self._assumed_nodes(started), below_min=self.below_min,
+            config=self.config, memo=self.memo)
+        figures.snapshot_ms = (time.monotonic() - started) * 1000
+        decide = time.monotonic()
+        result = run_cycle(snapshot)
+        figures.decide_ms = (time.monotonic() - decide) * 1000
+        apply = time.monotonic()
+        self.below_min = {stale.gang: stale.since for stale in result.stale
+                          if not stale.evicted}
+        self._apply_evictions(figures, result, index)
+        deferred = self._apply_bindings(figures, result, index)
+        self._report(figures, result, index, deferred)
+        figures.apply_ms = (time.monotonic() - apply) * 1000
+        figures.duration_ms = (time.monotonic() - started) * 1000
+        self.last, self.last_result, self.last_index = figures, result, index
+        self.cycles += 1
+        self.bound_total += figures.bound
+        self.time_totals.update({"snapshot": figures.snapshot_ms, "decide": figures.decide_ms,
+                                 "apply": figures.apply_ms})
+        return figures
+
+    def _apply_evictions(self, figures: CycleFigures, result: CycleResult,
+                         index: SnapshotIndex) -> None:
+        for eviction in result.evictions:
+            pod = index.pods.get(eviction.pod)
+            if pod is None:
+                continue
+            if eviction.reason == STALE:
+                reason = STALE_REASON
+                message = (f"{self.scheduler_name}: gang {eviction.gang} stayed below its "
+                           f"minimum longer than its grace period")
+            else:
+                reason = PREEMPTION_REASON
+                message = (f"{self.scheduler_name}: {eviction.reason} by "
+                           f"{eviction.by_gang or 'a waiting gang'}")
+            if self._evict(figures, pod, reason=reason, message=message):
+                figures.evicted += 1
+
+    def _precheck(self, placements: list[tuple[str, str]], overcommitted: set[str]
+                  ) -> str | None:
+        """Why the gang's bindings must wait, from the newest cache; None when they may go."""
+        for pod_key, node in placements:
+            pod = self.cache.pods.get(pod_key)
+            if pod is None:
+                return f"pod {pod_key} was deleted"
+            if pod["metadata"].get("deletionTimestamp"):
+                return f"pod {pod_key} is being deleted"
+            if (pod.get("spec") or {}).get("nodeName"):
+                continue  # bound meanwhile: the bind answers 409 and counts it bound
+            node_obj = self.cache.nodes.get(node)
+            if node_obj is None:
+                return f"node {node} is gone"
+            if not node_schedulable(node_obj):
+                return f"node {node} is no longer schedulable"
+            if node in overcommitted:
+                return f"waiting for evicted pods on node {node} to terminate"
+        return None
+
+    @staticmethod
+    def _overcommitted(result: CycleResult, index: SnapshotIndex) -> set[str]:
+        """Nodes where this cycle's bindings need what terminating pods still hold (the core
+        counts a victim's capacity free at once; the node frees it when the pod is gone)."""
+        pods = {pod.name: pod for gang in index.gangs.values() for pod in gang.pods}
+        held = {node: list(values) for node, values in index.terminating.items() if any(values)}
+        evicted = set()
+        for eviction in result.evictions:  # victims of this cycle terminate from now on
+            pod = pods.get(eviction.pod)
+            if pod is not None and pod.node in index.node_free:
+                evicted.add(pod.name)
+                values = held.setdefault(pod.node, [0, 0, 0])
+                values[0] += pod.gpus
+                values[1] += pod.cpu
+                values[2] += pod.memory
+        if not held:
+            return set()
+        used = {node: [0, 0, 0] for node in held}
+        for gang in index.gangs.values():
+            for pod in gang.pods:
+                if pod.node in used and pod.name not in evicted:
+                    usage = used[pod.node]
+                    usage[0] += pod.gpus
+                    usage[1] += pod.cpu
+                    usage[2] += pod.memory
+        for binding in result.bindings:
+            if binding.node in used and binding.pod in pods:
+                pod, usage = pods[binding.pod], used[binding.node]
+                usage[0] += pod.gpus
+                usage[1] += pod.cpu
+                usage[2] += pod.memory
+        return {node for node, usage in used.items()
+                if any(usage[i] + held[node][i] > index.node_free[node][i] for i in range(3))}
+
+    def _apply_bindings(self, figures: CycleFigures, result: CycleResult,
+                        index: SnapshotIndex) -> dict[str, str]:
+        by_gang: dict[str, list[tuple[str, str]]] = {}
+        for binding in result.bindings:
+            by_gang.setdefault(binding.gang, []).append((binding.pod, binding.node))
+        deferred: dict[str, str] = {}
+        checked: dict[str, list[tuple[str, str]]] = {}
+        overcommitted = self._overcommitted(result, index) if by_gang else set()
+        for gang, placements in by_gang.items():
+            why = self._precheck(placements, overcommitted)
+            if why is not None:
+                deferred[gang] = why
+                figures.deferred += 1
+                continue
+            checked[gang] = placements
+        jobs = [(gang, pod, node) for gang, placements in checked.items()
+                for pod, node in placements]
+        outcomes = list(self._pool.map(lambda job: self._bind(figures, job[1], job[2]), jobs))
+        now = time.monotonic()
+        results: dict[str, dict[str, str]] = {}
+        for (gang, pod, node), outcome in zip(jobs, outcomes, strict=True):
+            results.setdefault(gang, {})[pod] = outcome
+            if outcome == "ok":
+                self.assumed[pod] = (node, now)
+                figures.bound += 1
+        for gang, outcome in results.items():
+            if all(value in ("ok", "bound") for value in outcome.values()):
+                continue
+            why = self._incomplete(figures, gang, outcome, index)
+            if why:
+                deferred[gang] = why
+        return deferred
+
+    def _incomplete(self, figures: CycleFigures, gang_name: str, outcome: dict[str, str],
+                    index: SnapshotIndex) -> str:
+        """Some binds of a gang failed: complete later if it can still reach its minimum,
+        else undo what this cycle bound. Returns the explanation."""
+        gang = index.gangs[gang_name]
+        failed = sorted(pod for pod, value in outcome.items() if value not in ("ok", "bound"))
+        bound = {pod.name for pod in gang.pods if pod.node} | {
+            pod for pod, value in outcome.items() if value in ("ok", "bound")}
+        if gang_ready(gang, bound):
+            return ""
+        alive = {pod.name for pod in gang.pods if outcome.get(pod.name) != "gone"}
+        if gang_ready(gang, alive):
+            return (f"binding {', '.join(failed)} failed; the gang is completed in the next "
+                    f"cycle")
+        for pod_key, value in outcome.items():
+            if value != "ok":
+                continue
+            pod = self.cache.pods.get(pod_key) or index.pods.get(pod_key)
+            if pod is not None and self._evict(
+                    figures, pod, reason=INCOMPLETE_REASON,
+                    message=f"{self.scheduler_name}: gang {gang_name} cannot reach its "
+                            f"minimum: {', '.join(failed)} deleted before binding"):
+                figures.undone += 1
+            self.assumed.pop(pod_key, None)
+        return (f"pods {', '.join(failed)} were deleted before binding; the gang cannot reach "
+                f"its minimum, so the pods bound with them were released")
+
+    # --- status, events ------------------------------------------------------------------
+    def _report(self, figures: CycleFigures, result: CycleResult, index: SnapshotIndex,
+                deferred: dict[str, str]) -> None:
+        reasons: dict[str, list[dict[str, str]]] = {}
+        for explanation in result.explanations:
+            reasons[explanation.gang] = [{"reason": r.code, "message": r.message}
+                                         for r in explanation.reasons]
+        for gang, why in {**index.skipped, **deferred}.items():
+            reasons[gang] = [{"reason": "bind_deferred" if gang in deferred
+                              else "invalid_queue", "message": why}]
+        figures.pending = len(reasons)
+        bound_now = {binding.gang for binding in result.bindings} - set(deferred)
+        for gang, podgroup in index.podgroups.items():
+            words = reasons.get(gang)
+            if words is not None:
+                signature = tuple((r["reason"], r["message"]) for r in words)
+                if self.reported.get(gang) == signature:
+                    continue
+                self.reported[gang] = signature
+                self._write_unschedulable(figures, gang, podgroup, words, index)
+            elif gang in bound_now or self._has_condition(podgroup):
+                if self.reported.pop(gang, None) is not None or self._has_condition(podgroup):
+                    self._clear_unschedulable(figures, podgroup)
+        for gang in list(self.reported):
+            if gang not in index.podgroups:
+                self.reported.pop(gang, None)
+
+    @staticmethod
+    def _has_condition(podgroup: dict[str, Any]) -> bool:
+        return any(c.get("type") == UNSCHEDULABLE_CONDITION
+                   for c in (podgroup.get("status") or {}).get("schedulingConditions") or [])
+
+    def _podgroup_status(self, figures: CycleFigures, podgroup: dict[str, Any],
+                         conditions: list[dict[str, Any]]) -> None:
+        self._count(figures, "podgroup_status")
+        try:
+            self._retrying(lambda: self.kube.custom.patch_namespaced_custom_object_status(
+                PODGROUPS[0], PODGROUPS[1], podgroup["metadata"]["namespace"], PODGROUPS[2],
+                podgroup["metadata"]["name"], {"status": {"schedulingConditions": conditions}},
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
+        except Exception as exc:  # noqa: BLE001 - written again when the reasons change
+            logger.info("osmo scheduler: PodGroup %s status not written: %s",
+                        podgroup["metadata"]["name"], describe(exc))
+
+    def _write_unschedulable(self, figures: CycleFigures, gang: str, podgroup: dict[str, Any],
+                             words: list[dict[str, str]], index: SnapshotIndex) -> None:
+        message = "; ".join(r["message"] for r in words)
+        previous = [c for c in (podgroup.get("status") or {}).get("schedulingConditions") or []
+                    if c.get("type") == UNSCHEDULABLE_CONDITION]
+        try:
+            transition = int(previous[-1].get("transitionID") or 0) + 1 if previous else 0
+        except ValueError:
+            transition = 0
+        self._podgroup_status(figures, podgroup, [{
+            "type": UNSCHEDULABLE_CONDITION, "nodePool": NODE_POOL, "reason": "Unschedulable",
+            "message": message, "status": "True", "transitionID": str(transition),
+            "lastTransitionTime": _now_iso(), "reasons": words}])
+        self._event(figures, podgroup, reason="Unschedulable", message=message,
+                    kind="PodGroup", api_version="scheduling.run.ai/v2alpha2",
+                    type_="Warning")
+        pending = [index.pods[key] for key in index.gang_pods.get(gang, ())
+                   if key in index.pods and not (index.pods[key].get("spec") or {}).get(
+                       "nodeName")]
+        for pod in pending[:MAX_POD_EVENTS]:
+            self._event(figures, pod, reason="FailedScheduling", message=message,
+                        type_="Warning")
+
+    def _clear_unschedulable(self, figures: CycleFigures, podgroup: dict[str, Any]) -> None:
+        if not self._has_condition(podgroup):
+            return
+        self._podgroup_status(figures, podgroup, [])
+
+
+def pending_rows(placement: Placement) -> list[dict[str, Any]]:
+    """The last cycle's pending gangs as ``SchedulerCycle.pending_gangs`` rows (``explain``,
+    ``GET /api/scheduler/status``): the PodGroup's name, its workflow and group when it is
+    ours (``osmo/*`` annotations), and the reasons in words."""
+    result, index = placement.last_result, placement.last_index
+    if result is None or index is None:
+        return []
+    rows = []
+    reasons = {e.gang: (e.queue, [r.to_dict() for r in e.reasons]) for e in result.explanations}
+    for gang, why in index.skipped.items():
+        reasons[gang] = ("", [{"code": "invalid_queue", "message": why}])
+    for gang, signature in placement.reported.items():
+        if gang not in reasons and signature and signature[0][0] == "bind_deferred":
+            reasons[gang] = (index.gangs[gang].queue if gang in index.gangs else "",
+                             [{"code": "bind_deferred", "message": signature[0][1]}])
+    for gang, (queue, words) in sorted(reasons.items()):
+        podgroup = index.podgroups.get(gang)
+        annotations = ((podgroup or {}).get("metadata") or {}).get("annotations") or {}
+        rows.append({"podgroup": gang.split("/", 1)[-1],
+                     "workflow": annotations.get("osmo/workflow-name", ""),
+                     "group": annotations.get("osmo/group-name", ""), "queue": queue,
+                     "reasons": words})
+    return rows
+
+
+def queue_rows(result: CycleResult | None) -> list[dict[str, Any]]:
+    if result is None:
+        return []
+    rows = []
+    for status in result.queues:
+        gpu = status.figures("gpu")
+        rows.append({"name": status.name, "parent": status.parent,
+                     "deserved_gpus": gpu.deserved, "fair_share_gpus": gpu.fair_share,
+                     "allocated_gpus": gpu.allocated,
+                     "allocated_non_preemptible_gpus": gpu.allocated_non_preemptible,
+                     "requested_gpus": gpu.requested})
+    return rows
+

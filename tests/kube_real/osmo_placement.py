@@ -1,0 +1,208 @@
+"""Helpers of the ``OSMO_PLACEMENT=osmo`` tests: the scheduler's RBAC, a kubelet stand-in, the
+scheduler stepped by the test, and KAI objects made by "another user"."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from typing import Any
+
+from scheduler.backends.kubernetes.client import Kube
+from scheduler.backends.kubernetes.placement import ClusterCache, Placement
+from scheduler.core import SchedulerConfig
+
+from .server import DEPLOY, KubeError, load_documents
+
+SCHEDULER = "osmo-scheduler"
+PLACEMENT_RBAC = DEPLOY / "placement-osmo" / "rbac.yaml"
+
+
+def install_rbac(apiserver, namespace: str) -> None:
+    """The placement's RBAC as shipped: cluster-wide parts once, the Role into ``namespace``."""
+    for doc in load_documents(PLACEMENT_RBAC):
+        doc = copy.deepcopy(doc)
+        if doc["kind"] in ("Role", "RoleBinding"):
+            doc["metadata"]["namespace"] = namespace
+        apiserver.create(doc, exist_ok=True)
+
+
+def uninstall_cluster_rbac(apiserver) -> None:
+    try:
+        apiserver.request("DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/"
+                                    "osmo-scheduler")
+    except KubeError:
+        pass
+
+
+def delete_all_nodes(apiserver) -> None:
+    for node in apiserver.request("GET", "/api/v1/nodes")["items"]:
+        try:
+            apiserver.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
+        except KubeError:
+            pass
+
+
+class Kubelet:
+    """Plays every node's kubelet for one namespace: a bound pod starts Running, a pod being
+    deleted is removed (the final delete), and pods finish when the test says so."""
+
+    def __init__(self, apiserver, namespace: str, *, poll: float = 0.05):
+        self.apiserver = apiserver
+        self.namespace = namespace
+        self.poll = poll
+        self.started: list[str] = []
+        self.removed: list[str] = []
+        self.paused = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="kubelet")
+
+    def start(self) -> Kubelet:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _pods(self) -> list[dict]:
+        return self.apiserver.request(
+            "GET", f"/api/v1/namespaces/{self.namespace}/pods")["items"]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self.paused:
+                    self.step()
+            except Exception:  # noqa: BLE001 - a pod gone between LIST and write: next round
+                pass
+            self._stop.wait(self.poll)
+
+    def step(self) -> None:
+        for pod in self._pods():
+            name = pod["metadata"]["name"]
+            base = f"/api/v1/namespaces/{self.namespace}/pods/{name}"
+            if pod["metadata"].get("deletionTimestamp"):
+                self.apiserver.request("DELETE", base, query=[("gracePeriodSeconds", "0")])
+                self.removed.append(name)
+                continue
+            phase = (pod.get("status") or {}).get("phase")
+            if pod["spec"].get("nodeName") and phase == "Pending":
+                container = pod["spec"]["containers"][0]
+                self.apiserver.request("PATCH", base + "/status", {"status": {
+                    "phase": "Running", "startTime": "2025-01-01T00:00:00Z",
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "containerStatuses": [{
+                        "name": container["name"], "image": container["image"],
+                        "imageID": "", "ready": True, "restartCount": 0,
+                        "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}]}},
+                    content_type="application/merge-patch+json")
+                self.started.append(name)
+
+
+class Scheduler:
+    """The placement over the backend's least-privilege client, its informers running, its
+    cycles stepped by the test."""
+
+    def __init__(self, apiserver, namespace: str, config: SchedulerConfig | None = None):
+        self.running = True
+        self.cache = ClusterCache(lambda: Kube(apiserver.backend_client()),
+                                  namespace=namespace, watch_timeout=30)
+        self.kube = Kube(apiserver.backend_client())
+        self.placement = Placement(self.kube, self.cache, scheduler_name=SCHEDULER,
+                                   config=config)
+        self.cache.start(lambda: self.running)
+        assert self.cache.wait_synced(20), "the scheduler's cache did not sync"
+
+    def cycle(self):
+        return self.placement.cycle()
+
+    def until(self, predicate, *, timeout: float = 20.0, what: str = "condition") -> Any:
+        """Cycle until ``predicate()`` holds (the cache catches up between cycles)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.cycle()
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.05)
+        result = self.placement.last_result
+        raise AssertionError(f"timed out waiting for {what}; last cycle: "
+                             f"{result.to_dict() if result else None}; "
+                             f"skipped: {self.placement.last_index.skipped}; nodes: "
+                             f"{self.cache.nodes.items()} "
+                             f"rv {self.cache.nodes.resource_version}")
+
+    def settle(self, seconds: float = 0.5) -> None:
+        """Cycle for a while (to show that something does NOT happen)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.cycle()
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.running = False
+        self.cache.stop()
+        self.placement.close()
+        self.kube.close()
+
+
+# --- objects "another user" makes ------------------------------------------------------------
+
+def queue(name: str, *, parent: str | None = None, quota: int = -1, limit: int = -1,
+          priority: int | None = None) -> dict:
+    spec: dict[str, Any] = {"resources": {
+        "gpu": {"quota": quota, "limit": limit, "overQuotaWeight": 1},
+        "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+        "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1}}}
+    if parent:
+        spec["parentQueue"] = parent
+    if priority is not None:
+        spec["priority"] = priority
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
+            "spec": spec}
+
+
+def podgroup(namespace: str, name: str, queue_name: str, *, min_member: int | None = None,
+             priority_class: str = "osmo-normal", **spec_fields) -> dict:
+    spec: dict[str, Any] = {"queue": queue_name, "priorityClassName": priority_class}
+    if min_member is not None:
+        spec["minMember"] = min_member
+    spec.update(spec_fields)
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def pod(namespace: str, name: str, group: str, queue_name: str, *, gpus: int = 1,
+        subgroup: str | None = None, priority_class: str = "osmo-normal",
+        scheduler: str = SCHEDULER, node_selector: dict | None = None) -> dict:
+    labels = {"kai.scheduler/queue": queue_name}
+    if subgroup:
+        labels["kai.scheduler/subgroup-name"] = subgroup
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler, "priorityClassName": priority_class,
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox", "resources": {
+            "requests": {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"},
+            "limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                         "annotations": {"pod-group-name": group}},
+            "spec": spec}
+
+
+def node_of(apiserver, namespace: str, name: str) -> str | None:
+    try:
+        found = apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    except KubeError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return found["spec"].get("nodeName")
+
+
+def events_for(apiserver, namespace: str, name: str) -> list[dict]:
+    items = apiserver.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    return [e for e in items if e["involvedObject"]["name"] == name]

@@ -1,0 +1,408 @@
+"""``OSMO_PLACEMENT=osmo`` on the real API server: our scheduler's cache (LIST + WATCH), the
+pure core's decisions, bindings through ``pods/binding``, evictions, PodGroup status and
+Events — with a kubelet stand-in that starts bound pods and removes deleted ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.k8s.conftest import spec, statuses, submit
+
+from .conftest import wait_for
+from .osmo_placement import (
+    SCHEDULER,
+    Kubelet,
+    Scheduler,
+    delete_all_nodes,
+    events_for,
+    install_rbac,
+    node_of,
+    pod,
+    podgroup,
+    queue,
+    uninstall_cluster_rbac,
+)
+from .server import KubeError
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def osmo_settings(k8s_settings):
+    k8s_settings.OSMO_PLACEMENT = "osmo"
+    k8s_settings.OSMO_SCHEDULER_NAME = SCHEDULER
+    return k8s_settings
+
+
+@pytest.fixture
+def kubelet(apiserver, namespace):
+    stand_in = Kubelet(apiserver, namespace).start()
+    yield stand_in
+    stand_in.stop()
+
+
+@pytest.fixture
+def sched(apiserver, namespace, osmo_settings, kubelet):
+    install_rbac(apiserver, namespace)
+    delete_all_nodes(apiserver)  # nodes are cluster-wide: this test's cluster starts empty
+    scheduler = Scheduler(apiserver, namespace)
+    yield scheduler
+    scheduler.stop()
+    delete_all_nodes(apiserver)
+    uninstall_cluster_rbac(apiserver)  # the session's other tests hold the base RBAC only
+
+
+def n(namespace: str, i: int) -> str:
+    """Node names are cluster-wide and pods of earlier tests stay bound to theirs: one set of
+    names per test."""
+    return f"{namespace}-n{i}"
+
+
+def bound(apiserver, namespace, names) -> dict[str, str | None]:
+    return {name: node_of(apiserver, namespace, name) for name in names}
+
+
+def all_bound(apiserver, namespace, names) -> bool:
+    return all(bound(apiserver, namespace, names).values())
+
+
+# --- the end-to-end path -------------------------------------------------------------------
+
+def test_a_workflow_is_placed_bound_and_running(sched, backend, cluster, alice, team,
+                                                namespace, apiserver) -> None:
+    cluster.add_node(n(namespace, 1), gpus=8)
+    name = submit(alice, "team", spec("e2e", gpus=2, tasks=2))
+    backend.dispatch()
+    pods = [f"{name}-g-t0", f"{name}-g-t1"]
+    assert {cluster.get("pods", p)["spec"]["schedulerName"] for p in pods} == {SCHEDULER}
+    sched.until(lambda: all_bound(apiserver, namespace, pods), what="bound")
+    assert set(bound(apiserver, namespace, pods).values()) == {n(namespace, 1)}
+    wait_for(lambda: (backend.listen() or True) and statuses(alice, name) == (
+        "RUNNING", ["RUNNING", "RUNNING"]), what="tasks running")
+    figures = sched.placement.totals
+    assert figures["bind"] == 2  # one bind per pod, nothing else needed
+    assert set(figures) == {"bind"}
+
+
+def test_a_gang_is_all_or_nothing_and_explained(sched, cluster, apiserver, namespace) -> None:
+    apiserver.create(queue(f"{namespace}-q"), exist_ok=True)
+    q = f"{namespace}-q"
+    cluster.add_node(n(namespace, 1), gpus=4)
+    cluster.add_node(n(namespace, 2), gpus=4)
+    apiserver.create(podgroup(namespace, "big", q, min_member=3))
+    names = [f"big-{i}" for i in range(3)]
+    for name in names:
+        apiserver.create(pod(namespace, name, "big", q, gpus=4))
+    sched.until(lambda: sched.placement.reported.get(f"{namespace}/big"), what="explained")
+    sched.settle(0.3)
+    assert bound(apiserver, namespace, names) == dict.fromkeys(names)  # none of them
+    group = cluster.get("podgroups", "big")
+    (condition,) = group["status"]["schedulingConditions"]
+    assert condition["type"] == "UnschedulableOnNodePool" and condition["status"] == "True"
+    assert condition["reasons"] and "GPU" in condition["message"].upper()
+    assert any(e["reason"] == "Unschedulable" for e in events_for(apiserver, namespace, "big"))
+    assert any(e["reason"] == "FailedScheduling"
+               for e in events_for(apiserver, namespace, "big-0"))
+    cluster.add_node(n(namespace, 3), gpus=4)
+    sched.until(lambda: all_bound(apiserver, namespace, names), what="the whole gang")
+    assert sorted(bound(apiserver, namespace, names).values()) == [n(namespace, i)
+                                                                   for i in (1, 2, 3)]
+    wait_for(lambda: not cluster.get("podgroups", "big")["status"].get(
+        "schedulingConditions"), what="condition cleared")
+
+
+def make_queue(apiserver, namespace: str, suffix: str = "q", **fields) -> str:
+    name = f"{namespace}-{suffix}"
+    apiserver.create(queue(name, **fields), exist_ok=True)
+    return name
+
+
+def create_gang(apiserver, namespace: str, name: str, q: str, *, pods: int, gpus: int,
+                min_member: int | None = None, priority_class: str = "osmo-normal",
+                **spec_fields) -> list[str]:
+    apiserver.create(podgroup(namespace, name, q, min_member=min_member,
+                              priority_class=priority_class, **spec_fields))
+    names = [f"{name}-{i}" for i in range(pods)]
+    for pod_name in names:
+        apiserver.create(pod(namespace, pod_name, name, q, gpus=gpus,
+                             priority_class=priority_class))
+    return names
+
+
+def running(apiserver, namespace: str, names) -> bool:
+    for name in names:
+        try:
+            found = apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except KubeError:
+            return False
+        if found["status"].get("phase") != "Running":
+            return False
+    return True
+
+
+def gone(apiserver, namespace: str, names) -> bool:
+    return all(node_of(apiserver, namespace, name) is None and not exists(apiserver, namespace,
+                                                                            name)
+               for name in names)
+
+
+def exists(apiserver, namespace: str, name: str) -> bool:
+    try:
+        apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        return True
+    except KubeError as exc:
+        if exc.status == 404:
+            return False
+        raise
+
+
+# --- gangs: elastic, minSubGroup, topology ---------------------------------------------------
+
+def test_an_elastic_gang_starts_at_its_minimum_and_grows(sched, cluster, apiserver,
+                                                         namespace) -> None:
+    q = make_queue(apiserver, namespace)
+    for i in (1, 2, 3):
+        cluster.add_node(n(namespace, i), gpus=4)
+    names = create_gang(apiserver, namespace, "elastic", q, pods=4, gpus=4, min_member=2)
+    sched.until(lambda: sum(1 for v in bound(apiserver, namespace, names).values() if v) == 3,
+                what="three of four")
+    sched.settle(0.3)
+    assert sum(1 for v in bound(apiserver, namespace, names).values() if v) == 3
+    cluster.add_node(n(namespace, 4), gpus=4)
+    sched.until(lambda: all_bound(apiserver, namespace, names), what="grown to four")
+
+
+def test_min_subgroup_places_the_required_subgroups_only(sched, cluster, apiserver,
+                                                         namespace) -> None:
+    q = make_queue(apiserver, namespace)
+    cluster.add_node(n(namespace, 1), gpus=4)
+    cluster.add_node(n(namespace, 2), gpus=4)
+    apiserver.create(podgroup(namespace, "sub", q, minSubGroup=2, subGroups=[
+        {"name": s, "minMember": 1} for s in ("a", "b", "c")]))
+    for s in ("a", "b", "c"):
+        apiserver.create(pod(namespace, f"sub-{s}", "sub", q, gpus=4, subgroup=s))
+    names = ["sub-a", "sub-b", "sub-c"]
+    sched.until(lambda: sum(1 for v in bound(apiserver, namespace, names).values() if v) == 2,
+                what="two subgroups")
+    sched.settle(0.3)
+    assert sum(1 for v in bound(apiserver, namespace, names).values() if v) == 2
+
+
+def test_a_required_rack_counts_other_schedulers_pods(sched, cluster, apiserver,
+                                                      namespace) -> None:
+    q = make_queue(apiserver, namespace)
+    rack = "topology.osmo/rack"
+    for i, r in ((1, "r1"), (2, "r1"), (3, "r2"), (4, "r2")):
+        cluster.add_node(n(namespace, i), gpus=4, labels={rack: r})
+    # Another scheduler's pod holds half of one r2 node: r2 cannot take two 4-GPU pods.
+    apiserver.create(pod(namespace, "foreign", "none", q, gpus=2, scheduler="default-scheduler"))
+    cluster.bind("foreign", n(namespace, 3))
+    wait_for(lambda: running(apiserver, namespace, ["foreign"]), what="foreign pod running")
+    cluster.delete_node(n(namespace, 1))  # and r1 has one node left
+    names = create_gang(apiserver, namespace, "rack", q, pods=2, gpus=4, min_member=2,
+                        topologyConstraint={"requiredTopologyLevel": rack})
+    sched.until(lambda: sched.placement.reported.get(f"{namespace}/rack"), what="explained")
+    sched.settle(0.3)
+    assert not any(bound(apiserver, namespace, names).values())
+    cluster.add_node(n(namespace, 5), gpus=4, labels={rack: "r1"})
+    sched.until(lambda: all_bound(apiserver, namespace, names), what="rack r1")
+    assert set(bound(apiserver, namespace, names).values()) == {n(namespace, 2),
+                                                                n(namespace, 5)}
+    assert node_of(apiserver, namespace, "foreign") == n(namespace, 3)  # not ours: untouched
+
+
+# --- evictions -------------------------------------------------------------------------------
+
+def test_preempt_evicts_real_pods_and_waits_for_them(sched, cluster, apiserver, namespace,
+                                                     kubelet) -> None:
+    q = make_queue(apiserver, namespace)
+    cluster.add_node(n(namespace, 1), gpus=4)
+    low = create_gang(apiserver, namespace, "low", q, pods=2, gpus=2, min_member=2,
+                      priority_class="osmo-low")
+    sched.until(lambda: running(apiserver, namespace, low), what="low running")
+    kubelet.paused = True  # victims stay Terminating until the "kubelet" confirms
+    high = create_gang(apiserver, namespace, "high", q, pods=1, gpus=4,
+                       priority_class="osmo-high")
+    sched.until(lambda: all(cluster.get("pods", p)["metadata"].get("deletionTimestamp")
+                            for p in low), what="victims deleted")
+    for victim in low:
+        conditions = {c["type"]: c for c in cluster.get("pods", victim)["status"]["conditions"]}
+        assert conditions["DisruptionTarget"]["reason"] == "PreemptionByScheduler"
+        assert any(e["reason"] == "Preempted" for e in events_for(apiserver, namespace, victim))
+    sched.settle(0.5)
+    assert node_of(apiserver, namespace, high[0]) is None  # the GPUs are not free yet
+    assert "terminate" in str(sched.placement.reported.get(f"{namespace}/high"))
+    kubelet.paused = False
+    sched.until(lambda: all_bound(apiserver, namespace, high), what="preemptor bound")
+    assert sched.placement.totals["delete"] == 2
+
+
+def test_reclaim_takes_back_a_queue_s_quota(sched, cluster, apiserver, namespace) -> None:
+    parent = make_queue(apiserver, namespace, "parent")
+    qa = make_queue(apiserver, namespace, "a", parent=parent, quota=2)
+    qb = make_queue(apiserver, namespace, "b", parent=parent, quota=2)
+    cluster.add_node(n(namespace, 1), gpus=4)
+    a1 = create_gang(apiserver, namespace, "a1", qa, pods=1, gpus=2, priority_class="osmo-low")
+    a2 = create_gang(apiserver, namespace, "a2", qa, pods=1, gpus=2, priority_class="osmo-low")
+    sched.until(lambda: running(apiserver, namespace, a1 + a2), what="queue a over quota")
+    b = create_gang(apiserver, namespace, "b1", qb, pods=1, gpus=2, priority_class="osmo-low")
+    sched.until(lambda: all_bound(apiserver, namespace, b), what="reclaimed")
+    survivors = [p for p in a1 + a2 if exists(apiserver, namespace, p)]
+    assert len(survivors) == 1
+    (victim,) = set(a1 + a2) - set(survivors)
+    assert any(e["reason"] == "Preempted" and "reclaimed" in e["message"]
+               for e in events_for(apiserver, namespace, victim))
+
+
+# --- the cluster changes under the scheduler ------------------------------------------------
+
+def test_a_cordoned_then_deleted_node(sched, cluster, apiserver, namespace) -> None:
+    q = make_queue(apiserver, namespace)
+    cluster.add_node(n(namespace, 1), gpus=4)
+    cluster.add_node(n(namespace, 2), gpus=4)
+    apiserver.request("PATCH", f"/api/v1/nodes/{n(namespace, 1)}",
+                      {"spec": {"unschedulable": True}},
+                      content_type="application/merge-patch+json")
+    first = create_gang(apiserver, namespace, "first", q, pods=1, gpus=4)
+    sched.until(lambda: all_bound(apiserver, namespace, first), what="first bound")
+    assert node_of(apiserver, namespace, first[0]) == n(namespace, 2)
+    cluster.delete_node(n(namespace, 2))
+    second = create_gang(apiserver, namespace, "second", q, pods=1, gpus=4)
+    sched.until(lambda: sched.placement.reported.get(f"{namespace}/second"), what="explained")
+    sched.settle(0.3)
+    assert node_of(apiserver, namespace, second[0]) is None
+    apiserver.request("PATCH", f"/api/v1/nodes/{n(namespace, 1)}",
+                      {"spec": {"unschedulable": False}},
+                      content_type="application/merge-patch+json")
+    sched.until(lambda: all_bound(apiserver, namespace, second), what="uncordoned")
+    assert node_of(apiserver, namespace, second[0]) == n(namespace, 1)
+
+
+def test_only_our_scheduler_name_is_scheduled(sched, cluster, apiserver, namespace) -> None:
+    q = make_queue(apiserver, namespace)
+    cluster.add_node(n(namespace, 1), gpus=8)
+    apiserver.create(podgroup(namespace, "theirs", q))
+    apiserver.create(pod(namespace, "theirs-0", "theirs", q, scheduler="kai-scheduler"))
+    mine = create_gang(apiserver, namespace, "mine", q, pods=1, gpus=1)
+    sched.until(lambda: all_bound(apiserver, namespace, mine), what="ours bound")
+    sched.settle(0.3)
+    assert node_of(apiserver, namespace, "theirs-0") is None
+
+
+# --- conflicts -------------------------------------------------------------------------------
+
+def intercept_bind(sched, pod_name: str, action) -> None:
+    """Run ``action`` once, just before ``pod_name`` is bound: between decision and bind."""
+    original = sched.placement._bind
+    done = []
+
+    def bind(figures, pod_key, node):
+        if not done and pod_key.endswith(f"/{pod_name}"):
+            done.append(True)
+            action()
+        return original(figures, pod_key, node)
+
+    sched.placement._bind = bind
+
+
+def test_a_pod_bound_meanwhile_counts_as_bound(sched, cluster, apiserver, namespace) -> None:
+    q = make_queue(apiserver, namespace)
+    cluster.add_node(n(namespace, 1), gpus=2)
+    cluster.add_node(n(namespace, 2), gpus=2)
+    names = create_gang(apiserver, namespace, "race", q, pods=2, gpus=2, min_member=2)
+    intercept_bind(sched, names[0], lambda: cluster.bind(names[0], n(namespace, 2)))
+    sched.until(lambda: all_bound(apiserver, namespace, names), what="gang bound")
+    sched.settle(0.3)
+    assert node_of(apiserver, namespace, names[0]) == n(namespace, 2)  # the other binder's
+    assert sched.placement.totals["delete"] == 0  # nothing undone
+    assert all(exists(apiserver, namespace, p) for p in names)
+
+
+def test_a_pod_deleted_before_its_bind_undoes_the_gang(sched, cluster, apiserver,
+                                                       namespace) -> None:
+    q = make_queue(apiserver, namespace)
+    cluster.add_node(n(namespace, 1), gpus=4)
+    names = create_gang(apiserver, namespace, "torn", q, pods=2, gpus=2, min_member=2)
+    intercept_bind(sched, names[1], lambda: cluster.delete_pod(names[1], final=True))
+    sched.until(lambda: sched.placement.totals["bind"] >= 2, what="binds attempted")
+    wait_for(lambda: not exists(apiserver, namespace, names[0]), what="the bound pod released")
+    reported = str(sched.placement.reported.get(f"{namespace}/torn"))
+    assert "deleted before binding" in reported
+    assert any(e["reason"] == "GangIncomplete" for e in events_for(apiserver, namespace,
+                                                                   names[0]))
+
+
+def test_a_restarted_scheduler_does_not_bind_twice(sched, cluster, apiserver,
+                                                   namespace) -> None:
+    q = make_queue(apiserver, namespace)
+    cluster.add_node(n(namespace, 1), gpus=8)
+    first = create_gang(apiserver, namespace, "before", q, pods=2, gpus=2, min_member=2)
+    sched.cycle()
+    sched.until(lambda: all_bound(apiserver, namespace, first), what="first gang")
+    sched.stop()  # mid-run: whatever it assumed is lost with it
+    second = create_gang(apiserver, namespace, "after", q, pods=2, gpus=2, min_member=2)
+    again = Scheduler(apiserver, namespace)
+    try:
+        again.until(lambda: all_bound(apiserver, namespace, second), what="second gang")
+        again.settle(0.5)
+        assert again.placement.totals["bind"] == 2  # only the new gang's pods
+        assert bound(apiserver, namespace, first) == dict.fromkeys(first, n(namespace, 1))
+    finally:
+        again.stop()
+
+
+def test_the_placement_rbac_adds_exactly_what_a_scheduler_needs(sched, apiserver,
+                                                               namespace) -> None:
+    from .test_deploy import can
+
+    assert can(apiserver, "create", "pods", namespace, subresource="binding")
+    assert can(apiserver, "patch", "pods", namespace, subresource="status")
+    assert can(apiserver, "create", "events", namespace)
+    assert can(apiserver, "patch", "podgroups", namespace, "scheduling.run.ai", "status")
+    assert can(apiserver, "watch", "pods", "kube-system")  # usage of every pod
+    assert can(apiserver, "watch", "nodes")
+    assert not can(apiserver, "update", "pods", namespace)
+    assert not can(apiserver, "create", "pods", "kube-system", subresource="binding")
+    assert not can(apiserver, "get", "secrets", "kube-system")
+    assert not can(apiserver, "delete", "nodes")
+    assert not can(apiserver, "patch", "nodes")
+
+
+def test_a_gang_stuck_below_its_minimum_is_evicted_when_stale(apiserver, namespace,
+                                                              osmo_settings, kubelet,
+                                                              cluster) -> None:
+    from scheduler.core import SchedulerConfig
+
+    install_rbac(apiserver, namespace)
+    delete_all_nodes(apiserver)
+    sched = Scheduler(apiserver, namespace, config=SchedulerConfig(stale_grace_seconds=0.5))
+    try:
+        q = make_queue(apiserver, namespace)
+        cluster.add_node(n(namespace, 1), gpus=4)
+        names = create_gang(apiserver, namespace, "stuck", q, pods=2, gpus=4, min_member=2)
+        cluster.bind(names[0], n(namespace, 1))  # another binder placed half of it
+        wait_for(lambda: running(apiserver, namespace, names[:1]), what="half running")
+        sched.until(lambda: not exists(apiserver, namespace, names[0]), what="stale eviction")
+        assert any(e["reason"] == "EvictionByScheduler"
+                   for e in events_for(apiserver, namespace, names[0]))
+    finally:
+        sched.stop()
+        delete_all_nodes(apiserver)
+        uninstall_cluster_rbac(apiserver)
+
+
+def test_a_preempted_workflow_task_ends_failed_preempted(sched, backend, cluster, alice, team,
+                                                         namespace, apiserver) -> None:
+    cluster.add_node(n(namespace, 1), gpus=4)
+    low = submit(alice, "team", spec("low", gpus=4), priority="LOW")
+    backend.dispatch()
+    sched.until(lambda: running(apiserver, namespace, [f"{low}-g-t0"]), what="low running")
+    wait_for(lambda: (backend.listen() or True) and statuses(alice, low) == (
+        "RUNNING", ["RUNNING"]), what="low RUNNING")  # the listener watches from here on
+    high = submit(alice, "team", spec("high", gpus=4), priority="HIGH")
+    backend.dispatch()
+    sched.until(lambda: all_bound(apiserver, namespace, [f"{high}-g-t0"]), what="preemptor")
+    wait_for(lambda: (backend.listen() or True) and statuses(alice, low)[1] == [
+        "FAILED_PREEMPTED"], what="low preempted")
+    wait_for(lambda: (backend.listen() or True) and statuses(alice, high) == (
+        "RUNNING", ["RUNNING"]), what="high running")

@@ -1,0 +1,145 @@
+"""The placement's cache → Snapshot translation, without an API server: other schedulers' pods
+hold capacity, condition taints do not cordon, queues must exist and be leaves, KAI's
+preemptibility rule, unchanged gangs are reused, and which events wake a cycle."""
+
+from __future__ import annotations
+
+from scheduler.backends.kubernetes.placement import (
+    build_snapshot,
+    gang_ready,
+    wakes_scheduler,
+)
+
+NS = "osmo"
+ME = "osmo-scheduler"
+
+
+class FakeInformer:
+    def __init__(self, items):
+        self._items = {f"{i['metadata'].get('namespace')}/{i['metadata']['name']}"
+                       if i["metadata"].get("namespace") else i["metadata"]["name"]: i
+                       for i in items}
+
+    def items(self):
+        return list(self._items.values())
+
+    def get(self, key):
+        return self._items.get(key)
+
+
+class FakeCache:
+    namespace = NS
+
+    def __init__(self, nodes=(), pods=(), podgroups=(), queues=(), topologies=()):
+        self.nodes, self.pods = FakeInformer(nodes), FakeInformer(pods)
+        self.podgroups, self.queues = FakeInformer(podgroups), FakeInformer(queues)
+        self.topologies = FakeInformer(topologies)
+
+
+def node(name, gpus=8, *, taints=(), ready="True", unschedulable=False):
+    capacity = {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "256Gi"}
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {"taints": list(taints), "unschedulable": unschedulable},
+            "status": {"allocatable": capacity,
+                       "conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def pod(name, group, *, gpus=1, node_name=None, scheduler=ME, priority=100, rv="1",
+        phase="Pending", deleting=False, namespace=NS):
+    metadata = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
+                "resourceVersion": rv, "annotations": {"pod-group-name": group}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    spec = {"schedulerName": scheduler, "priority": priority, "containers": [{
+        "name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "500m",
+                                                "memory": "1Gi"}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": metadata, "spec": spec, "status": {"phase": phase}}
+
+
+def podgroup(name, queue="leaf", rv="1", **spec):
+    return {"metadata": {"name": name, "namespace": NS, "resourceVersion": rv,
+                         "creationTimestamp": "2025-01-01T00:00:00Z"},
+            "spec": {"queue": queue, **spec}}
+
+
+def queue(name, parent=None):
+    return {"metadata": {"name": name}, "spec": {"parentQueue": parent} if parent else {}}
+
+
+QUEUES = [queue("root"), queue("leaf", "root")]
+
+
+def snapshot(cache, **kw):
+    return build_snapshot(cache, scheduler_name=ME, now=1.0, **kw)
+
+
+def test_other_schedulers_pods_hold_capacity_and_condition_taints_do_not_cordon() -> None:
+    cache = FakeCache(
+        nodes=[node("a", taints=[{"key": "node.kubernetes.io/not-ready",
+                                  "effect": "NoSchedule"}]),
+               node("b", taints=[{"key": "dedicated", "effect": "NoSchedule"}]),
+               node("c", ready="False"), node("d", unschedulable=True)],
+        pods=[pod("other", "x", gpus=3, node_name="a", scheduler="default-scheduler",
+                  namespace="elsewhere"),
+              pod("done", "x", gpus=4, node_name="a", scheduler="default-scheduler",
+                  phase="Succeeded")],
+        queues=QUEUES)
+    snap, _ = snapshot(cache)
+    nodes = {n.name: n for n in snap.nodes}
+    assert nodes["a"].gpus == 5 and nodes["a"].schedulable
+    assert [n.name for n in snap.nodes if n.schedulable] == ["a"]
+
+
+def test_gangs_from_podgroups_and_their_pods() -> None:
+    cache = FakeCache(
+        nodes=[node("a")], queues=QUEUES,
+        podgroups=[podgroup("g", minMember=2), podgroup("low"),
+                   podgroup("lost", queue="nope"), podgroup("mid", queue="root")],
+        pods=[pod("g-0", "g", node_name="a"), pod("g-1", "g"),
+              pod("g-2", "g", deleting=True),
+              pod("low-0", "low", priority=50),
+              pod("lost-0", "lost"), pod("mid-0", "mid"),
+              pod("kai-0", "g", scheduler="kai-scheduler"),
+              pod("nogroup-0", "unknown")])
+    snap, index = snapshot(cache)
+    gangs = {g.name: g for g in snap.gangs}
+    assert set(gangs) == {"osmo/g", "osmo/low"}
+    assert [(p.name, p.node) for p in gangs["osmo/g"].pods] == [("osmo/g-0", "a"),
+                                                                ("osmo/g-1", None)]
+    assert gangs["osmo/g"].min_member == 2 and not gangs["osmo/g"].preemptible
+    assert gangs["osmo/low"].preemptible  # KAI: below 100 without preemptibility
+    assert set(index.skipped) == {"osmo/lost", "osmo/mid"}
+    assert index.terminating["a"] == [0, 0, 0]  # g-2 is not bound
+    assert not gang_ready(gangs["osmo/g"], {"osmo/g-0"})
+    assert gang_ready(gangs["osmo/g"], {"osmo/g-0", "osmo/g-1"})
+
+
+def test_unchanged_gangs_are_reused_and_changed_ones_rebuilt() -> None:
+    memo: dict = {}
+    cache = FakeCache(nodes=[node("a")], queues=QUEUES,
+                      podgroups=[podgroup("g"), podgroup("h")],
+                      pods=[pod("g-0", "g"), pod("h-0", "h")])
+    first, _ = snapshot(cache, memo=memo)
+    cache.pods = FakeInformer([pod("g-0", "g"), pod("h-0", "h", node_name="a", rv="2")])
+    second, _ = snapshot(cache, memo=memo)
+    by_name = lambda snap: {g.name: g for g in snap.gangs}  # noqa: E731
+    assert by_name(second)["osmo/g"] is by_name(first)["osmo/g"]
+    assert by_name(second)["osmo/h"].pods[0].node == "a"
+    cache.podgroups = FakeInformer([podgroup("h")])
+    snapshot(cache, memo=memo)
+    assert set(memo) == {"osmo/h"}
+
+
+def test_which_changes_wake_a_cycle() -> None:
+    assert wakes_scheduler("nodes", "MODIFIED", node("a"), ME)
+    assert wakes_scheduler("pods", "ADDED", pod("p", "g"), ME)
+    assert not wakes_scheduler("pods", "ADDED", pod("p", "g", scheduler="kai-scheduler"), ME)
+    assert not wakes_scheduler("pods", "MODIFIED", pod("p", "g", node_name="a",
+                                                       phase="Running"), ME)
+    assert wakes_scheduler("pods", "MODIFIED", pod("p", "g", node_name="a",
+                                                   phase="Succeeded"), ME)
+    assert wakes_scheduler("pods", "MODIFIED", pod("p", "g", node_name="a", deleting=True),
+                           ME)
+    assert wakes_scheduler("pods", "DELETED", pod("p", "g", node_name="a"), ME)

@@ -4,7 +4,10 @@ preemptibility rule, unchanged gangs are reused, and which events wake a cycle."
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from scheduler.backends.kubernetes.placement import (
+    Placement,
     build_snapshot,
     gang_ready,
     wakes_scheduler,
@@ -143,3 +146,9 @@ def test_which_changes_wake_a_cycle() -> None:
     assert wakes_scheduler("pods", "MODIFIED", pod("p", "g", node_name="a", deleting=True),
                            ME)
     assert wakes_scheduler("pods", "DELETED", pod("p", "g", node_name="a"), ME)
+
+
+def test_the_kubernetes_scheduler_does_not_consolidate_until_it_can_move_pods(settings):
+    placement = Placement(None, SimpleNamespace(namespace="osmo"), scheduler_name="osmo")
+    assert (placement.config.consolidate, placement.config.reclaim,
+            placement.config.preempt) == (False, True, True)

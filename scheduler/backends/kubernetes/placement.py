@@ -506,7 +506,9 @@ class Placement:
         self.cache = cache
         self.namespace = cache.namespace
         self.scheduler_name = scheduler_name or settings.OSMO_SCHEDULER_NAME
-        self.config = config or SchedulerConfig()
+        # Consolidation moves (evict + recreate a running pod elsewhere) are not carried out on
+        # Kubernetes yet: a cycle must not bind a gang onto room that only a move would make.
+        self.config = config or SchedulerConfig(consolidate=False)
         self.assumed: dict[str, tuple[str, float]] = {}  # pod key → (node, when)
         self.below_min: dict[str, float] = {}
         self.memo: dict[str, tuple] = {}  # gang → (what it was built from, Gang)

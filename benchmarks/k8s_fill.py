@@ -42,18 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.django_env import bootstrap  # noqa: E402
+from benchmarks.end_to_end import SPEC  # noqa: E402 - the same one-GPU workflow
 
 NAMESPACE = "osmo"
 SCHEDULER = "osmo-scheduler"
 RACK = "topology.osmo/rack"
-SPEC = """
-workflow:
-  name: fill
-  tasks:
-  - {name: main, image: nvcr.io/nvidia/pytorch:24.01-py3, command: [train], resource: gpu}
-  resources:
-    gpu: {gpu: 1, cpu: 4, memory: 16Gi}
-"""
 
 
 class Admin:

@@ -166,7 +166,10 @@ class SubpoolInline(admin.TabularInline):
     def usage(self, subpool: Pool) -> str:
         if subpool.pk is None:
             return "-"
-        held = usage_by_pool([subpool.pk]).get(subpool.pk, quota.Usage())
+        if getattr(self, "_usage", None) is None:  # one aggregate for every row, not one per row
+            self._usage = usage_by_pool(list(Pool.objects.filter(
+                parent_id=subpool.parent_id).values_list("pk", flat=True)))
+        held = self._usage.get(subpool.pk, quota.Usage())
         effective = quota.effective_quota(subpool.subpool_state, subpool.quota_gpus)
         return (f"{held.used_gpus} used, {held.total_usage_gpus - held.used_gpus} LOW, "
                 f"{quota.available(effective, held.used_gpus)} available")

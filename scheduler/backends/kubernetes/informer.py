@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .client import REQUEST_TIMEOUT, api_errors, describe, raw, status_of
+from .client import REQUEST_TIMEOUT, api_errors, describe, raw
+from .listwatch import ListWatch
 
 logger = logging.getLogger(__name__)
 
@@ -32,28 +33,26 @@ def key_of(obj: dict[str, Any]) -> str:
     return f"{namespace}/{metadata['name']}" if namespace else metadata["name"]
 
 
-class Informer:
+class Informer(ListWatch):
     """``lister(**kwargs)`` is a list call of the official client (``core.list_node``,
     ``custom.list_cluster_custom_object`` with ``args``...), used for LIST and WATCH alike."""
 
     def __init__(self, name: str, lister: Callable[..., Any], *args: Any,
                  label_selector: str | None = None, watch_timeout: int = 300,
                  on_change: Callable[[str, str, dict | None], None] | None = None):
+        super().__init__()
         self.name = name
+        self.log_name = f"informer {name}"
         self.lister = lister
         self.args = args
         self.label_selector = label_selector
         self.watch_timeout = watch_timeout
         self.on_change = on_change
-        self.resource_version: str | None = None
-        self.relist_requested = False
         self.synced = threading.Event()
         self.version = 0
         self.lists = 0  # LIST calls made (metrics)
         self._objects: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        self._watch: Any = None
-        self._stopping = False
 
     # --- reading -----------------------------------------------------------------------------
     def items(self) -> list[dict[str, Any]]:
@@ -101,42 +100,13 @@ class Informer:
                 self._objects[key] = obj
         self._changed(event_type, obj)
 
-    def watch_once(self, timeout: int | None = None) -> int:
-        from kubernetes import watch
+    def on_event(self, event_type: str, obj: dict[str, Any]) -> int:
+        self.apply(event_type, obj)
+        return 1
 
-        timeout = self.watch_timeout if timeout is None else timeout
-        self._watch = watch.Watch(return_type="object")
-        events = 0
-        try:
-            for event in self._watch.stream(
-                    self.lister, *self.args, **self._kwargs(),
-                    resource_version=self.resource_version, allow_watch_bookmarks=True,
-                    timeout_seconds=timeout,
-                    _request_timeout=(REQUEST_TIMEOUT[0], timeout + 15)):
-                obj = event["raw_object"]
-                if event["type"] != "BOOKMARK":
-                    self.apply(event["type"], obj)
-                    events += 1
-                version = (obj.get("metadata") or {}).get("resourceVersion")
-                if version:
-                    self.resource_version = version
-                if self._stopping:
-                    break
-        finally:
-            self._watch = None
-        return events
-
-    def step(self) -> int:
-        if self.resource_version is None or self.relist_requested:
-            return self.relist()
-        try:
-            return self.watch_once()
-        except Exception as exc:
-            if status_of(exc) == 410:
-                logger.info("informer %s: watch expired (410 Gone), re-listing", self.name)
-                self.resource_version = None
-                return 0
-            raise
+    def watch_once(self, *, timeout: int | None = None) -> int:
+        return self.stream(self.lister, *self.args, **self._kwargs(),
+                           timeout=self.watch_timeout if timeout is None else timeout)
 
     def run(self, running: Callable[[], bool], *, backoff_start: float = 0.5,
             backoff_max: float = 30.0, report: Callable[[bool, str], None] | None = None
@@ -161,14 +131,6 @@ class Informer:
                 delay = min(backoff_max, delay * 2)
 
     def stop(self) -> None:
-        """End a blocked watch now (as :meth:`PodListener.stop`)."""
+        """End a blocked watch now; ``run`` ends too."""
         self._stopping = True
-        current = self._watch
-        if current is not None:
-            current.stop()
-            response = getattr(current, "_resp", None)
-            if response is not None and hasattr(response, "shutdown"):
-                try:
-                    response.shutdown()
-                except Exception:  # noqa: BLE001 - already closed
-                    pass
+        super().stop()

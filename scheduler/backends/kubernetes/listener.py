@@ -24,23 +24,22 @@ from workflows import lifecycle
 from workflows.models import ALIVE_TASK_STATUSES, Task
 
 from . import status
-from .client import MANAGED_SELECTOR, REQUEST_TIMEOUT, Kube, raw, status_of
+from .client import MANAGED_SELECTOR, REQUEST_TIMEOUT, Kube, raw
+from .listwatch import ListWatch
 from .objects import task_of_pod
 
 logger = logging.getLogger(__name__)
 
 
-class PodListener:
+class PodListener(ListWatch):
     def __init__(self, kube: Kube, *, namespace: str | None = None,
                  watch_timeout: int | None = None):
+        super().__init__()
         self.kube = kube
         self.namespace = namespace or settings.OSMO_NAMESPACE
         self.watch_timeout = settings.OSMO_K8S_WATCH_TIMEOUT if watch_timeout is None \
             else watch_timeout
-        self.resource_version: str | None = None
-        self.relist_requested = False
         self.reasons_changed = False
-        self._watch: Any = None
 
     # --- one pod -----------------------------------------------------------------------------
     def handle(self, pod: dict[str, Any], *, deleted: bool = False) -> bool:
@@ -94,54 +93,12 @@ class PodListener:
         return changed
 
     # --- WATCH -------------------------------------------------------------------------------
+    def on_event(self, event_type: str, obj: dict[str, Any]) -> int:
+        return self.handle(obj, deleted=event_type == "DELETED")
+
     def watch_once(self, *, timeout: int | None = None) -> int:
         """Apply events from ``resource_version`` until the server ends the watch.
         Raises ApiException(410) when the version is too old (then re-LIST)."""
-        from kubernetes import watch
-
-        timeout = self.watch_timeout if timeout is None else timeout
-        # Events stay raw dicts (return type "object"): nothing is lost to, or fails in, the
-        # client's model conversion, and LIST and WATCH hand the same shape to handle().
-        self._watch = watch.Watch(return_type="object")
-        changed = 0
-        try:
-            for event in self._watch.stream(
-                    self.kube.core.list_namespaced_pod, self.namespace,
-                    label_selector=MANAGED_SELECTOR, resource_version=self.resource_version,
-                    allow_watch_bookmarks=True, timeout_seconds=timeout,
-                    _request_timeout=(REQUEST_TIMEOUT[0], timeout + 15)):
-                obj = event["raw_object"]
-                version = (obj.get("metadata") or {}).get("resourceVersion")
-                if event["type"] != "BOOKMARK":
-                    changed += self.handle(obj, deleted=event["type"] == "DELETED")
-                if version:
-                    self.resource_version = version
-        finally:
-            self._watch = None
-        return changed
-
-    def step(self) -> int:
-        """One LIST (first time, after 410 or when asked) or one WATCH."""
-        if self.resource_version is None or self.relist_requested:
-            return self.relist()
-        try:
-            return self.watch_once()
-        except Exception as exc:
-            if status_of(exc) == 410:
-                logger.info("k8s backend: watch expired (410 Gone), re-listing")
-                self.resource_version = None
-                return 0
-            raise
-
-    def stop(self) -> None:
-        """End a watch that is blocked reading: ``Watch.stop`` only takes effect at the next
-        event, so the response's socket is shut down too (urllib3's ``shutdown``)."""
-        current = self._watch
-        if current is not None:
-            current.stop()
-            response = getattr(current, "_resp", None)
-            if response is not None and hasattr(response, "shutdown"):
-                try:
-                    response.shutdown()
-                except Exception:  # noqa: BLE001 - already closed
-                    pass
+        return self.stream(self.kube.core.list_namespaced_pod, self.namespace,
+                           label_selector=MANAGED_SELECTOR,
+                           timeout=self.watch_timeout if timeout is None else timeout)

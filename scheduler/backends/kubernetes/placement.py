@@ -571,19 +571,22 @@ class Placement:
         namespace = metadata.get("namespace") or self.namespace
         self._count(figures, "event")
         stamp = _now_iso()
-        try:
-            self.kube.core.create_namespaced_event(namespace, {
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}",
-                             "namespace": namespace},
-                "involvedObject": {"apiVersion": api_version, "kind": kind,
-                                   "name": metadata["name"], "namespace": namespace,
-                                   "uid": metadata.get("uid")},
-                "reason": reason, "message": message[:1024], "type": type_,
-                "source": {"component": self.scheduler_name},
-                "reportingComponent": self.scheduler_name, "reportingInstance": "osmo",
-                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-            }, _preload_content=False, _request_timeout=REQUEST_TIMEOUT).release_conn()
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}",
+                         "namespace": namespace},
+            "involvedObject": {"apiVersion": api_version, "kind": kind,
+                               "name": metadata["name"], "namespace": namespace,
+                               "uid": metadata.get("uid")},
+            "reason": reason, "message": message[:1024], "type": type_,
+            "source": {"component": self.scheduler_name},
+            "reportingComponent": self.scheduler_name, "reportingInstance": "osmo",
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        }
+        try:  # again once after a dropped keep-alive connection, as every other write here
+            self._retrying(lambda: self.kube.core.create_namespaced_event(
+                namespace, event, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT).release_conn())
         except Exception as exc:  # noqa: BLE001 - an Event is best effort
             logger.info("osmo scheduler: event on %s not recorded: %s", metadata["name"],
                         describe(exc))

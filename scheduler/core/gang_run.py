@@ -54,12 +54,13 @@ class GangRun:
         if self.tree is None:
             bound = [pod for pod in self.gang.pods if pod.node is not None]
             return bound, []
-        counts = [sum(1 for pod in node.pods if pod.node is not None
-                      and pod.name not in self.evicted_pods) for node in self.tree.nodes]
-        keep = core_counts(self.tree, counts)
+        evicted = self.evicted_pods
+        bound_by_node = [[pod for pod in node.pods
+                          if pod.node is not None and pod.name not in evicted]
+                         for node in self.tree.nodes]
+        keep = core_counts(self.tree, [len(bound) for bound in bound_by_node])
         for leaf in self.tree.leaves:
-            bound = [pod for pod in self.tree.nodes[leaf].pods
-                     if pod.node is not None and pod.name not in self.evicted_pods]
+            bound = bound_by_node[leaf]
             core.extend(bound[:keep[leaf]])
             surplus.extend(reversed(bound[keep[leaf]:]))
         return core, surplus

@@ -21,6 +21,7 @@ Non-preemptible count of a semi-preemptible gang (seed 003), the rule chosen her
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,26 @@ def natural_key(name: str) -> tuple:
     for i in range(1, len(parts), 2):
         parts[i] = int(parts[i])
     return tuple(parts)
+
+
+def natural_order(pods: Sequence[Pod]) -> list[Pod]:
+    """`pods` sorted by `natural_key` of their names, stable on equal keys.
+
+    Pods of one gang usually differ only in a trailing number (`<gang>-0`, `<gang>-1`, ...):
+    then the number alone orders them exactly as `natural_key` would, at a fraction of the
+    cost (one regex split per pod was a fifth of a 140,000-pod cycle). The common prefix is
+    cut back to a non-digit so that `pod-9`/`pod-10` compare as 9 and 10."""
+    if len(pods) < 2:
+        return list(pods)
+    names = [pod.name for pod in pods]
+    cut = len(os.path.commonprefix(names).rstrip("0123456789"))
+    tails = [name[cut:] for name in names]
+    digits = "".join(tails)
+    if all(tails) and digits.isascii() and digits.isdigit():
+        keys: list = list(map(int, tails))
+    else:
+        keys = list(map(natural_key, names))
+    return [pods[i] for i in sorted(range(len(pods)), key=keys.__getitem__)]
 
 
 @dataclass
@@ -112,7 +133,7 @@ def build_tree(gang: Gang) -> GangTree:
             node.parent = by_name[subgroup.parent]
         nodes[node.parent].children.append(node.index)
     _reject_cycles(nodes)
-    for pod in sorted(gang.pods, key=lambda pod: natural_key(pod.name)):
+    for pod in natural_order(gang.pods):
         if not gang.subgroups:
             if pod.subgroup is not None:
                 raise InvalidGang(f"pod {pod.name!r} names subgroup {pod.subgroup!r} but the "
@@ -163,8 +184,9 @@ def is_ready(tree: GangTree, counts: Sequence[int], index: int = ROOT) -> bool:
 
 def ready_counts(tree: GangTree, is_pod_ready: Callable[[Pod], bool] | None = None) -> list[int]:
     """Ready pods per tree node (0 for non-leaves); bound pods are ready by default."""
-    check = is_pod_ready or (lambda pod: pod.node is not None)
-    return [sum(1 for pod in node.pods if check(pod)) for node in tree.nodes]
+    if is_pod_ready is None:
+        return [sum(1 for pod in node.pods if pod.node is not None) for node in tree.nodes]
+    return [sum(1 for pod in node.pods if is_pod_ready(pod)) for node in tree.nodes]
 
 
 def minimum_pods(tree: GangTree, index: int = ROOT) -> int:

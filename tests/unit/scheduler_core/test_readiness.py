@@ -11,6 +11,8 @@ from scheduler.core.readiness import (
     core_counts,
     is_ready,
     minimum_pods,
+    natural_key,
+    natural_order,
     ready_counts,
 )
 from tests.unit.scheduler_core.builders import gang, leaf, mid, pods
@@ -206,3 +208,23 @@ def test_minimum_gpus_counts_the_pods_a_gang_needs_to_start():
     beside = Gang("m", "q", min_member=3, subgroups=(SubGroup("a", min_member=1),),
                   pods=tuple(Pod(f"p-{i}", subgroup="a", gpus=1) for i in range(4)))
     assert minimum_gpus(build_tree(beside)) == 3
+
+
+# --- natural pod order ------------------------------------------------------------------------
+
+_NAME_PARTS = st.lists(st.one_of(st.sampled_from(["pod-", "w", "-", "a1b", "é", "²", "0"]),
+                                 st.integers(0, 120).map(str)), min_size=0, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_NAME_PARTS.map("".join), min_size=0, max_size=12),
+       st.sampled_from(["", "job-7-", "x"]))
+def test_natural_order_is_the_stable_sort_by_natural_key(names, prefix):
+    members = [Pod(f"{prefix}{name}") for name in names]
+    assert natural_order(members) == sorted(members, key=lambda pod: natural_key(pod.name))
+
+
+def test_natural_order_by_trailing_number_and_zero_padding():
+    members = [Pod(name) for name in ("w-10", "w-9", "w-09", "w-1", "w-100")]
+    assert [pod.name for pod in natural_order(members)] == ["w-1", "w-9", "w-09", "w-10",
+                                                             "w-100"]

@@ -417,6 +417,19 @@ def task_observed(*, workflow_name: str, task_name: str, status: str, node: str 
 
 
 @transaction.atomic
+def task_moved(*, workflow_name: str, task_name: str, node: str) -> bool:
+    """Consolidation on Kubernetes: the task's replacement pod is bound to ``node``. The task
+    keeps its status; its node becomes ``node`` and its reason ``consolidated`` records the
+    move. True when something changed."""
+    workflow = Workflow.objects.select_for_update().filter(name=workflow_name).first()
+    if workflow is None or not node:
+        return False
+    return bool(Task.objects.filter(workflow=workflow, name=task_name,
+                                    status__in=ALIVE_TASK_STATUSES)
+                .exclude(node_name=node).update(node_name=node, reason=CONSOLIDATED))
+
+
+@transaction.atomic
 def task_lost(*, task_id: int, reason: str = "pod_deleted") -> bool:
     """A dispatched task's pod is gone (found by a full re-list): FAILED_EVICTED."""
     workflow_id = Task.objects.filter(pk=task_id).values_list("workflow_id", flat=True).first()

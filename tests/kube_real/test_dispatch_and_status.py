@@ -162,6 +162,42 @@ def test_preemption_is_recognised_as_kai_reports_it(backend, cluster, alice, tea
                                                                  "FAILED_CANCELED"]
 
 
+KAI_CONSOLIDATION = ("Pod {pod} was preempted and rescheduled due to bin packing (resource "
+                     "consolidation) procedure")
+
+
+def test_kai_s_consolidation_recreates_the_pod_and_the_task_goes_on(backend, cluster, alice,
+                                                                    team, namespace) -> None:
+    name = submit(alice, "team", spec("packed", tasks=2))
+    backend.dispatch()
+    backend.listen()
+    cluster.run(f"{name}-g-t0", "n1")
+    cluster.run(f"{name}-g-t1", "n2")
+    backend.listen()
+    moved = f"{name}-g-t0"
+    original = cluster.get("pods", moved)
+    cluster.preempt(moved, KAI_CONSOLIDATION.format(pod=f"{namespace}/{moved}"))
+    backend.listen()
+    replacement = cluster.get("pods", f"{moved}-m1")
+    assert replacement is not None, "the owner recreates what KAI consolidated"
+    assert replacement["metadata"]["annotations"]["osmo/moved-from"] == moved
+    assert replacement["spec"]["schedulerName"] == original["spec"]["schedulerName"]
+    assert "nodeName" not in replacement["spec"]  # KAI places it
+    assert replacement["spec"]["containers"] == original["spec"]["containers"]
+    assert statuses(alice, name) == ("RUNNING", ["RUNNING", "RUNNING"])
+    cluster.delete_pod(moved, final=True)  # the kubelet confirms the old pod is gone
+    backend.listen()
+    backend.listener.relist_requested = True  # a re-list neither loses nor repeats it
+    backend.listen()
+    assert cluster.get("pods", f"{moved}-m2") is None
+    assert statuses(alice, name) == ("RUNNING", ["RUNNING", "RUNNING"])
+    cluster.run(f"{moved}-m1", "n3")  # KAI binds it where it made room
+    backend.listen()
+    task = workflow(alice, name)["groups"][0]["tasks"][0]
+    assert (task["status"], task["node"], task["reason"]) == ("RUNNING", "n3", "consolidated")
+    assert statuses(alice, name) == ("RUNNING", ["RUNNING", "RUNNING"])
+
+
 def test_a_deleted_pod_evicts_its_task_watched_or_relisted(backend, cluster, alice,
                                                            team) -> None:
     watched = submit(alice, "team", spec("watched"))

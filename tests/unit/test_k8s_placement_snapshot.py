@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from scheduler.backends.kubernetes.moves import is_replacement, moved_by_kai, replacement_of
 from scheduler.backends.kubernetes.placement import (
     Placement,
     build_snapshot,
     gang_ready,
     wakes_scheduler,
 )
+from scheduler.backends.kubernetes.status import observe
 
 NS = "osmo"
 ME = "osmo-scheduler"
@@ -148,7 +150,76 @@ def test_which_changes_wake_a_cycle() -> None:
     assert wakes_scheduler("pods", "DELETED", pod("p", "g", node_name="a"), ME)
 
 
-def test_the_kubernetes_scheduler_does_not_consolidate_until_it_can_move_pods(settings):
+def test_the_kubernetes_scheduler_consolidates_reclaims_and_preempts(settings):
     placement = Placement(None, SimpleNamespace(namespace="osmo"), scheduler_name="osmo")
     assert (placement.config.consolidate, placement.config.reclaim,
-            placement.config.preempt) == (False, True, True)
+            placement.config.preempt) == (True, True, True)
+
+
+def moving(p):
+    p["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                  "reason": "ConsolidationByScheduler"}]
+    return p
+
+
+def test_a_replacement_is_the_pod_unbound_under_a_new_name() -> None:
+    original = pod("train-0", "g", gpus=2, node_name="a", phase="Running")
+    original["metadata"].update(labels={"osmo.workflow": "w"}, creationTimestamp="x",
+                                ownerReferences=[{"kind": "PodGroup", "name": "g"}])
+    first = replacement_of(original)
+    assert first["metadata"] == {
+        "name": "train-0-m1", "namespace": NS, "labels": {"osmo.workflow": "w"},
+        "annotations": {"pod-group-name": "g", "osmo/moved-from": "train-0"},
+        "ownerReferences": [{"kind": "PodGroup", "name": "g"}]}
+    assert "nodeName" not in first["spec"] and "status" not in first
+    assert first["spec"]["hostname"] == "train-0"
+    assert first["spec"]["containers"] == original["spec"]["containers"]
+    assert original["spec"]["nodeName"] == "a"  # the cached pod is not changed
+    second = replacement_of({**first, "spec": {**first["spec"], "nodeName": "b"}})
+    assert (second["metadata"]["name"], second["spec"]["hostname"]) == ("train-0-m2",
+                                                                        "train-0")
+    assert second["metadata"]["annotations"]["osmo/moved-from"] == "train-0-m1"
+    long_name = replacement_of(pod("x" * 253, "g"))["metadata"]["name"]
+    assert len(long_name) == 253 and long_name.endswith("-m1")
+    assert "hostname" not in replacement_of(pod("x" * 64, "g"))["spec"]
+
+
+def test_moved_pods_leave_and_orphaned_replacements_are_not_members() -> None:
+    replacement = replacement_of(pod("mv-0", "mv", gpus=2, node_name="a"))
+    replacement.update(status={"phase": "Pending"})
+    orphan = replacement_of(pod("or-0", "or", gpus=2, node_name="a"))
+    orphan.update(status={"phase": "Pending"})
+    cache = FakeCache(
+        nodes=[node("a")], queues=QUEUES, podgroups=[podgroup("mv"), podgroup("or")],
+        pods=[moving(pod("mv-0", "mv", gpus=2, node_name="a", phase="Running")), replacement,
+              pod("or-0", "or", gpus=2, node_name="a", phase="Running"), orphan])
+    snap, index = snapshot(cache)
+    gangs = {g.name: g for g in snap.gangs}
+    assert [(p.name, p.node) for p in gangs["osmo/mv"].pods] == [("osmo/mv-0-m1", None)]
+    assert [(p.name, p.node) for p in gangs["osmo/or"].pods] == [("osmo/or-0", "a")]
+    assert index.terminating["a"][0] == 2  # the moved pod holds its GPUs until it is gone
+    assert [p["metadata"]["name"] for p in index.moving] == ["mv-0"]  # delete it again
+    assert [p["metadata"]["name"] for p in index.orphans] == ["or-0-m1"]
+
+
+def test_a_moved_pod_says_nothing_of_its_task() -> None:
+    running = moving(pod("g-0", "g", node_name="a", phase="Running"))
+    assert observe(running) is None and observe(running, deleted=True) is None
+    failed = moving(pod("g-0", "g", node_name="a", phase="Failed"))
+    assert observe(failed) is None  # killed by the move, not a failure of the task
+    assert observe(pod("g-0", "g", node_name="a", phase="Running")).status == "RUNNING"
+    assert is_replacement(replacement_of(running)) and not is_replacement(running)
+
+
+def test_kai_s_consolidation_is_told_from_its_preemption_by_the_message() -> None:
+    def evicted(message):
+        p = pod("k-0", "k", node_name="a", phase="Running")
+        p["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                      "reason": "PreemptionByScheduler", "message": message}]
+        return p
+
+    consolidated = evicted("Pod osmo/k-0 was preempted and rescheduled due to bin packing "
+                           "(resource consolidation) procedure")
+    preempted = evicted("Pod osmo/k-0 was preempted by higher priority workload osmo/big")
+    assert moved_by_kai(consolidated) and observe(consolidated) is None
+    assert not moved_by_kai(preempted) and observe(preempted).status == "FAILED_PREEMPTED"

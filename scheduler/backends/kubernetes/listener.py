@@ -23,8 +23,8 @@ from django.utils import timezone
 from workflows import lifecycle
 from workflows.models import ALIVE_TASK_STATUSES, Task
 
-from . import status
-from .client import MANAGED_SELECTOR, REQUEST_TIMEOUT, Kube, raw
+from . import moves, status
+from .client import MANAGED_SELECTOR, REQUEST_TIMEOUT, Kube, raw, status_of
 from .listwatch import ListWatch
 from .objects import task_of_pod
 
@@ -45,10 +45,16 @@ class PodListener(ListWatch):
     def handle(self, pod: dict[str, Any], *, deleted: bool = False) -> bool:
         """Apply one pod's state; True when a task changed."""
         key = task_of_pod(pod)
+        if key and moves.moved_by_kai(pod):
+            self._replace(pod)
+            return False
         observation = status.observe(pod, deleted=deleted) if key else None
         if observation is None:
             return False
         workflow_name, task_name = key
+        moved = bool(observation.node) and moves.is_replacement(pod) and \
+            observation.status in ALIVE_TASK_STATUSES and lifecycle.task_moved(
+                workflow_name=workflow_name, task_name=task_name, node=observation.node)
         if observation.status == "SCHEDULING":
             # KAI's reasons ride on the pods; our own scheduler publishes its reasons itself.
             if settings.OSMO_PLACEMENT != "osmo" and status.group_reasons_record(
@@ -56,10 +62,25 @@ class PodListener(ListWatch):
                     reasons=status.reasons_of(observation)):
                 self.reasons_changed = True
             if not observation.node:
-                return False
+                return moved
         return lifecycle.task_observed(
             workflow_name=workflow_name, task_name=task_name, status=observation.status,
-            node=observation.node, exit_code=observation.exit_code, reason=observation.reason)
+            node=observation.node, exit_code=observation.exit_code,
+            reason=observation.reason) or moved
+
+    def _replace(self, pod: dict[str, Any]) -> None:
+        """KAI moved the pod (its consolidation) and leaves re-creating it to the pod's owner:
+        the replacement, unbound, for KAI to place. Made once (409: it exists); a failed
+        create is made again at the pod's next event or the next re-list."""
+        replacement = moves.replacement_of(pod)
+        try:
+            self.kube.core.create_namespaced_pod(
+                replacement["metadata"]["namespace"], replacement, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT).release_conn()
+        except Exception as exc:  # noqa: BLE001
+            if status_of(exc) != 409:
+                logger.warning("k8s backend: recreating %s after KAI's consolidation failed: "
+                               "%s", pod["metadata"]["name"], exc)
 
     # --- LIST --------------------------------------------------------------------------------
     def relist(self) -> int:

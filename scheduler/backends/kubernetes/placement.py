@@ -23,7 +23,11 @@ Then the same :func:`scheduler.core.run_cycle` decides, and :class:`Placement` a
 1. evictions: a ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``, as KAI and
    kube-scheduler write it; ``EvictionByScheduler`` for stale gangs) through ``pods/status``,
    a graceful delete, and an Event on the pod. The status listener maps them as for KAI.
-2. bindings, per gang, all pods of a gang in one cycle, through ``pods/binding``. Before the
+2. consolidation moves (:mod:`.moves`): the moved pod's replacement is created first, then the
+   pod is marked (``DisruptionTarget``, reason ``ConsolidationByScheduler``), deleted and given
+   a ``Moved`` Event; the replacement is bound to its target with the bindings. A replacement
+   whose pod was never marked (a stop between the two writes) is deleted.
+3. bindings, per gang, all pods of a gang in one cycle, through ``pods/binding``. Before the
    first write the gang is checked against the newest cache — every pod still there, unbound
    and not terminating, every node still there and schedulable, and the node's real free
    capacity (terminating pods still hold theirs: a preemptor waits until its victims are
@@ -32,7 +36,7 @@ Then the same :func:`scheduler.core.run_cycle` decides, and :class:`Placement` a
    not. A gang left below its minimum is completed in the next cycles when it still has the
    pods to reach it, else undone (the pods bound in this cycle are deleted, reason
    ``GangIncomplete``) and explained.
-3. PodGroup status: ``schedulingConditions`` of type ``UnschedulableOnNodePool`` with the
+4. PodGroup status: ``schedulingConditions`` of type ``UnschedulableOnNodePool`` with the
    core's reasons in words (written when they change, cleared once the gang is scheduled),
    an ``Unschedulable`` Event on the PodGroup and on its pending pods when the reasons change.
 
@@ -83,13 +87,19 @@ from workflows.spec.units import parse_bytes, parse_millicores
 
 from .client import REQUEST_TIMEOUT, Kube, call, describe, status_of
 from .informer import Informer
+from .moves import (
+    MOVE_REASON,
+    MOVED_FROM_ANNOTATION,
+    PREEMPTION_REASON,
+    is_moving,
+    replacement_of,
+)
 
 logger = logging.getLogger(__name__)
 
 PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 QUEUES = ("scheduling.run.ai", "v2", "queues")
 TOPOLOGIES = ("kai.scheduler", "v1alpha1", "topologies")
-PREEMPTION_REASON = "PreemptionByScheduler"
 STALE_REASON = "EvictionByScheduler"
 INCOMPLETE_REASON = "GangIncomplete"
 UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
@@ -97,6 +107,8 @@ NODE_POOL = "default"
 ASSUME_SECONDS = 30.0
 MAX_POD_EVENTS = 8  # Unschedulable Events per gang and change (the PodGroup always gets one)
 FINISHED = ("Succeeded", "Failed")
+EVENT_REASONS = {PREEMPTION_REASON: "Preempted", MOVE_REASON: "Moved"}
+REPLACEMENT_SEEN_SECONDS = 2.0  # how long a cycle waits for the cache to show replacements
 # Taints that only mirror what the cache reads itself (the Ready condition, spec.unschedulable);
 # the node lifecycle controller keeps them in step, and admission puts ``not-ready`` on every
 # new Node until that controller has seen it Ready.
@@ -191,6 +203,17 @@ class Requests:
     cpu: int
     memory: int
 
+
+@dataclass(frozen=True)
+class Replacement:
+    """A consolidation move that was made: ``pod`` replaces ``moved``, to be bound to
+    ``target``."""
+
+    gang: str
+    moved: str
+    pod: str
+    target: str
+    requests: Requests
 
 _requests_cache: dict[str, Requests] = {}
 
@@ -305,6 +328,8 @@ class SnapshotIndex:
     node_free: dict[str, list[int]] = field(default_factory=dict)  # node → real free
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # gang → why not in the snapshot
+    moving: list[dict[str, Any]] = field(default_factory=list)  # marked moved, not deleted
+    orphans: list[dict[str, Any]] = field(default_factory=list)  # replacements of no move
 
 
 def is_ours(pod: dict[str, Any], scheduler_name: str) -> bool:
@@ -313,6 +338,17 @@ def is_ours(pod: dict[str, Any], scheduler_name: str) -> bool:
 
 def _is_live(pod: dict[str, Any]) -> bool:
     return ((pod.get("status") or {}).get("phase") or "Pending") not in FINISHED
+
+
+def _orphan(pod: dict[str, Any], cache: ClusterCache) -> bool:
+    """A replacement whose pod was never marked moved (the scheduler stopped between the two
+    writes): it must not run beside the pod it was made for."""
+    metadata = pod["metadata"]
+    moved_from = (metadata.get("annotations") or {}).get(MOVED_FROM_ANNOTATION)
+    if not moved_from:
+        return False
+    original = cache.pods.get(f"{metadata.get('namespace')}/{moved_from}")
+    return original is not None and not is_moving(original)
 
 
 def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
@@ -346,6 +382,12 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
         group = (metadata.get("annotations") or {}).get(PODGROUP_ANNOTATION)
         mine = (metadata.get("namespace") == namespace and is_ours(pod, scheduler_name)
                 and group in podgroups)
+        if mine and not deleting and is_moving(pod):
+            index.moving.append(pod)  # its delete failed after the mark: done again
+            deleting = True
+        if mine and not deleting and _orphan(pod, cache):
+            index.orphans.append(pod)
+            continue
         if mine and not deleting:
             members.setdefault(group, []).append((key, pod, node))
             continue
@@ -484,6 +526,7 @@ class CycleFigures:
     apply_ms: float = 0.0
     bound: int = 0
     evicted: int = 0
+    moved: int = 0
     deferred: int = 0
     undone: int = 0
     pending: int = 0
@@ -493,7 +536,8 @@ class CycleFigures:
         return {"duration_ms": round(self.duration_ms, 2),
                 "snapshot_ms": round(self.snapshot_ms, 2), "decide_ms": round(self.decide_ms, 2),
                 "apply_ms": round(self.apply_ms, 2), "bound": self.bound,
-                "evicted": self.evicted, "deferred": self.deferred, "undone": self.undone,
+                "evicted": self.evicted, "moved": self.moved, "deferred": self.deferred,
+                "undone": self.undone,
                 "pending": self.pending, "api_calls": dict(sorted(self.api_calls.items()))}
 
 
@@ -506,9 +550,7 @@ class Placement:
         self.cache = cache
         self.namespace = cache.namespace
         self.scheduler_name = scheduler_name or settings.OSMO_SCHEDULER_NAME
-        # Consolidation moves (evict + recreate a running pod elsewhere) are not carried out on
-        # Kubernetes yet: a cycle must not bind a gang onto room that only a move would make.
-        self.config = config or SchedulerConfig(consolidate=False)
+        self.config = config or SchedulerConfig()
         self.assumed: dict[str, tuple[str, float]] = {}  # pod key → (node, when)
         self.below_min: dict[str, float] = {}
         self.memo: dict[str, tuple] = {}  # gang → (what it was built from, Gang)
@@ -593,6 +635,17 @@ class Placement:
 
     def _evict(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
                message: str) -> bool:
+        """A ``DisruptionTarget`` condition, a graceful delete, an Event; True when done."""
+        if not self._mark(figures, pod, reason=reason, message=message):
+            return False
+        if not self._delete(figures, pod):
+            return False
+        self._event(figures, pod, reason=EVENT_REASONS.get(reason, reason), message=message,
+                    type_="Warning")
+        return True
+
+    def _mark(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
+              message: str) -> bool:
         metadata = pod["metadata"]
         name, namespace = metadata["name"], metadata["namespace"]
         self._count(figures, "pod_status")
@@ -602,18 +655,27 @@ class Placement:
                     "type": "DisruptionTarget", "status": "True", "reason": reason,
                     "message": message, "lastTransitionTime": _now_iso()}]}},
                 _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
-            self._count(figures, "delete")
+        except Exception as exc:  # noqa: BLE001
+            if status_of(exc) != 404:
+                logger.warning("osmo scheduler: marking %s/%s failed: %s", namespace, name,
+                               describe(exc))
+            return False
+        return True
+
+    def _delete(self, figures: CycleFigures, pod: dict[str, Any]) -> bool:
+        """A graceful delete; True when it was made (False: gone already, or failed)."""
+        metadata = pod["metadata"]
+        name, namespace = metadata["name"], metadata["namespace"]
+        self._count(figures, "delete")
+        try:
             self._retrying(lambda: self.kube.core.delete_namespaced_pod(
                 name, namespace, _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT)).release_conn()
         except Exception as exc:  # noqa: BLE001
-            if status_of(exc) == 404:
-                return False
-            logger.warning("osmo scheduler: evicting %s/%s failed: %s", namespace, name,
-                           describe(exc))
+            if status_of(exc) != 404:
+                logger.warning("osmo scheduler: deleting %s/%s failed: %s", namespace, name,
+                               describe(exc))
             return False
-        self._event(figures, pod, reason="Preempted" if reason == PREEMPTION_REASON
-                    else reason, message=message, type_="Warning")
         return True
 
     # --- the cycle -----------------------------------------------------------------------
@@ -640,8 +702,10 @@ class Placement:
         self.below_min = {stale.gang: stale.since for stale in result.stale
                           if not stale.evicted}
         self._apply_evictions(figures, result, index)
-        deferred = self._apply_bindings(figures, result, index)
+        replacements = self._apply_moves(figures, result, index)
+        deferred = self._apply_bindings(figures, result, index, replacements)
         self._report(figures, result, index, deferred)
+        self._await_cache(replacements)
         figures.apply_ms = (time.monotonic() - apply) * 1000
         figures.duration_ms = (time.monotonic() - started) * 1000
         self.last, self.last_result, self.last_index = figures, result, index
@@ -668,6 +732,66 @@ class Placement:
             if self._evict(figures, pod, reason=reason, message=message):
                 figures.evicted += 1
 
+    def _apply_moves(self, figures: CycleFigures, result: CycleResult,
+                     index: SnapshotIndex) -> list[Replacement]:
+        """Consolidation moves: each moved pod's replacement is created first (unbound, see
+        :func:`replacement_of`), then the pod gets a ``DisruptionTarget`` condition (reason
+        ``ConsolidationByScheduler``) and is deleted, so its task is never without a pod.
+        A move whose create fails is not made; a replacement whose pod could not be marked is
+        deleted again. Returns the replacements to bind to their targets."""
+        for pod in index.moving + index.orphans:  # the rest of a move an earlier cycle began
+            self._delete(figures, pod)
+        replacements: list[Replacement] = []
+        for move in result.moves:
+            pod, current = index.pods.get(move.pod), self.cache.pods.get(move.pod)
+            if pod is None or current is None or not _is_live(current) or \
+                    current["metadata"].get("deletionTimestamp"):
+                continue  # ended or going since the snapshot: nothing to move
+            replacement = replacement_of(pod)
+            namespace, name = pod["metadata"]["namespace"], replacement["metadata"]["name"]
+            if not self._create(figures, replacement):
+                continue
+            message = (f"{self.scheduler_name}: moved from {move.source} to {move.target} "
+                       f"(as {name}) to make room for gang {move.by_gang}")
+            if not self._mark(figures, pod, reason=MOVE_REASON, message=message):
+                self._delete(figures, replacement)  # the pod is gone or unchanged: no copy
+                continue
+            # Marked, the pod is leaving whatever happens: a failed delete is made again by
+            # the next cycle (``SnapshotIndex.moving``).
+            self._delete(figures, pod)
+            self._event(figures, pod, reason=EVENT_REASONS[MOVE_REASON], message=message)
+            figures.moved += 1
+            replacements.append(Replacement(move.gang, move.pod, f"{namespace}/{name}",
+                                            move.target, pod_requests(pod)))
+        return replacements
+
+    def _create(self, figures: CycleFigures, pod: dict[str, Any]) -> bool:
+        """Create ``pod``; True when it was made."""
+        metadata = pod["metadata"]
+        self._count(figures, "create")
+        try:
+            self._retrying(lambda: self.kube.core.create_namespaced_pod(
+                metadata["namespace"], pod, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT)).release_conn()
+        except Exception as exc:  # noqa: BLE001
+            if status_of(exc) == 409:  # left from a move that was not made: deleted first
+                return False
+            logger.warning("osmo scheduler: creating %s/%s failed: %s", metadata["namespace"],
+                           metadata["name"], describe(exc))
+            return False
+        return True
+
+    def _await_cache(self, replacements: list[Replacement]) -> None:
+        """Wait (briefly) until the cache shows the moves just made: the replacement, and the
+        moved pod marked. Until then the next cycle would not count what the replacement
+        holds, or would take it for an orphan."""
+        deadline = time.monotonic() + REPLACEMENT_SEEN_SECONDS
+        while replacements and time.monotonic() < deadline:
+            replacements = [r for r in replacements if self.cache.pods.get(r.pod) is None
+                            or _orphan(self.cache.pods.get(r.pod), self.cache)]
+            if replacements:
+                time.sleep(0.02)
+
     def _precheck(self, placements: list[tuple[str, str]], overcommitted: set[str]
                   ) -> str | None:
         """Why the gang's bindings must wait, from the newest cache; None when they may go."""
@@ -689,47 +813,59 @@ class Placement:
         return None
 
     @staticmethod
-    def _overcommitted(result: CycleResult, index: SnapshotIndex) -> set[str]:
-        """Nodes where this cycle's bindings need what terminating pods still hold (the core
-        counts a victim's capacity free at once; the node frees it when the pod is gone)."""
+    def _overcommitted(result: CycleResult, index: SnapshotIndex,
+                       replacements: list[Replacement]) -> set[str]:
+        """Nodes where this cycle's bindings need what is not free yet: what terminating pods
+        still hold (the core counts a victim's or a moved pod's room free at once; the node
+        frees it when the pod is gone), or what a move that was not made still holds."""
         pods = {pod.name: pod for gang in index.gangs.values() for pod in gang.pods}
         held = {node: list(values) for node, values in index.terminating.items() if any(values)}
-        evicted = set()
-        for eviction in result.evictions:  # victims of this cycle terminate from now on
-            pod = pods.get(eviction.pod)
+        leaving = {eviction.pod for eviction in result.evictions}
+        leaving |= {replacement.moved for replacement in replacements}
+        for name in leaving:  # these terminate from now on
+            pod = pods.get(name)
             if pod is not None and pod.node in index.node_free:
-                evicted.add(pod.name)
                 values = held.setdefault(pod.node, [0, 0, 0])
                 values[0] += pod.gpus
                 values[1] += pod.cpu
                 values[2] += pod.memory
-        if not held:
+        checked = set(held) | {move.source for move in result.moves} | {
+            replacement.target for replacement in replacements}
+        used = {node: [0, 0, 0] for node in checked if node in index.node_free}
+        if not used:
             return set()
-        used = {node: [0, 0, 0] for node in held}
         for gang in index.gangs.values():
             for pod in gang.pods:
-                if pod.node in used and pod.name not in evicted:
+                if pod.node in used and pod.name not in leaving:
                     usage = used[pod.node]
                     usage[0] += pod.gpus
                     usage[1] += pod.cpu
                     usage[2] += pod.memory
-        for binding in result.bindings:
-            if binding.node in used and binding.pod in pods:
-                pod, usage = pods[binding.pod], used[binding.node]
+        arriving = [(binding.node, pods[binding.pod]) for binding in result.bindings
+                    if binding.pod in pods]
+        arriving += [(replacement.target, replacement.requests)
+                     for replacement in replacements]
+        for node, pod in arriving:
+            if node in used:
+                usage = used[node]
                 usage[0] += pod.gpus
                 usage[1] += pod.cpu
                 usage[2] += pod.memory
+        zero = [0, 0, 0]
         return {node for node, usage in used.items()
-                if any(usage[i] + held[node][i] > index.node_free[node][i] for i in range(3))}
+                if any(usage[i] + held.get(node, zero)[i] > index.node_free[node][i]
+                       for i in range(3))}
 
     def _apply_bindings(self, figures: CycleFigures, result: CycleResult,
-                        index: SnapshotIndex) -> dict[str, str]:
+                        index: SnapshotIndex, replacements: list[Replacement]
+                        ) -> dict[str, str]:
         by_gang: dict[str, list[tuple[str, str]]] = {}
         for binding in result.bindings:
             by_gang.setdefault(binding.gang, []).append((binding.pod, binding.node))
         deferred: dict[str, str] = {}
         checked: dict[str, list[tuple[str, str]]] = {}
-        overcommitted = self._overcommitted(result, index) if by_gang else set()
+        overcommitted = self._overcommitted(result, index, replacements) \
+            if by_gang or replacements else set()
         for gang, placements in by_gang.items():
             why = self._precheck(placements, overcommitted)
             if why is not None:
@@ -739,14 +875,19 @@ class Placement:
             checked[gang] = placements
         jobs = [(gang, pod, node) for gang, placements in checked.items()
                 for pod, node in placements]
-        outcomes = list(self._pool.map(lambda job: self._bind(figures, job[1], job[2]), jobs))
+        # A replacement whose target still waits for a terminating pod stays pending: a later
+        # cycle places it like any pending pod of its gang.
+        moved = [(None, r.pod, r.target) for r in replacements if r.target not in overcommitted]
+        outcomes = list(self._pool.map(lambda job: self._bind(figures, job[1], job[2]),
+                                       jobs + moved))
         now = time.monotonic()
         results: dict[str, dict[str, str]] = {}
-        for (gang, pod, node), outcome in zip(jobs, outcomes, strict=True):
-            results.setdefault(gang, {})[pod] = outcome
+        for (gang, pod, node), outcome in zip(jobs + moved, outcomes, strict=True):
             if outcome == "ok":
                 self.assumed[pod] = (node, now)
                 figures.bound += 1
+            if gang is not None:
+                results.setdefault(gang, {})[pod] = outcome
         for gang, outcome in results.items():
             if all(value in ("ok", "bound") for value in outcome.values()):
                 continue

@@ -4,6 +4,9 @@ Mapping (OSMO's backend listener; decisions where the documents are silent are m
 
 - a ``DisruptionTarget`` condition (or any condition) with reason ``PreemptionByScheduler``
   → FAILED_PREEMPTED (KAI sets it before it deletes a preempted or reclaimed pod);
+- a consolidation move (:mod:`.moves`: reason ``ConsolidationByScheduler``, our scheduler's, or
+  KAI's consolidation message) → nothing: the task lives on in the replacement pod, whose
+  binding records the move (node, reason ``consolidated``);
 - phase Succeeded → COMPLETED; phase Failed → FAILED, the exit code from the first
   terminated container that failed (else the first one); * Failed with pod reason ``Evicted``
   (kubelet pressure eviction) → FAILED_EVICTED;
@@ -36,7 +39,7 @@ from scheduler.kai.queues import queue_name_for
 from scheduler.models import GroupDispatch, SchedulerCycle
 from workflows.models import Task, TaskStatus
 
-PREEMPTION_REASON = "PreemptionByScheduler"
+from .moves import PREEMPTION_REASON, is_moving, moved_by_kai
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ def observe(pod: dict[str, Any], *, deleted: bool = False) -> Observation | None
     spec = pod.get("spec") or {}
     node = spec.get("nodeName") or ""
     conditions = status.get("conditions") or []
+    if is_moving(pod) or moved_by_kai(pod):
+        return None  # the task goes on in the replacement (``moves``)
     if any(c.get("reason") == PREEMPTION_REASON and c.get("status", "True") == "True"
            for c in conditions):
         return Observation(TaskStatus.FAILED_PREEMPTED, node, reason="preempted")

@@ -1,0 +1,69 @@
+"""Consolidation moves on Kubernetes, the pure half: which pods are moving, and the pod that
+replaces a moved one.
+
+A pod moved by our scheduler (``OSMO_PLACEMENT=osmo``) carries a ``DisruptionTarget``
+condition with reason ``ConsolidationByScheduler``. KAI's consolidation marks its pods
+``PreemptionByScheduler`` like a preemption, but says so in the message (KAI's
+``GetConsolidateMessage``: "... was preempted and rescheduled due to bin packing (resource
+consolidation) procedure"). Either way the pod's end is not its task's: the task goes on in the
+replacement, which carries the annotation ``osmo/moved-from``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+MOVE_REASON = "ConsolidationByScheduler"
+PREEMPTION_REASON = "PreemptionByScheduler"
+KAI_CONSOLIDATION_WORDS = "(resource consolidation)"
+MOVED_FROM_ANNOTATION = "osmo/moved-from"
+MOVE_SUFFIX = re.compile(r"-m(\d+)$")
+_SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+                  "deletionGracePeriodSeconds", "managedFields", "generation", "generateName",
+                  "selfLink")
+
+
+def _disruptions(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "DisruptionTarget" and c.get("status", "True") == "True"]
+
+
+def is_moving(pod: dict[str, Any]) -> bool:
+    """Marked for a move by our scheduler: it is leaving, its replacement exists."""
+    return any(c.get("reason") == MOVE_REASON for c in _disruptions(pod))
+
+
+def moved_by_kai(pod: dict[str, Any]) -> bool:
+    """Evicted by KAI's consolidation: KAI expects the pod's owner (here: us) to recreate it."""
+    return any(c.get("reason") == PREEMPTION_REASON
+               and KAI_CONSOLIDATION_WORDS in (c.get("message") or "")
+               for c in _disruptions(pod))
+
+
+def is_replacement(pod: dict[str, Any]) -> bool:
+    return bool(((pod.get("metadata") or {}).get("annotations") or {}).get(
+        MOVED_FROM_ANNOTATION))
+
+
+def replacement_of(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod that replaces a moved ``pod``: the same spec, labels, annotations and owners,
+    unbound, named ``{first name}-m{n}``. It keeps the pod's hostname, so peers that reach it
+    as ``{pod}.{service}`` reach the replacement."""
+    metadata = {key: copy.deepcopy(value) for key, value in pod["metadata"].items()
+                if key not in _SERVER_FIELDS}
+    name = metadata["name"]
+    annotations = metadata.setdefault("annotations", {})
+    root, moves = name, 0
+    suffix_match = MOVE_SUFFIX.search(name)
+    if annotations.get(MOVED_FROM_ANNOTATION) and suffix_match:
+        root, moves = name[:suffix_match.start()], int(suffix_match.group(1))
+    suffix = f"-m{moves + 1}"
+    metadata["name"] = root[:253 - len(suffix)] + suffix
+    annotations[MOVED_FROM_ANNOTATION] = name
+    spec = copy.deepcopy(pod.get("spec") or {})
+    spec.pop("nodeName", None)
+    if not spec.get("hostname") and len(name) <= 63 and "." not in name:
+        spec["hostname"] = name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}

@@ -215,6 +215,7 @@ class Replacement:
     target: str
     requests: Requests
 
+
 _requests_cache: dict[str, Requests] = {}
 
 
@@ -537,8 +538,8 @@ class CycleFigures:
                 "snapshot_ms": round(self.snapshot_ms, 2), "decide_ms": round(self.decide_ms, 2),
                 "apply_ms": round(self.apply_ms, 2), "bound": self.bound,
                 "evicted": self.evicted, "moved": self.moved, "deferred": self.deferred,
-                "undone": self.undone,
-                "pending": self.pending, "api_calls": dict(sorted(self.api_calls.items()))}
+                "undone": self.undone, "pending": self.pending,
+                "api_calls": dict(sorted(self.api_calls.items()))}
 
 
 class Placement:

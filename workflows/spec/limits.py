@@ -51,7 +51,12 @@ def check_yaml(text: str, limits: InputLimits = DEFAULT_LIMITS, *, path: str = "
     its aliases expanded. Text libyaml cannot parse is left to the loader to report."""
     try:
         _measure(yaml.parse(text, Loader=SAFE_LOADER), limits, path)
-    except yaml.YAMLError:
+    except yaml.YAMLError as error:
+        # Newer libyaml (PyYAML 6.0.4's wheels) has its own nesting limit, met while it scans
+        # ahead of the events we count: the same refusal, in our words.
+        if "maximum nesting depth" in str(error):
+            raise LimitExceeded("too_deep", path,
+                                f"nested deeper than {limits.max_depth} levels") from error
         return
 
 

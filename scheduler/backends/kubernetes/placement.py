@@ -647,34 +647,40 @@ class Placement:
 
     def _mark(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
               message: str) -> bool:
-        metadata = pod["metadata"]
-        name, namespace = metadata["name"], metadata["namespace"]
-        self._count(figures, "pod_status")
-        try:
-            self._retrying(lambda: self.kube.core.patch_namespaced_pod_status(
-                name, namespace, {"status": {"conditions": [{
-                    "type": "DisruptionTarget", "status": "True", "reason": reason,
-                    "message": message, "lastTransitionTime": _now_iso()}]}},
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
-        except Exception as exc:  # noqa: BLE001
-            if status_of(exc) != 404:
-                logger.warning("osmo scheduler: marking %s/%s failed: %s", namespace, name,
-                               describe(exc))
-            return False
-        return True
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": reason,
+                     "message": message, "lastTransitionTime": _now_iso()}
+        return self._pod_write(figures, "pod_status", pod, lambda name, namespace:
+                               self.kube.core.patch_namespaced_pod_status(
+                                   name, namespace, {"status": {"conditions": [condition]}},
+                                   _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
 
     def _delete(self, figures: CycleFigures, pod: dict[str, Any]) -> bool:
         """A graceful delete; True when it was made (False: gone already, or failed)."""
+        return self._pod_write(figures, "delete", pod, lambda name, namespace:
+                               self.kube.core.delete_namespaced_pod(
+                                   name, namespace, _preload_content=False,
+                                   _request_timeout=REQUEST_TIMEOUT))
+
+    def _create(self, figures: CycleFigures, pod: dict[str, Any]) -> bool:
+        """False also when the name is taken (409: left from a move that was not made, and
+        deleted first)."""
+        return self._pod_write(figures, "create", pod, lambda _name, namespace:
+                               self.kube.core.create_namespaced_pod(
+                                   namespace, pod, _preload_content=False,
+                                   _request_timeout=REQUEST_TIMEOUT))
+
+    def _pod_write(self, figures: CycleFigures, kind: str, pod: dict[str, Any],
+                   request) -> bool:
+        """``request(name, namespace)`` about ``pod``, counted as ``kind``; True when it was
+        made. A 404 (gone) or 409 (exists) is an answer, not worth a log line."""
         metadata = pod["metadata"]
         name, namespace = metadata["name"], metadata["namespace"]
-        self._count(figures, "delete")
+        self._count(figures, kind)
         try:
-            self._retrying(lambda: self.kube.core.delete_namespaced_pod(
-                name, namespace, _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT)).release_conn()
+            self._retrying(lambda: request(name, namespace)).release_conn()
         except Exception as exc:  # noqa: BLE001
-            if status_of(exc) != 404:
-                logger.warning("osmo scheduler: deleting %s/%s failed: %s", namespace, name,
+            if status_of(exc) not in (404, 409):
+                logger.warning("osmo scheduler: %s of %s/%s failed: %s", kind, namespace, name,
                                describe(exc))
             return False
         return True
@@ -765,22 +771,6 @@ class Placement:
             replacements.append(Replacement(move.gang, move.pod, f"{namespace}/{name}",
                                             move.target, pod_requests(pod)))
         return replacements
-
-    def _create(self, figures: CycleFigures, pod: dict[str, Any]) -> bool:
-        """Create ``pod``; True when it was made."""
-        metadata = pod["metadata"]
-        self._count(figures, "create")
-        try:
-            self._retrying(lambda: self.kube.core.create_namespaced_pod(
-                metadata["namespace"], pod, _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT)).release_conn()
-        except Exception as exc:  # noqa: BLE001
-            if status_of(exc) == 409:  # left from a move that was not made: deleted first
-                return False
-            logger.warning("osmo scheduler: creating %s/%s failed: %s", metadata["namespace"],
-                           metadata["name"], describe(exc))
-            return False
-        return True
 
     def _await_cache(self, replacements: list[Replacement]) -> None:
         """Wait (briefly) until the cache shows the moves just made: the replacement, and the

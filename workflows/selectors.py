@@ -7,7 +7,15 @@ from django.db.models import Exists, OuterRef, Prefetch, Q
 from osmo.accounts.roles import Roles
 from osmo.errors import NotFound
 
-from .models import ALIVE_WORKFLOW_STATUSES, HOLDS_GPUS, Task, TaskStatus, Workflow, WorkflowGroup
+from .models import (
+    ALIVE_TASK_STATUSES,
+    ALIVE_WORKFLOW_STATUSES,
+    HOLDS_GPUS,
+    Task,
+    TaskStatus,
+    Workflow,
+    WorkflowGroup,
+)
 
 
 def gpu_holding_tasks():
@@ -55,3 +63,9 @@ def bound_tasks_on_node(node_name: str):
     """Tasks bound to a node that still hold it (starting or running)."""
     return Task.objects.filter(node_name=node_name,
                                status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
+
+
+def task_alive(*, workflow_name: str, task_name: str) -> bool:
+    """Is the task still waiting, scheduling or running?"""
+    return Task.objects.filter(workflow__name=workflow_name, name=task_name,
+                               status__in=ALIVE_TASK_STATUSES).exists()

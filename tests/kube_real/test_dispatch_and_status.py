@@ -198,6 +198,22 @@ def test_kai_s_consolidation_recreates_the_pod_and_the_task_goes_on(backend, clu
     assert statuses(alice, name) == ("RUNNING", ["RUNNING", "RUNNING"])
 
 
+def test_kai_s_consolidation_of_an_ended_task_recreates_nothing(backend, cluster, alice, team,
+                                                                namespace) -> None:
+    name = submit(alice, "team", spec("ended"))
+    backend.dispatch()
+    backend.listen()
+    pod = f"{name}-g-t0"
+    cluster.run(pod, "n1")
+    cluster.finish(pod)
+    backend.listen()
+    assert statuses(alice, name) == ("COMPLETED", ["COMPLETED"])
+    cluster.preempt(pod, KAI_CONSOLIDATION.format(pod=f"{namespace}/{pod}"))
+    backend.listen()
+    assert cluster.get("pods", f"{pod}-m1") is None
+    assert statuses(alice, name) == ("COMPLETED", ["COMPLETED"])
+
+
 def test_a_deleted_pod_evicts_its_task_watched_or_relisted(backend, cluster, alice,
                                                            team) -> None:
     watched = submit(alice, "team", spec("watched"))

@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from workflows import lifecycle
+from workflows import lifecycle, selectors
 from workflows.models import ALIVE_TASK_STATUSES, Task
 
 from . import moves, status
@@ -46,7 +46,8 @@ class PodListener(ListWatch):
         """Apply one pod's state; True when a task changed."""
         key = task_of_pod(pod)
         if key and moves.moved_by_kai(pod):
-            self._replace(pod)
+            if selectors.task_alive(workflow_name=key[0], task_name=key[1]):
+                self._replace(pod)  # not for a task that ended meanwhile
             return False
         observation = status.observe(pod, deleted=deleted) if key else None
         if observation is None:

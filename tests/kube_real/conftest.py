@@ -20,6 +20,14 @@ from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import Backend
 
+from .osmo_placement import (
+    SCHEDULER,
+    Kubelet,
+    Scheduler,
+    delete_all_nodes,
+    install_rbac,
+    uninstall_cluster_rbac,
+)
 from .server import ApiServer, KubeError, unavailable_reason
 
 _namespaces = itertools.count(1)
@@ -199,3 +207,30 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> Any:
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+# --- OSMO_PLACEMENT=osmo: our scheduler stepped by the test ----------------------------------
+
+@pytest.fixture
+def osmo_settings(k8s_settings):
+    k8s_settings.OSMO_PLACEMENT = "osmo"
+    k8s_settings.OSMO_SCHEDULER_NAME = SCHEDULER
+    return k8s_settings
+
+
+@pytest.fixture
+def kubelet(apiserver, namespace):
+    stand_in = Kubelet(apiserver, namespace).start()
+    yield stand_in
+    stand_in.stop()
+
+
+@pytest.fixture
+def sched(apiserver, namespace, osmo_settings, kubelet):
+    install_rbac(apiserver, namespace)
+    delete_all_nodes(apiserver)  # nodes are cluster-wide: this test's cluster starts empty
+    scheduler = Scheduler(apiserver, namespace)
+    yield scheduler
+    scheduler.stop()
+    delete_all_nodes(apiserver)
+    uninstall_cluster_rbac(apiserver)  # the session's other tests hold the base RBAC only

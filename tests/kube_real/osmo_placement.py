@@ -206,3 +206,64 @@ def node_of(apiserver, namespace: str, name: str) -> str | None:
 def events_for(apiserver, namespace: str, name: str) -> list[dict]:
     items = apiserver.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
     return [e for e in items if e["involvedObject"]["name"] == name]
+
+
+# --- reading and making the cluster's pods ---------------------------------------------------
+
+def n(namespace: str, i: int) -> str:
+    """Node names are cluster-wide and pods of earlier tests stay bound to theirs: one set of
+    names per test."""
+    return f"{namespace}-n{i}"
+
+
+def bound(apiserver, namespace, names) -> dict[str, str | None]:
+    return {name: node_of(apiserver, namespace, name) for name in names}
+
+
+def all_bound(apiserver, namespace, names) -> bool:
+    return all(bound(apiserver, namespace, names).values())
+
+
+def make_queue(apiserver, namespace: str, suffix: str = "q", **fields) -> str:
+    name = f"{namespace}-{suffix}"
+    apiserver.create(queue(name, **fields), exist_ok=True)
+    return name
+
+
+def create_gang(apiserver, namespace: str, name: str, q: str, *, pods: int, gpus: int,
+                min_member: int | None = None, priority_class: str = "osmo-normal",
+                **spec_fields) -> list[str]:
+    apiserver.create(podgroup(namespace, name, q, min_member=min_member,
+                              priority_class=priority_class, **spec_fields))
+    names = [f"{name}-{i}" for i in range(pods)]
+    for pod_name in names:
+        apiserver.create(pod(namespace, pod_name, name, q, gpus=gpus,
+                             priority_class=priority_class))
+    return names
+
+
+def running(apiserver, namespace: str, names) -> bool:
+    for name in names:
+        try:
+            found = apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except KubeError:
+            return False
+        if found["status"].get("phase") != "Running":
+            return False
+    return True
+
+
+def gone(apiserver, namespace: str, names) -> bool:
+    return all(node_of(apiserver, namespace, name) is None and not exists(apiserver, namespace,
+                                                                            name)
+               for name in names)
+
+
+def exists(apiserver, namespace: str, name: str) -> bool:
+    try:
+        apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        return True
+    except KubeError as exc:
+        if exc.status == 404:
+            return False
+        raise

@@ -9,17 +9,7 @@ import pytest
 from tests.k8s.conftest import spec, statuses, submit, workflow
 
 from .conftest import wait_for
-from .osmo_placement import events_for, node_of
-from .test_osmo_placement import (  # noqa: F401 - fixtures
-    create_gang,
-    exists,
-    kubelet,
-    make_queue,
-    n,
-    osmo_settings,
-    running,
-    sched,
-)
+from .osmo_placement import create_gang, events_for, exists, make_queue, n, node_of, running
 
 pytestmark = pytest.mark.django_db
 

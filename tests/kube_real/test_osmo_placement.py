@@ -11,59 +11,25 @@ from tests.k8s.conftest import spec, statuses, submit
 from .conftest import wait_for
 from .osmo_placement import (
     SCHEDULER,
-    Kubelet,
     Scheduler,
+    all_bound,
+    bound,
+    create_gang,
     delete_all_nodes,
     events_for,
+    exists,
     install_rbac,
+    make_queue,
+    n,
     node_of,
     pod,
     podgroup,
     queue,
+    running,
     uninstall_cluster_rbac,
 )
-from .server import KubeError
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def osmo_settings(k8s_settings):
-    k8s_settings.OSMO_PLACEMENT = "osmo"
-    k8s_settings.OSMO_SCHEDULER_NAME = SCHEDULER
-    return k8s_settings
-
-
-@pytest.fixture
-def kubelet(apiserver, namespace):
-    stand_in = Kubelet(apiserver, namespace).start()
-    yield stand_in
-    stand_in.stop()
-
-
-@pytest.fixture
-def sched(apiserver, namespace, osmo_settings, kubelet):
-    install_rbac(apiserver, namespace)
-    delete_all_nodes(apiserver)  # nodes are cluster-wide: this test's cluster starts empty
-    scheduler = Scheduler(apiserver, namespace)
-    yield scheduler
-    scheduler.stop()
-    delete_all_nodes(apiserver)
-    uninstall_cluster_rbac(apiserver)  # the session's other tests hold the base RBAC only
-
-
-def n(namespace: str, i: int) -> str:
-    """Node names are cluster-wide and pods of earlier tests stay bound to theirs: one set of
-    names per test."""
-    return f"{namespace}-n{i}"
-
-
-def bound(apiserver, namespace, names) -> dict[str, str | None]:
-    return {name: node_of(apiserver, namespace, name) for name in names}
-
-
-def all_bound(apiserver, namespace, names) -> bool:
-    return all(bound(apiserver, namespace, names).values())
 
 
 # --- the end-to-end path -------------------------------------------------------------------
@@ -109,51 +75,6 @@ def test_a_gang_is_all_or_nothing_and_explained(sched, cluster, apiserver, names
                                                                    for i in (1, 2, 3)]
     wait_for(lambda: not cluster.get("podgroups", "big")["status"].get(
         "schedulingConditions"), what="condition cleared")
-
-
-def make_queue(apiserver, namespace: str, suffix: str = "q", **fields) -> str:
-    name = f"{namespace}-{suffix}"
-    apiserver.create(queue(name, **fields), exist_ok=True)
-    return name
-
-
-def create_gang(apiserver, namespace: str, name: str, q: str, *, pods: int, gpus: int,
-                min_member: int | None = None, priority_class: str = "osmo-normal",
-                **spec_fields) -> list[str]:
-    apiserver.create(podgroup(namespace, name, q, min_member=min_member,
-                              priority_class=priority_class, **spec_fields))
-    names = [f"{name}-{i}" for i in range(pods)]
-    for pod_name in names:
-        apiserver.create(pod(namespace, pod_name, name, q, gpus=gpus,
-                             priority_class=priority_class))
-    return names
-
-
-def running(apiserver, namespace: str, names) -> bool:
-    for name in names:
-        try:
-            found = apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        except KubeError:
-            return False
-        if found["status"].get("phase") != "Running":
-            return False
-    return True
-
-
-def gone(apiserver, namespace: str, names) -> bool:
-    return all(node_of(apiserver, namespace, name) is None and not exists(apiserver, namespace,
-                                                                            name)
-               for name in names)
-
-
-def exists(apiserver, namespace: str, name: str) -> bool:
-    try:
-        apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        return True
-    except KubeError as exc:
-        if exc.status == 404:
-            return False
-        raise
 
 
 # --- gangs: elastic, minSubGroup, topology ---------------------------------------------------

@@ -129,6 +129,13 @@ def _timestamp(value: str | None) -> float:
         return 0.0
 
 
+def _charge(totals: list[int], held) -> None:
+    """Add what ``held`` (a core ``Pod`` or a pod's ``Requests``) takes to [gpus, cpu, memory]."""
+    totals[0] += held.gpus
+    totals[1] += held.cpu
+    totals[2] += held.memory
+
+
 def _quantity(parse, value) -> int:
     try:
         return parse(value) if value is not None else 0
@@ -394,10 +401,7 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
             continue
         if node and node in node_objects:
             requests = pod_requests(pod)
-            held = terminating[node] if deleting and mine else foreign[node]
-            held[0] += requests.gpus
-            held[1] += requests.cpu
-            held[2] += requests.memory
+            _charge(terminating[node] if deleting and mine else foreign[node], requests)
 
     nodes = []
     for name, obj in sorted(node_objects.items()):
@@ -816,10 +820,7 @@ class Placement:
         for name in leaving:  # these terminate from now on
             pod = pods.get(name)
             if pod is not None and pod.node in index.node_free:
-                values = held.setdefault(pod.node, [0, 0, 0])
-                values[0] += pod.gpus
-                values[1] += pod.cpu
-                values[2] += pod.memory
+                _charge(held.setdefault(pod.node, [0, 0, 0]), pod)
         checked = set(held) | {move.source for move in result.moves} | {
             replacement.target for replacement in replacements}
         used = {node: [0, 0, 0] for node in checked if node in index.node_free}
@@ -828,20 +829,14 @@ class Placement:
         for gang in index.gangs.values():
             for pod in gang.pods:
                 if pod.node in used and pod.name not in leaving:
-                    usage = used[pod.node]
-                    usage[0] += pod.gpus
-                    usage[1] += pod.cpu
-                    usage[2] += pod.memory
+                    _charge(used[pod.node], pod)
         arriving = [(binding.node, pods[binding.pod]) for binding in result.bindings
                     if binding.pod in pods]
         arriving += [(replacement.target, replacement.requests)
                      for replacement in replacements]
         for node, pod in arriving:
             if node in used:
-                usage = used[node]
-                usage[0] += pod.gpus
-                usage[1] += pod.cpu
-                usage[2] += pod.memory
+                _charge(used[node], pod)
         zero = [0, 0, 0]
         return {node for node, usage in used.items()
                 if any(usage[i] + held.get(node, zero)[i] > index.node_free[node][i]

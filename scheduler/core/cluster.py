@@ -48,6 +48,7 @@ class Cluster:
         self.log: list[tuple[int, int, int, int]] = []
         self.release_epoch = 0
         self._selector_cache: dict[tuple, frozenset[int] | None] = {}
+        self._largest_cache: dict[tuple, tuple[int, int, int]] = {}
 
     def _index_domains(self, topology: Topology) -> tuple[
             list[list[DomainKey | None]], list[dict[DomainKey, list[int]]],
@@ -155,6 +156,20 @@ class Cluster:
                                if self.schedulable[i]
                                and all(labels.get(key) == value for key, value in selector))
             self._selector_cache[selector] = cached
+        return cached
+
+    def largest(self, selector: tuple) -> tuple[int, int, int]:
+        """The most GPUs, CPU and memory one schedulable node matching `selector` has in all,
+        each resource on its own: a pod asking more than that can never be placed."""
+        cached = self._largest_cache.get(selector)
+        if cached is None:
+            allowed = self.matching(selector)
+            nodes = [node for i, node in enumerate(self.nodes) if self.schedulable[i]
+                     and (allowed is None or i in allowed)]
+            cached = (max((node.gpus for node in nodes), default=0),
+                      max((node.cpu for node in nodes), default=0),
+                      max((node.memory for node in nodes), default=0))
+            self._largest_cache[selector] = cached
         return cached
 
     def fits(self, i: int, gpus: int, cpu: int, memory: int) -> int:

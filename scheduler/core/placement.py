@@ -278,23 +278,16 @@ class Placer:
     def _no_fit_reason(self, work: GangWork, leaf: int, pod: Pod, allowed, pool) -> Reason:
         cluster = self.cluster
         if allowed is not None and not allowed:
-            selector = ", ".join(f"{key}={value}" for key, value in pod.node_selector)
-            return Reason("node_selector_no_match",
-                          f"no schedulable node has the labels {selector} that pods of "
-                          f"{work.label(leaf)} select")
+            return selector_no_match(work, leaf, pod)
         nodes = range(len(cluster.names)) if pool is None else pool
         eligible = [i for i in nodes if cluster.schedulable[i]
                     and (allowed is None or i in allowed)]
         largest = max((cluster.free_gpu[i] for i in eligible), default=0)
-        where = "any node" if pool is None else "the nodes of the chosen topology domain"
-        need = describe("gpu", pod.gpus)
-        if pod.cpu:
-            need += f", {describe('cpu', pod.cpu)}"
-        if pod.memory:
-            need += f", {describe('memory', pod.memory)}"
+        where = "no node" if pool is None else "no node of the chosen topology domain"
         code = "insufficient_gpus" if pod.gpus and largest < pod.gpus else "no_node_fits"
-        return Reason(code, f"pods of {work.label(leaf)} need {need} each, and {where} lacks "
-                            f"room for all of them (most free GPUs on one node: {largest})")
+        return Reason(code, f"pods of {work.label(leaf)} need {pod_request(pod)} each, and "
+                            f"{where} has room for all of them (most free GPUs on one node: "
+                            f"{largest})")
 
     # --- topology ---------------------------------------------------------------------------
 
@@ -411,3 +404,23 @@ class Placer:
                     continue
                 yield
             yield from self.grow(work, accept, child)
+
+
+def pod_request(pod: Pod) -> str:
+    """What one pod asks for, in words: `8 GPUs, 4 CPU cores`."""
+    need = describe("gpu", pod.gpus)
+    if pod.cpu:
+        need += f", {describe('cpu', pod.cpu)}"
+    if pod.memory:
+        need += f", {describe('memory', pod.memory)}"
+    return need
+
+
+def selector_text(pod: Pod) -> str:
+    return ", ".join(f"{key}={value}" for key, value in pod.node_selector)
+
+
+def selector_no_match(work: GangWork, leaf: int, pod: Pod) -> Reason:
+    return Reason("node_selector_no_match",
+                  f"no schedulable node has the labels {selector_text(pod)} that pods of "
+                  f"{work.label(leaf)} select")

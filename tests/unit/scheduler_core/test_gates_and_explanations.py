@@ -2,6 +2,7 @@
 
 from scheduler.core.cycle import run_cycle
 from scheduler.core.model import Node, Pod, SubGroup, TopologyConstraint
+from scheduler.core.results import Reason
 from tests.unit.scheduler_core.builders import (
     flat_queues,
     gang,
@@ -65,11 +66,56 @@ def test_insufficient_gpus_message_has_numbers():
 
 
 def test_fragmentation_is_explained_per_node():
-    result = run_cycle(snapshot(nodes(2, gpus=4), flat_queues("team"),
-                                [gang("wide", "team", pods("p", 1, gpus=8))]))
-    (reason,) = result.explanation("wide")
-    assert reason.code == "insufficient_gpus"
-    assert "most free GPUs on one node: 4" in reason.message
+    halves = [gang(f"half-{i}", "team", [Pod(f"h{i}", gpus=4, node=f"node-00{i}")])
+              for i in range(2)]
+    result = run_cycle(snapshot(nodes(2), flat_queues("team"),
+                                halves + [gang("wide", "team", pods("p", 1, gpus=8))]))
+    assert result.explanation("wide") == (Reason(
+        "insufficient_gpus", "pods of gang 'wide' need 8 GPUs each, and no node has room for "
+        "all of them (most free GPUs on one node: 4)"),)
+
+
+def test_a_pod_larger_than_every_node_is_explained_by_that_alone():
+    # 8-GPU nodes, team b's preemptible work at its deserved quota: reclaiming from b could
+    # never place a 16-GPU pod, so the explanation does not offer it.
+    queues = [queue("root"), queue("a", "root", quota=16), queue("b", "root", quota=16)]
+    running = gang("b-job", "b", [Pod(f"b-{i}", gpus=8, node=f"node-00{i}") for i in range(2)],
+                   min_member=2, preemptible=True, running_since=0)
+    big = gang("big", "a", [Pod("big-0", gpus=16, cpu=4000)], created_at=5)
+    cluster = [Node(f"node-00{i}", 8, cpu=32000) for i in range(4)]
+    result = run_cycle(snapshot(cluster, queues, [running, big]))
+    assert result.evictions == () and result.bindings == ()
+    assert result.explanation("big") == (Reason(
+        "insufficient_gpus", "pods of gang 'big' need 16 GPUs, 4 CPU cores each, and no node "
+        "has 16 GPUs (the largest has 8 GPUs), so they cannot start on this cluster"),)
+
+
+def test_a_gang_larger_than_the_cluster_is_explained_by_that_alone():
+    # Over its quota too, but raising the quota would not place it either.
+    job = gang("huge", "team", pods("p", 3, gpus=8), min_member=3)
+    result = run_cycle(snapshot(nodes(2), flat_queues("team", quota=8), [job]))
+    assert result.explanation("huge") == (Reason(
+        "insufficient_gpus", "gang 'huge' needs at least 24 GPUs to start; the cluster has "
+        "16 GPUs free of 16 GPUs", queue="team"),)
+
+
+def test_an_oversized_pod_only_the_node_selector_allows_is_named_with_its_labels():
+    cluster = [Node("small", 4, labels={"gpu-type": "h100"}), Node("big", 8)]
+    job = gang("sel", "team", [Pod("p-0", gpus=8, node_selector={"gpu-type": "h100"})])
+    result = run_cycle(snapshot(cluster, flat_queues("team"), [job]))
+    assert result.explanation("sel") == (Reason(
+        "insufficient_gpus", "pods of gang 'sel' need 8 GPUs each, and no node with the labels "
+        "gpu-type=h100 has 8 GPUs (the largest has 4 GPUs), so they cannot start on this "
+        "cluster"),)
+
+
+def test_an_oversized_optional_subgroup_leaves_the_real_reason():
+    # minSubGroup 1: the 4-GPU subgroup alone could run, so the quota is what keeps it out.
+    job = gang("either", "team", pods("x", 1, gpus=16, subgroup="xl") + pods("s", 1, gpus=4,
+                                                                              subgroup="s"),
+               subgroups=[leaf("xl", 1), leaf("s", 1)], min_subgroup=1)
+    result = run_cycle(snapshot(nodes(2), flat_queues("team", quota=2), [job]))
+    assert [reason.code for reason in result.explanation("either")] == ["queue_over_quota"]
 
 
 def test_node_selector_without_match():

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .client import segment
-from .common import add_format_option, connect, emit
+from .common import JSON, add_format_option, connect, emit
+from .errors import EXIT_API_ERROR, EXIT_OK
 from .output import table
 
 HEADERS = ("Pool", "Status", "Subpool State", "GPU Quota", "Used", "Available")
@@ -78,12 +80,27 @@ def pool_table(report: dict, names: list[str] | None = None, *, mode: str = USED
     return table(headers, pool_rows(report, names, with_low=with_low), MIN_WIDTHS)
 
 
+def _visible_names(report: dict) -> set[str]:
+    return {row["name"] for parent in report.get("pools", [])
+            for row in (parent, *parent.get("subpools", []))}
+
+
 def list_pools(args) -> int:
+    """Pools named with `-p` that the caller cannot see are errors (exit 1, as for any name
+    that is not found), after the table of those that are; a list with nothing in it says so."""
     with connect(args) as api:
         report = api.get("api/pool_quota",
                          include_archived="true" if args.include_archived else None)
-    emit(args, report, pool_table(report, args.pool, mode=args.mode))
-    return 0
+    visible = _visible_names(report)
+    missing = [name for name in dict.fromkeys(args.pool or []) if name not in visible]
+    if args.format == JSON or _selected(report, args.pool):
+        emit(args, report, pool_table(report, args.pool, mode=args.mode))
+    elif not args.pool:
+        print("No pool is visible to you: you have no role in any pool.")
+    for name in missing:
+        print(f"error: no pool or subpool named '{name}' is visible to you: it does not exist, "
+              "or you have no role in it (pool_not_found)", file=sys.stderr)
+    return EXIT_API_ERROR if missing else EXIT_OK
 
 
 def pool_default(args) -> int:

@@ -25,7 +25,9 @@ def list_tokens(args) -> int:
                          include_revoked="true" if args.all else None)
     rows = [[t["id"], t["user"], dash(t["name"]), f"{t['prefix']}…", t["created_at"],
              dash(t["revoked_at"])] for t in tokens]
-    emit(args, tokens, table(("ID", "User", "Name", "Token", "Created", "Revoked"), rows))
+    text = (table(("ID", "User", "Name", "Token", "Created", "Revoked"), rows) if rows
+            else "No access tokens.\n")
+    emit(args, tokens, text)
     return 0
 
 

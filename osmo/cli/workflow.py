@@ -83,7 +83,11 @@ def list_workflows(args) -> int:
     rows = [[w["name"], w["pool"], w["priority"], w["status"], w["gpus_requested"],
              dash(w["user"]), dash(w["submitted_at"])] for w in page["results"]]
     text = table(("Name", "Pool", "Priority", "Status", "GPUs", "User", "Submitted"), rows)
-    if page["count"] > len(rows):
+    if not page["count"]:
+        filtered = args.pool or args.status or args.user
+        text = ("No workflow visible to you matches these filters.\n" if filtered
+                else "No workflow is visible to you yet.\n")
+    elif page["count"] > len(rows):
         text += f"({len(rows)} of {page['count']}; use --limit to see more)\n"
     emit(args, page, text)
     return 0

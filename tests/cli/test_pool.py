@@ -49,8 +49,8 @@ def test_login_stores_a_private_profile(cli, monkeypatch):
     assert json.loads(path.read_text()) == {
         "current": "default",
         "profiles": {"default": {"url": cli.url, "token": token, "user": "alice"}}}
-    code, out, _ = cli("pool", "list")  # uses the stored profile
-    assert code == 0 and out.startswith("Pool ")
+    code, out, _ = cli("pool", "list")  # uses the stored profile (no pool exists yet)
+    assert (code, out) == (0, "No pool is visible to you: you have no role in any pool.\n")
 
 
 def test_login_reads_the_token_from_stdin(cli, monkeypatch):
@@ -130,11 +130,25 @@ def test_pool_list_widths_follow_content(cli, monkeypatch):
         "0     0\n")
 
 
-def test_pool_list_with_nothing_visible(cli, monkeypatch, seed_team):
+def test_pool_list_with_nothing_visible_says_so(cli, monkeypatch, seed_team):
     cli.as_user(monkeypatch, "nobody")
-    assert cli("pool", "list") == (0, (
-        "Pool            Status         Subpool State  GPU Quota  Used  Available\n"
-        "--------------  -------------  -------------  ---------  ----  ---------\n"), "")
+    assert cli("pool", "list") == (
+        0, "No pool is visible to you: you have no role in any pool.\n", "")
+
+
+def test_pool_list_of_a_pool_not_visible_is_an_error(cli, monkeypatch, seed_team):
+    factories.pool("inference", 32)
+    cli.as_user(monkeypatch, "viewer", "osmo-team-user")
+    hidden = ("error: no pool or subpool named '{}' is visible to you: it does not exist, or you "
+              "have no role in it (pool_not_found)\n")
+    assert cli("pool", "list", "-p", "inference") == (1, "", hidden.format("inference"))
+    assert cli("pool", "list", "-p", "nosuch", "-t", "json")[::2] == (1, hidden.format("nosuch"))
+    # The pools that are visible are listed; the one that is not is still an error.
+    code, out, err = cli("pool", "list", "-p", "team--c", "-p", "inference", "-p", "team--c")
+    assert (code, err) == (1, hidden.format("inference"))
+    assert out.splitlines()[2:] == [
+        "team            ONLINE         -              10 (Total: 100)  50    -40        8    58",
+        "└─ team--c      ONLINE         ACTIVE         20               0     20         0    0"]
 
 
 # --- subpools ----------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from osmo.accounts import services as accounts
 from osmo.accounts.models import AccessToken
 from tests import factories
 from workflows.models import Workflow
@@ -30,6 +31,9 @@ def test_token_create_list_revoke(cli, monkeypatch):
     assert AccessToken.objects.get(pk=token_id).revoked_at is not None
     code, _, err = cli("token", "list", "--user", "bob")
     assert code == 1 and err.endswith("(forbidden)\n")
+    cli.as_user(monkeypatch, "root", "osmo-admin")
+    accounts.user_ensure(username="bob", groups=[])
+    assert cli("token", "list", "--user", "bob") == (0, "No access tokens.\n", "")
 
 
 def test_submit_without_pool_uses_the_default_pool(cli, monkeypatch, tmp_path):

@@ -137,6 +137,16 @@ def test_list_query_cancel(user, spec_file, monkeypatch):
     assert mine.status == WorkflowStatus.FAILED_CANCELED
 
 
+def test_an_empty_list_says_nothing_visible_matched(user, cli, monkeypatch, seed_team):
+    factories.running_workflow(factories.pool("inference", 32), 1)
+    assert user("workflow", "list", "--pool", "inference") == (
+        0, "No workflow visible to you matches these filters.\n", "")
+    code, out, _ = user("workflow", "list", "--pool", "inference", "-t", "json")
+    assert (code, json.loads(out)["count"]) == (0, 0)
+    cli.as_user(monkeypatch, "newcomer")
+    assert cli("workflow", "list") == (0, "No workflow is visible to you yet.\n", "")
+
+
 def test_query_and_cancel_refusals(user, monkeypatch, seed_team):
     other = factories.running_workflow(seed_team, 1)  # no submitter: not ml-user's
     assert user("workflow", "query", "nope") == (

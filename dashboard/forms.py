@@ -5,6 +5,7 @@ own message on the field it is about."""
 from __future__ import annotations
 
 from django import forms
+from django.utils.safestring import mark_safe
 
 from osmo.accounts.models import AccessToken
 from osmo.accounts.services import token_digest
@@ -91,7 +92,10 @@ class TokenLoginForm(forms.Form):
 
     token = forms.CharField(label="Access token", strip=True,
                             widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
-                            help_text="A token from `osmo standalone` or `manage.py issue_token`.")
+                            help_text=mark_safe(
+                                "The token <code>osmo standalone</code> printed, or one from "
+                                "<code>osmo token create</code> or "
+                                "<code>manage.py issue_token</code>."))
 
     def clean_token(self):
         access = (AccessToken.objects.select_related("user")

@@ -220,24 +220,58 @@ class HistoryRow:
     at: Any
     pool: str
     actor: str | None
-    action: str
+    action: str  # the event's code, e.g. `subpool_quota_changed`
     change: str
+
+    @property
+    def action_words(self) -> str:
+        """`Subpool quota changed` for `subpool_quota_changed`."""
+        return self.action.replace("_", " ").capitalize()
+
+
+def _gpus(value: Any) -> str:
+    return f"{value} GPU" if value == 1 else f"{value} GPUs"
+
+
+def _platforms(value: Any) -> str:
+    names = sorted(value) if isinstance(value, dict) else value
+    return ", ".join(str(name) for name in names) if names else "none"
+
+
+# The fields of a pool's audit snapshot (`pools.services.pool_snapshot`), in the order a
+# history line gives them: the words for each and how its value reads.
+AUDIT_FIELDS: tuple[tuple[str, str, Any], ...] = (
+    ("quota_gpus", "quota", _gpus),
+    ("limit_gpus", "limit", lambda value: "none" if value in (None, -1) else _gpus(value)),
+    ("state", "state", str),
+    ("status", "status", str),
+    ("priority", "priority", str),
+    ("weight", "over-quota weight", str),
+    ("platforms", "platforms", _platforms),
+    ("default_platform", "default platform", lambda value: value or "none"),
+    ("description", "description", lambda value: f"“{_short(value)}”" if value else "none"),
+    ("archived", "archived", lambda value: "yes" if value else "no"),
+)
 
 
 def describe_change(before: dict | None, after: dict | None) -> str:
-    """`quota_gpus: 30 → 20; state: ACTIVE → DELETING` from two audit snapshots."""
+    """An audit event in words: `quota 30 GPUs → 20 GPUs; state ACTIVE → DELETING` for a change,
+    every set field for a creation (`quota 100 GPUs; limit none; status ONLINE; ...`)."""
     before, after = before or {}, after or {}
+    known = {key for key, _words, _show in AUDIT_FIELDS} | {"name", "subpool_name"}
+    others = [(key, key.replace("_", " "), _short) for key in sorted(set(after) - known)]
     parts = []
-    for key in sorted(set(before) | set(after)):
-        if key in ("name", "subpool_name"):  # the Pool column already says it
-            continue
+    for key, words, show in (*AUDIT_FIELDS, *others):
         old, new = before.get(key), after.get(key)
-        if old == new:
+        if key not in after or old == new:
             continue
         if key not in before:
-            parts.append(f"{key}: {_short(new)}")
+            if key != "archived":  # a new pool is never archived: not worth saying
+                parts.append(f"{words} {show(new)}")
+        elif show(old) == show(new):  # e.g. a platform's settings, its name unchanged
+            parts.append(f"{words} {show(new)} (settings changed)")
         else:
-            parts.append(f"{key}: {_short(old)} → {_short(new)}")
+            parts.append(f"{words} {show(old)} → {show(new)}")
     return "; ".join(parts)
 
 

@@ -9,6 +9,7 @@ from .forms import TokenLoginForm
 app_name = "dashboard"
 urlpatterns = [
     path("", views.pools, name="pools"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("fragment/pools/", views.pools_fragment, name="pools-fragment"),
     path("login/", auth_views.LoginView.as_view(
         template_name="dashboard/login.html", redirect_authenticated_user=True, next_page="/",

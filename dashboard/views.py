@@ -8,6 +8,7 @@ re-fetches every few seconds; without JavaScript the pages are complete, just no
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth import login as auth_login
@@ -15,11 +16,12 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.paginator import Paginator
 from django.db.models import Q
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_safe
 
 from osmo.accounts.roles import roles_for
 from osmo.accounts.sessions import session_bind_token
@@ -39,6 +41,8 @@ WORKFLOWS_PER_PAGE = 50
 
 REFRESH_SECONDS = 5
 
+FAVICON = (Path(__file__).parent / "static" / "dashboard" / "favicon.ico").read_bytes()
+
 
 def _error(request, status: int, title: str, message: str):
     return render(request, "dashboard/error.html", {"title": title, "message": message},
@@ -57,6 +61,14 @@ def _forbidden(request, pool_name: str):
 
 def _pool_url(name: str) -> str:
     return reverse("dashboard:pool", args=[name])
+
+
+@require_safe
+def favicon(request):
+    """Browsers ask every page's site for /favicon.ico: the dashboard's icon, cached a day."""
+    response = HttpResponse(FAVICON, content_type="image/x-icon")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
 # --- signing in with a token ------------------------------------------------------------------

@@ -1,8 +1,30 @@
-"""Small template helpers: accessible widgets and signed GPU figures."""
+"""Small template helpers: accessible widgets and moments in time."""
+
+from datetime import UTC, datetime
 
 from django import template
+from django.utils.dateformat import format as date_format
+from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
 
 register = template.Library()
+
+WHEN_FORMAT = "j M Y, H:i:s"
+
+
+@register.filter
+def when(value, fmt: str = WHEN_FORMAT):
+    """A moment as people read it (`26 Nov 2026, 15:36:53 UTC`; `fmt` is a Django date
+    format), in a <time> whose `datetime` and hover title keep the exact ISO 8601 instant.
+    Takes a datetime or an ISO string (the scheduler's status is JSON); "-" when unset."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if not isinstance(value, datetime):
+        return "-"
+    value = value.astimezone(UTC)
+    exact = value.isoformat().replace("+00:00", "Z")
+    return format_html('<time datetime="{}" title="{}">{} UTC</time>', exact, exact,
+                       date_format(value, fmt))
 
 
 @register.filter

@@ -106,8 +106,10 @@ def test_cluster_page_renders_everything(db, django_assert_max_num_queries):
     assert "osmo-pool-osmo-team osmo-default-osmo 100 60 64 (above fair share) 50 80" in flat
     assert (f"train-group (workflow {train.name}) not_enough_gpus_in_rack No rack has 16 free "
             f"GPUs (largest: 8)." in flat)
-    assert ("Last scheduling cycle: 2026-01-01T00:00:00Z, 12.0 ms, 3 bound, 1 evicted, "
+    assert ("Last scheduling cycle: 1 Jan 2026, 00:00:00 UTC , 12.0 ms, 3 bound, 1 evicted, "
             "1 pending." in flat)
+    assert ('<time datetime="2026-01-01T00:00:00Z" title="2026-01-01T00:00:00Z">1 Jan 2026, '
+            '00:00:00 UTC</time>') in html
 
 
 def test_the_heat_map_filters_and_usage_charts(db):

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from pools import services as pool_services
 from pools.models import Pool, PoolEvent, SubpoolState
 from tests import factories
 from tests.dashboard.conftest import pool_state, session_client
@@ -138,6 +139,24 @@ def test_tree_query_count_does_not_grow(db, django_assert_max_num_queries):
         assert viewer.get("/fragment/pools/").status_code == 200
 
 
+def test_pool_history_tells_each_event_in_words(db, team_user):
+    team = factories.pool("team", 100, description="Demo pool team", default_platform="dgx-h100",
+                          platforms={"dgx-h100": {"description": "DGX H100 nodes",
+                                                  "node_selector": {"gpu": "H100"}}})
+    subpool = factories.subpool(team, "a", 30)
+    pool_services.subpool_update(actor=None, subpool=subpool, quota_gpus=20)
+    html = team_user.get("/pools/team/").content.decode()
+    body = html.split('id="history-title"')[1].split("<tbody>")[1]
+    rows = [text(re.sub(r"<time .*?</time>", "", row))
+            for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    assert rows == [
+        "team--a Subpool quota changed system quota 30 GPUs → 20 GPUs",
+        "team--a Subpool created system quota 30 GPUs; state ACTIVE",
+        "team Pool created system quota 100 GPUs; limit none; status ONLINE; priority 100; "
+        "over-quota weight 1; platforms dgx-h100; default platform dgx-h100; description "
+        "“Demo pool team”"]
+
+
 def test_fragment_is_the_tree_alone(seed_team, team_user):
     fragment = team_user.get("/fragment/pools/").content.decode()
     assert "<html" not in fragment and "site-header" not in fragment
@@ -158,8 +177,9 @@ def test_pool_page_workflows_and_history(seed_team, team_user, django_assert_max
     assert "Running (35)" in text(html) and "Pending (1)" in text(html)
     assert html.count('<table class="workflows" data-kind="running">') == 1
     history = html.split('id="history-title"')[1]
-    assert "subpool_created" in history and "pool_created" in history
-    assert "quota_gpus: 30" in history
+    assert 'data-action="subpool_created">Subpool created<' in history
+    assert 'data-action="pool_created">Pool created<' in history
+    assert "quota 30 GPUs; state ACTIVE" in history
 
     with django_assert_max_num_queries(MAX_QUERIES):
         sub = team_user.get("/pools/team--a/")

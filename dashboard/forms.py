@@ -5,6 +5,7 @@ own message on the field it is about."""
 from __future__ import annotations
 
 from django import forms
+from django.contrib.auth.forms import AuthenticationForm
 from django.utils.safestring import mark_safe
 
 from osmo.accounts.models import AccessToken
@@ -86,12 +87,21 @@ class SubpoolDeleteForm(ServiceForm):
         return self.run(lambda: services.subpool_delete(actor=actor, subpool=subpool))
 
 
+class PasswordLoginForm(AuthenticationForm):
+    """Django's sign-in form, second on the page: the access-token form above takes the focus."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["username"].widget.attrs.pop("autofocus", None)
+
+
 class TokenLoginForm(forms.Form):
     """Sign in with a personal access token (what `osmo standalone` prints): the session gets the
     token user's roles, no more than the token itself grants through the API."""
 
     token = forms.CharField(label="Access token", strip=True,
-                            widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
+                            widget=forms.PasswordInput(attrs={"autocomplete": "off",
+                                                               "autofocus": True}),
                             help_text=mark_safe(
                                 "The token <code>osmo standalone</code> printed, or one from "
                                 "<code>osmo token create</code> or "

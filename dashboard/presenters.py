@@ -366,7 +366,7 @@ def filter_zones(zones: list[ZoneGroup], chosen: ClusterFilter) -> list[ZoneGrou
     kept = []
     for zone in zones:
         racks = [RackGroup(rack.name, [n for n in rack.nodes
-                                       if chosen.keeps(zone.name, rack.name, n)])
+                                       if chosen.keeps(zone.name, rack.name, n)], rack.label)
                  for rack in zone.racks]
         racks = [rack for rack in racks if rack.nodes]
         if racks:
@@ -378,6 +378,7 @@ def filter_zones(zones: list[ZoneGroup], chosen: ClusterFilter) -> list[ZoneGrou
 class RackGroup:
     name: str
     nodes: list[NodeRow] = field(default_factory=list)
+    label: str = ""  # the name as shown under its zone (see `rack_label`)
 
     @property
     def gpus(self) -> int:
@@ -461,9 +462,19 @@ def group_nodes(nodes: list[tuple[NodeRow, dict]]) -> list[ZoneGroup]:
     def order(name: str) -> tuple[bool, str]:
         return name == NO_LABEL, name
 
-    return [ZoneGroup(zone, [RackGroup(rack, sorted(racks[rack], key=lambda n: n.name))
+    return [ZoneGroup(zone, [RackGroup(rack, sorted(racks[rack], key=lambda n: n.name),
+                                       rack_label(zone, rack))
                              for rack in sorted(racks, key=order)])
             for zone, racks in sorted(tree.items(), key=lambda item: order(item[0]))]
+
+
+def rack_label(zone: str, rack: str) -> str:
+    """A rack's name under its zone's heading, without the zone's name it repeats
+    (`zone-0-rack-3` in zone `zone-0` is `rack-3`): the part that tells racks apart."""
+    rest = rack[len(zone):] if zone != NO_LABEL and rack.startswith(zone) else ""
+    if rest[:1] in ("-", "_", ".", "/") and rest[1:]:
+        return rest[1:]
+    return rack
 
 
 
@@ -494,55 +505,77 @@ def cluster_view(nodes, held: dict[str, dict[str, int]], status: dict) -> Cluste
 # --- usage over time -------------------------------------------------------------------------
 
 CHART_WIDTH, CHART_HEIGHT = 600, 120
+MIN_VISIBLE = 2  # chart units: a GPU in use never draws flat, however large the scale
 
 
 @dataclass(frozen=True)
 class UsageChart:
-    """A top-level pool's GPU use over time as SVG polylines (HIGH/NORMAL used, used + LOW,
-    quota), in a ``CHART_WIDTH`` × ``CHART_HEIGHT`` box, with a sentence for screen readers."""
+    """A top-level pool's GPU use over time, ending with its use now: filled SVG paths (HIGH/
+    NORMAL used, used + LOW) and the quota line in a ``CHART_WIDTH`` × ``CHART_HEIGHT`` box
+    whose top is ``scale`` GPUs, with a sentence for screen readers."""
 
     pool: str
     used: str
     total: str
     quota: str
+    scale: int
     peak: int
+    now_used: int
+    now_low: int
+    now_quota: int
+    start: Any
     summary: str
     width: int = CHART_WIDTH
     height: int = CHART_HEIGHT
 
 
-def _polyline(points: list[tuple[float, float]]) -> str:
-    return " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+def _path(points: list[tuple[float, float]], *, area: bool) -> str:
+    """An SVG path through the points; an area closes down to the baseline."""
+    line = " L".join(f"{x:.1f},{y:.1f}" for x, y in points)
+    if not area:
+        return f"M{line}"
+    return f"M{points[0][0]:.1f},{CHART_HEIGHT} L{line} L{points[-1][0]:.1f},{CHART_HEIGHT} Z"
 
 
 def usage_chart(pool: str, rows: list[dict]) -> UsageChart:
-    """``rows``: ``{at, used, low, quota}`` of one pool, oldest first."""
+    """``rows``: ``{at, used, low, quota}`` of one pool, oldest first, the last one its use now.
+    A lone row spans the whole box."""
     first, last = rows[0]["at"], rows[-1]["at"]
-    span = max((last - first).total_seconds(), 1.0)
-    peak = max(max(r["used"] + r["low"], r["quota"] or 0) for r in rows) or 1
+    span = (last - first).total_seconds()
+    peak = max(r["used"] + r["low"] for r in rows)
+    scale = max(peak, *(r["quota"] or 0 for r in rows), 1)
 
-    def point(row: dict, value: int) -> tuple[float, float]:
-        x = (row["at"] - first).total_seconds() / span * CHART_WIDTH
-        return x, CHART_HEIGHT - value / peak * CHART_HEIGHT
+    def y(value: int) -> float:
+        height = value / scale * CHART_HEIGHT
+        return CHART_HEIGHT - (max(height, MIN_VISIBLE) if value > 0 else 0)
 
-    latest = rows[-1]
+    def points(value) -> list[tuple[float, float]]:
+        if span <= 0:
+            return [(0, y(value(rows[-1]))), (CHART_WIDTH, y(value(rows[-1])))]
+        return [((r["at"] - first).total_seconds() / span * CHART_WIDTH, y(value(r)))
+                for r in rows]
+
+    now = rows[-1]
+    quota = now["quota"] or 0
     return UsageChart(
         pool=pool,
-        used=_polyline([point(r, r["used"]) for r in rows]),
-        total=_polyline([point(r, r["used"] + r["low"]) for r in rows]),
-        quota=_polyline([point(r, r["quota"] or 0) for r in rows]),
-        peak=peak,
-        summary=(f"{pool}: {len(rows)} samples from {first:%H:%M} to {last:%H:%M} UTC; now "
-                 f"{latest['used']} GPUs used, {latest['low']} at LOW, quota "
-                 f"{latest['quota'] or 0}; peak {peak}."))
+        used=_path(points(lambda r: r["used"]), area=True),
+        total=_path(points(lambda r: r["used"] + r["low"]), area=True),
+        quota=_path(points(lambda r: r["quota"] or 0), area=False),
+        scale=scale, peak=peak, now_used=now["used"], now_low=now["low"], now_quota=quota,
+        start=first,
+        summary=(f"{pool}: GPU use from {first:%H:%M} UTC to now ({len(rows) - 1} samples and "
+                 f"the current figures): now {now['used']} GPUs used at HIGH/NORMAL and "
+                 f"{now['low']} at LOW, quota {quota}; peak {peak} GPUs in use."))
 
 
-def usage_charts(rows) -> list[UsageChart]:
-    """One chart per pool from ``{top, at, used, low, quota}`` rows ordered by pool and time."""
+def usage_charts(samples, now: list[dict]) -> list[UsageChart]:
+    """A chart per pool of ``now`` (``{top, at, used, low, quota}``: each live pool's use now,
+    in name order), drawn from its ``samples`` (the same shape, ordered by time) to now."""
     by_pool: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
+    for row in samples:
         by_pool[row["top"]].append(row)
-    return [usage_chart(pool, samples) for pool, samples in by_pool.items()]
+    return [usage_chart(row["top"], [*by_pool[row["top"]], row]) for row in now]
 
 
 # --- workflows ---------------------------------------------------------------------------------

@@ -84,6 +84,12 @@ def pool_events(page: PoolPage, *, limit: int = HISTORY_ROWS) -> list[HistoryRow
     return [history_row(event) for event in pool_history(pool=page.pool)[:limit]]
 
 
+def gpus_held(workflow) -> int:
+    """GPUs the workflow's tasks hold on the cluster now: one query."""
+    return gpu_holding_tasks().filter(workflow=workflow).aggregate(
+        gpus=Coalesce(Sum("gpus"), 0))["gpus"]
+
+
 # --- the cluster -----------------------------------------------------------------------------
 
 def _scheduler_status(roles: Roles | None, user) -> dict:
@@ -113,9 +119,13 @@ def cluster_overview(*, roles: Roles | None = None, user=None) -> ClusterOvervie
     return cluster_view(nodes, held, _scheduler_status(roles, user))
 
 
-def usage_history(*, roles: Roles, since) -> list[UsageChart]:
+def usage_history(*, roles: Roles, since, now) -> list[UsageChart]:
     """GPU use of each top-level pool the caller may view (its subpools included), sampled
-    since ``since``: one aggregate query."""
+    since ``since`` and ended by its use ``now`` (so the chart shows what runs between two
+    samples): one aggregate query and the pool tree's two."""
+    current = [{"top": parent.name, "at": now, "used": parent.all_used_gpus,
+                "low": parent.all_low_gpus, "quota": parent.total_quota_gpus}
+               for parent in pool_hierarchy(roles=roles).parents]
     samples = PoolUsageSample.objects.filter(at__gte=since)
     visible = roles.visible_q("name")
     if visible is not None:
@@ -126,4 +136,4 @@ def usage_history(*, roles: Roles, since) -> list[UsageChart]:
             .annotate(used=Sum("used_gpus"), low=Sum("low_gpus"),
                       quota=Sum("quota_gpus", filter=Q(pool__parent__isnull=True)))
             .order_by("top", "at"))
-    return usage_charts(rows)
+    return usage_charts(rows, sorted(current, key=lambda row: row["top"]))

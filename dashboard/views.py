@@ -13,7 +13,6 @@ from pathlib import Path
 from django.contrib import messages
 from django.contrib.auth import login as auth_login
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import AuthenticationForm
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import HttpResponse
@@ -85,7 +84,8 @@ def token_login(request):
                                                require_https=request.is_secure())
         return redirect(next_url if safe else reverse("dashboard:pools"))
     return render(request, "dashboard/login.html",
-                  {"form": AuthenticationForm(request), "token_form": form, "next": next_url},
+                  {"form": forms.PasswordLoginForm(request), "token_form": form,
+                   "next": next_url},
                   status=400)
 
 
@@ -159,8 +159,10 @@ def workflow(request, name: str):
 
 
 @login_required
-@require_http_methods(["POST"])
+@require_http_methods(["GET", "POST"])
 def workflow_cancel(request, name: str):
+    """GET asks for confirmation (what canceling stops and releases); the confirmation's POST
+    cancels. Works without JavaScript."""
     roles = roles_for(request.user)
     try:
         found = workflow_selectors.workflow_get(name=name, roles=roles, user=request.user)
@@ -169,6 +171,11 @@ def workflow_cancel(request, name: str):
     if not workflow_selectors.can_cancel(workflow=found, roles=roles, user=request.user):
         return _error(request, 403, "Not allowed",
                       "Only the submitter or an admin of the pool can cancel it.")
+    if request.method == "GET":
+        return render(request, "dashboard/workflow_cancel.html", {
+            "workflow": found,
+            "alive": found.status in (WorkflowStatus.PENDING, WorkflowStatus.RUNNING),
+            "gpus_held": queries.gpus_held(found)})
     try:
         lifecycle.workflow_cancel(workflow=found)
         messages.success(request, f"Workflow {name} canceled: its GPUs are released.")
@@ -317,10 +324,11 @@ def _cluster_context(request) -> dict:
                            state=values.get("state") or "", node=values.get("node") or "")
     overview = queries.cluster_overview(roles=roles, user=request.user)
     hours = values.get("hours") or 6
+    now = timezone.now()
     return {"overview": overview, "zones": filter_zones(overview.zones, chosen),
             "filter": chosen, "form": form, "show_tables": bool(values.get("tables")),
-            "charts": queries.usage_history(roles=roles,
-                                            since=timezone.now() - timedelta(hours=hours)),
+            "charts": queries.usage_history(roles=roles, since=now - timedelta(hours=hours),
+                                            now=now),
             "hours": hours, "query": request.GET.urlencode()}
 
 

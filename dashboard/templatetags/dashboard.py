@@ -5,11 +5,19 @@ from datetime import UTC, datetime
 from django import template
 from django.utils.dateformat import format as date_format
 from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
 WHEN_FORMAT = "j M Y, H:i:s"
+
+
+@register.filter
+def breakable(name: str):
+    """A pool name that may wrap after its `--` (team--a), never between the two dashes."""
+    return mark_safe('<span class="nowrap">--</span><wbr>'.join(
+        conditional_escape(part) for part in str(name).split("--")))
 
 
 @register.filter

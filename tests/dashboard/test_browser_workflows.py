@@ -65,11 +65,22 @@ def test_workflow_list_and_page_at_desktop_and_phone(open_page, live_server, see
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
 
 
-def test_cancel_from_the_workflow_page(open_page, live_server, seed_team):
-    page = open_page("team-admin", "osmo-team-admin")
+def test_cancel_asks_first_without_javascript(open_page, live_server, seed_team):
+    page = open_page("team-admin", "osmo-team-admin", javascript=False)
     workflow = Workflow.objects.order_by("submitted_at").first()
     page.goto(f"{live_server.url}/workflows/{workflow.name}/")
-    page.get_by_role("button", name="Cancel workflow").click()
+    page.get_by_role("link", name="Cancel workflow…").click()
+    expect(page.get_by_role("heading", name=f"Cancel workflow {workflow.name}?")).to_be_visible()
+    expect(page.get_by_text("Its running tasks stop and the 50 GPUs they hold in pool team "
+                            "are released.")).to_be_visible()
+    screenshot(page, "workflow-cancel-confirm")
+    assert Workflow.objects.get(pk=workflow.pk).status == "RUNNING"  # asking changed nothing
+    page.get_by_role("link", name="Keep it").click()
+    expect(page.get_by_role("heading", name=f"Workflow {workflow.name} RUNNING")).to_be_visible()
+    assert Workflow.objects.get(pk=workflow.pk).status == "RUNNING"
+
+    page.get_by_role("link", name="Cancel workflow…").click()
+    page.get_by_role("button", name=f"Cancel {workflow.name}").click()
     expect(page.get_by_text("canceled: its GPUs are released")).to_be_visible()
     expect(page.get_by_role("heading", name=f"Workflow {workflow.name} FAILED_CANCELED"))\
         .to_be_visible()
@@ -82,7 +93,13 @@ def test_cluster_heat_map_and_usage_chart(open_page, live_server, cluster):
     cells = page.locator("a.cell")
     expect(cells).to_have_count(32)
     assert page.locator("table.nodes").count() == 0  # tables on demand
-    expect(page.locator('figure.usage-chart[data-pool="team"] polyline')).to_have_count(3)
+    chart = page.locator('figure.usage-chart[data-pool="team"]')
+    expect(chart.locator("path")).to_have_count(3)
+    # The peak is the most GPUs held, not the chart's scale (the quota, 100).
+    expect(chart.locator("figcaption")).to_have_text(
+        "team · now 65 GPUs used + 11 LOW · peak 76 GPUs · quota 100")
+    assert chart.locator("path.area-total").evaluate(
+        "path => path.getBBox().height") == pytest.approx(76 / 100 * 120, abs=.1)
     height = page.evaluate("document.documentElement.scrollHeight")
     assert height < 1800, height  # 32 nodes no longer take 3,600 px
     screenshot(page, "cluster-heatmap")

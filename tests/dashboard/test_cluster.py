@@ -96,7 +96,7 @@ def test_cluster_page_renders_everything(db, django_assert_max_num_queries):
                  "queue": "q", "reasons": [{"code": "not_enough_gpus_in_rack",
                                             "message": "No rack has 16 free GPUs (largest: 8)."}]}])
     viewer = session_client("viewer", "osmo-team-user")
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(11):  # the charts end with the pool tree's use now
         html = viewer.get("/cluster/?tables=on").content.decode()  # node tables on demand
     flat = " ".join(re.sub(r"<[^>]+>", " ", html).split())
     assert "2 nodes, 16 GPUs, 10 free. Held: 6 HIGH, 0 NORMAL, 0 LOW." in flat
@@ -137,10 +137,39 @@ def test_the_heat_map_filters_and_usage_charts(db):
     assert '<table class="nodes">' not in html  # tables only on demand
     charts = re.findall(r'<figure class="usage-chart" data-pool="([^"]+)"', html)
     assert charts == ["team"]  # not the other tenant's pool
-    assert "team: 3 samples from" in html and "now 6 GPUs used, 0 at LOW, quota 16" in html
+    assert ("(3 samples and the current figures): now 6 GPUs used at HIGH/NORMAL and 0 at LOW, "
+            "quota 16; peak 6 GPUs in use.") in html
 
     page = viewer.get("/cluster/?state=cordoned&tables=on").content.decode()
     assert re.findall(r'data-node="([^"]+)"', page) == ["node-2", "node-2"]  # cell + row
     page = viewer.get("/cluster/?zone=z1&node=-1").content.decode()
     assert re.findall(r'class="cell[^"]*" data-node="([^"]+)"', page) == ["node-1"]
     assert viewer.get("/cluster/?state=melting").status_code == 200  # refused filter: all
+
+
+def test_a_usage_chart_ends_with_the_use_now():
+    start = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    sample = {"top": "demo", "at": start, "used": 0, "low": 0, "quota": 100}
+    now = {"top": "demo", "at": start.replace(minute=1), "used": 16, "low": 4, "quota": 100}
+    # Nothing ran when the one sample was taken; 16 GPUs (and 4 at LOW) run now.
+    (chart,) = presenters.usage_charts([sample], [now])
+    assert (chart.pool, chart.scale, chart.peak, chart.now_used, chart.now_low) == (
+        "demo", 100, 20, 16, 4)
+    assert chart.used == "M0.0,120 L0.0,120.0 L600.0,100.8 L600.0,120 Z"
+    assert chart.total == "M0.0,120 L0.0,120.0 L600.0,96.0 L600.0,120 Z"
+    assert chart.quota == "M0.0,0.0 L600.0,0.0"
+    # No sample yet (a fresh start): the use now spans the box; one GPU of 1,000 still shows.
+    (lone,) = presenters.usage_charts([], [{**now, "used": 1, "low": 0, "quota": 1000}])
+    assert lone.used == "M0.0,120 L0.0,118.0 L600.0,118.0 L600.0,120 Z"
+    assert (lone.scale, lone.peak) == (1000, 1)
+
+
+@pytest.mark.parametrize(("zone", "rack", "label"), [
+    ("zone-0", "zone-0-rack-3", "rack-3"),  # the demo's racks: the zone's name is repeated
+    ("z1", "r1", "r1"),
+    ("zone-1", "zone-10-rack-0", "zone-10-rack-0"),  # another zone's prefix: kept whole
+    ("zone-1", "zone-1", "zone-1"),
+    (presenters.NO_LABEL, presenters.NO_LABEL, presenters.NO_LABEL),
+])
+def test_a_rack_is_labelled_by_what_tells_it_apart(zone, rack, label):
+    assert presenters.rack_label(zone, rack) == label

@@ -4,6 +4,7 @@ and a pinned query count whatever the data size."""
 from __future__ import annotations
 
 import re
+from html import unescape
 
 import pytest
 
@@ -18,14 +19,17 @@ MAX_QUERIES = 10
 
 
 def row(html: str, pool: str) -> str:
-    """The table row of one pool, tags stripped, whitespace collapsed."""
+    """The table row of one pool as text (see `text`)."""
     match = re.search(rf'<tr class="[^"]*" data-pool="{re.escape(pool)}">(.*?)</tr>', html, re.S)
     assert match, f"no row for {pool}"
-    return " ".join(re.sub(r"<[^>]+>", " ", match.group(1)).split())
+    return text(match.group(1))
 
 
 def text(html: str) -> str:
-    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    """Tags stripped (inline ones without a gap: `team<span>--</span><wbr>a` is `team--a`),
+    entities decoded, whitespace collapsed."""
+    html = re.sub(r"<wbr>|</?span[^>]*>", "", html)
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
 
 
 # --- the pool tree -----------------------------------------------------------------------------
@@ -58,7 +62,7 @@ def test_login_page_signs_in(client, db):
 def test_seed_002_tree(seed_team, team_user):
     html = team_user.get("/").content.decode()
     assert row(html, "team") == (
-        "team - 10 (Total: 100) unallocated 50 8 ▼ -40 (over quota: GPUs to drain)")
+        "team 10 (Total: 100) unallocated 50 8 ▼ -40 (over quota: GPUs to drain)")
     assert row(html, "team--a") == "├─ team--a ACTIVE 30 5 0 25"
     assert row(html, "team--b") == "├─ team--b ACTIVE 40 10 3 30"
     assert row(html, "team--c") == "└─ team--c ACTIVE 20 0 0 20"
@@ -113,9 +117,9 @@ def test_deleting_and_archived_subpools(seed_team, team_admin):
     services.subpool_delete(actor=None, subpool=c)  # nothing runs: ARCHIVED
     html = team_admin.get("/").content.decode()
     assert row(html, "team--b") == (
-        "└─ team--b DELETING Draining: 2 running workflows , 13 GPUs held 0 (was 40) 10 3 "
+        "└─ team--b DELETING Draining: 2 running workflows, 13 GPUs held 0 (was 40) 10 3 "
         "▼ -10 (over quota: GPUs to drain) frozen while draining")
-    assert row(html, "team") == "team - 70 (Total: 100) unallocated 50 8 20"
+    assert row(html, "team") == "team 70 (Total: 100) unallocated 50 8 20"
     # ARCHIVED subpools are folded away, out of the table.
     assert 'data-pool="team--c">' not in html.split("<details")[0]
     details = html.split('<details class="archived" id="archived-team">')[1].split("</details>")[0]
@@ -321,6 +325,12 @@ def test_token_sign_in(client, db):
     token = services.token_issue(user=user)
     page = client.get("/login/").content.decode()
     assert '<label for="token-token">Access token</label>' in page
+    # The form the README names comes first; its help shows commands as code, not backticks.
+    headings = re.findall(r"<h2 [^>]*>([^<]+)</h2>", page)
+    assert headings == ["Sign in with an access token", "Or sign in with a password"]
+    assert ("The token <code>osmo standalone</code> printed, or one from <code>osmo token "
+            "create</code> or <code>manage.py issue_token</code>.") in page
+    assert "`" not in text(page)
     bad = client.post("/login/token/", {"token": "osmo_nope", "next": "/cluster/"})
     assert bad.status_code == 400
     assert "This token is not valid (or was revoked)." in bad.content.decode()
@@ -334,3 +344,10 @@ def test_token_sign_in(client, db):
     from django.test import Client
 
     assert Client().post("/login/token/", {"token": token}).status_code == 400
+
+
+def test_favicon_is_served_to_anyone(client, db):
+    response = client.get("/favicon.ico")
+    assert (response.status_code, response["Content-Type"]) == (200, "image/x-icon")
+    assert response.content[:4] == b"\x00\x00\x01\x00"  # an icon file
+    assert 'rel="icon" href="/favicon.ico"' in client.get("/login/").content.decode()

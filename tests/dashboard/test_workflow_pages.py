@@ -90,11 +90,32 @@ def test_cancel_is_offered_to_the_submitter_and_pool_admins_only(team):
     assert "Cancel workflow" not in viewer.get(f"/workflows/{workflow.name}/").content.decode()
     assert viewer.post(f"/workflows/{workflow.name}/cancel/").status_code == 403
     assert Workflow.objects.get(pk=workflow.pk).status == WorkflowStatus.PENDING
-    assert "Cancel workflow" in owner.get(f"/workflows/{workflow.name}/").content.decode()
+    assert viewer.get(f"/workflows/{workflow.name}/cancel/").status_code == 403
+    page = owner.get(f"/workflows/{workflow.name}/").content.decode()
+    # The page offers a link to a confirmation, no button that cancels at once.
+    assert f'href="/workflows/{workflow.name}/cancel/">Cancel workflow…</a>' in page
+    assert "/cancel/" not in "".join(re.findall(r"<form[^>]*>", page))
+    confirm = owner.get(f"/workflows/{workflow.name}/cancel/").content.decode()
+    assert f"Cancel workflow {workflow.name}?" in confirm
+    assert "It holds no GPUs yet: it leaves the queue of pool team." in confirm
+    assert Workflow.objects.get(pk=workflow.pk).status == WorkflowStatus.PENDING
     response = owner.post(f"/workflows/{workflow.name}/cancel/", follow=True)
     assert "canceled: its GPUs are released" in response.content.decode()
     assert Workflow.objects.get(pk=workflow.pk).status == WorkflowStatus.FAILED_CANCELED
     assert "Cancel workflow" not in response.content.decode()
+    ended = owner.get(f"/workflows/{workflow.name}/cancel/").content.decode()
+    assert "It already ended: it is <strong>FAILED_CANCELED</strong>." in ended
+    assert "<form method=\"post\"" not in ended.split("<main")[1]
+
+
+def test_the_confirmation_says_what_canceling_releases(team):
+    workflow = factories.running_workflow(team, 8, tasks=2)
+    admin = session_client("team-admin", "osmo-team-admin")
+    confirm = " ".join(re.sub(r"<[^>]+>", " ", admin.get(
+        f"/workflows/{workflow.name}/cancel/").content.decode()).split())
+    assert ("Its running tasks stop and the 8 GPUs they hold in pool team are released."
+            in confirm)
+    assert Workflow.objects.get(pk=workflow.pk).status == WorkflowStatus.RUNNING
 
 
 def test_pool_pages_link_to_workflow_pages(team):

@@ -20,9 +20,9 @@ from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import Backend
 
+from .kubelet import Kubelet
 from .osmo_placement import (
     SCHEDULER,
-    Kubelet,
     Scheduler,
     delete_all_nodes,
     install_rbac,
@@ -161,14 +161,14 @@ class Cluster:
 
     # --- nodes -------------------------------------------------------------------------------
     def add_node(self, name: str, *, gpus: int, cpu: str = "64", memory: str = "512Gi",
-                 labels: dict[str, str] | None = None, ready: bool = True,
+                 pods: int = 110, labels: dict[str, str] | None = None, ready: bool = True,
                  unschedulable: bool = False) -> None:
         self.server.request("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
                                                   **(labels or {})}},
             "spec": {"unschedulable": unschedulable}})
-        capacity = {"nvidia.com/gpu": str(gpus), "cpu": cpu, "memory": memory, "pods": "110"}
+        capacity = {"nvidia.com/gpu": str(gpus), "cpu": cpu, "memory": memory, "pods": str(pods)}
         self.server.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": {
             "capacity": capacity, "allocatable": capacity,
             "conditions": [{"type": "Ready", "status": "True" if ready else "False",
@@ -220,9 +220,12 @@ def osmo_settings(k8s_settings):
 
 @pytest.fixture
 def kubelet(apiserver, namespace):
+    """The kubelet stand-in; at the end, the test fails if it saw a node hold more than its
+    allocatable, refused a pod for want of resources, or broke."""
     stand_in = Kubelet(apiserver, namespace).start()
     yield stand_in
     stand_in.stop()
+    stand_in.check()
 
 
 @pytest.fixture

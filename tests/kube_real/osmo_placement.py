@@ -1,10 +1,9 @@
-"""Helpers of the ``OSMO_PLACEMENT=osmo`` tests: the scheduler's RBAC, a kubelet stand-in, the
-scheduler stepped by the test, and KAI objects made by "another user"."""
+"""Helpers of the ``OSMO_PLACEMENT=osmo`` tests: the scheduler's RBAC, the scheduler stepped by
+the test, and KAI objects made by "another user" (the kubelet stand-in is in ``kubelet.py``)."""
 
 from __future__ import annotations
 
 import copy
-import threading
 import time
 from typing import Any
 
@@ -41,63 +40,6 @@ def delete_all_nodes(apiserver) -> None:
             apiserver.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
         except KubeError:
             pass
-
-
-class Kubelet:
-    """Plays every node's kubelet for one namespace: a bound pod starts Running, a pod being
-    deleted is removed (the final delete), and pods finish when the test says so."""
-
-    def __init__(self, apiserver, namespace: str, *, poll: float = 0.05):
-        self.apiserver = apiserver
-        self.namespace = namespace
-        self.poll = poll
-        self.started: list[str] = []
-        self.removed: list[str] = []
-        self.paused = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="kubelet")
-
-    def start(self) -> Kubelet:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _pods(self) -> list[dict]:
-        return self.apiserver.request(
-            "GET", f"/api/v1/namespaces/{self.namespace}/pods")["items"]
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                if not self.paused:
-                    self.step()
-            except Exception:  # noqa: BLE001 - a pod gone between LIST and write: next round
-                pass
-            self._stop.wait(self.poll)
-
-    def step(self) -> None:
-        for pod in self._pods():
-            name = pod["metadata"]["name"]
-            base = f"/api/v1/namespaces/{self.namespace}/pods/{name}"
-            if pod["metadata"].get("deletionTimestamp"):
-                self.apiserver.request("DELETE", base, query=[("gracePeriodSeconds", "0")])
-                self.removed.append(name)
-                continue
-            phase = (pod.get("status") or {}).get("phase")
-            if pod["spec"].get("nodeName") and phase == "Pending":
-                container = pod["spec"]["containers"][0]
-                self.apiserver.request("PATCH", base + "/status", {"status": {
-                    "phase": "Running", "startTime": "2025-01-01T00:00:00Z",
-                    "conditions": [{"type": "Ready", "status": "True"}],
-                    "containerStatuses": [{
-                        "name": container["name"], "image": container["image"],
-                        "imageID": "", "ready": True, "restartCount": 0,
-                        "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}]}},
-                    content_type="application/merge-patch+json")
-                self.started.append(name)
 
 
 class Scheduler:

@@ -48,7 +48,7 @@ def test_a_move_makes_room_for_a_gang(sched, cluster, apiserver, namespace, kube
              lambda: placed.update(b=low("b")))
     assert (node_of(apiserver, namespace, "a-0"), node_of(apiserver, namespace, "b-0")) == (
         one, two)
-    kubelet.paused = True  # the moved pod stays Terminating until the "kubelet" confirms
+    kubelet.pause()  # the moved pod stays Terminating until the "kubelet" confirms
     big = create_gang(apiserver, namespace, "big", q, pods=1, gpus=4)
     sched.until(lambda: cluster.get("pods", "a-0")["metadata"].get("deletionTimestamp"),
                 what="a-0 moved")
@@ -67,7 +67,7 @@ def test_a_move_makes_room_for_a_gang(sched, cluster, apiserver, namespace, kube
     sched.settle(0.5)
     assert node_of(apiserver, namespace, big[0]) is None  # a-0's GPUs are not free yet
     assert "terminate" in str(sched.placement.reported.get(f"{namespace}/big"))
-    kubelet.paused = False
+    kubelet.resume()
     sched.until(lambda: node_of(apiserver, namespace, big[0]) == one, what="big bound")
     sched.until(lambda: running(apiserver, namespace, ["a-0-m1", "b-0", big[0]]),
                 what="all running")

@@ -141,7 +141,7 @@ def test_preempt_evicts_real_pods_and_waits_for_them(sched, cluster, apiserver, 
     low = create_gang(apiserver, namespace, "low", q, pods=2, gpus=2, min_member=2,
                       priority_class="osmo-low")
     sched.until(lambda: running(apiserver, namespace, low), what="low running")
-    kubelet.paused = True  # victims stay Terminating until the "kubelet" confirms
+    kubelet.pause()  # victims stay Terminating until the "kubelet" confirms
     high = create_gang(apiserver, namespace, "high", q, pods=1, gpus=4,
                        priority_class="osmo-high")
     sched.until(lambda: all(cluster.get("pods", p)["metadata"].get("deletionTimestamp")
@@ -153,7 +153,7 @@ def test_preempt_evicts_real_pods_and_waits_for_them(sched, cluster, apiserver, 
     sched.settle(0.5)
     assert node_of(apiserver, namespace, high[0]) is None  # the GPUs are not free yet
     assert "terminate" in str(sched.placement.reported.get(f"{namespace}/high"))
-    kubelet.paused = False
+    kubelet.resume()
     sched.until(lambda: all_bound(apiserver, namespace, high), what="preemptor bound")
     assert sched.placement.totals["delete"] == 2
 

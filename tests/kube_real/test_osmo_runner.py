@@ -16,9 +16,9 @@ from tests.conftest import make_client
 from tests.k8s.conftest import spec, statuses, submit
 
 from .conftest import wait_for
+from .kubelet import Kubelet
 from .osmo_placement import (
     SCHEDULER,
-    Kubelet,
     delete_all_nodes,
     install_rbac,
     uninstall_cluster_rbac,
@@ -45,6 +45,7 @@ def osmo_runner(request, apiserver, k8s_settings, namespace, transactional_db):
     backend.stop()
     thread.join(timeout=15)
     kubelet.stop()
+    kubelet.check()
     assert not thread.is_alive()
     delete_all_nodes(apiserver)
     uninstall_cluster_rbac(apiserver)

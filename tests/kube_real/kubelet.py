@@ -1,0 +1,348 @@
+"""A kubelet stand-in for nodes that are only objects (the real-API-server tier and
+``benchmarks/k8s_fill.py``): it admits a bound pod as kubelet's admission would, then marks it
+Running, and makes the final delete of a pod being deleted.
+
+:class:`Admission` is kubelet's pod admission (``pkg/kubelet/lifecycle/predicate.go``) over one
+view of the nodes and of the pods each node already runs:
+
+- resources, in kubelet's order — ``pods`` (the count), ``cpu``, ``memory``,
+  ``ephemeral-storage``, then extended resources such as ``nvidia.com/gpu`` — against the node's
+  allocatable minus what the pods it admitted and has not removed request. Short: the pod ends
+  ``Failed`` with reason ``OutOf<resource>`` (``OutOfcpu``, ``OutOfnvidia.com/gpu``) and message
+  ``Pod was rejected: Node didn't have enough resource: <resource>, requested: N, used: N,
+  capacity: N``, and a Warning Event with that reason. An extended resource the node does not
+  list counts as 0 there (what the device plugin's allocation refuses; the predicate alone would
+  ignore it);
+- a ``NoExecute`` taint the pod does not tolerate: ``Failed``, reason ``TaintToleration``;
+- a node that does not exist: no kubelet ever runs the pod; the pod garbage collector marks it
+  ``Failed`` with a ``DisruptionTarget`` condition (reason ``DeletionByPodGC``, message
+  ``PodGC: node no longer exists``). Here that happens at once (the collector waits 40 s) and the
+  pod is left in place to be read (the collector then deletes it);
+- a node that is not Ready: its kubelet is not running pods, so the pod stays Pending (listed in
+  ``waiting``) until the node is Ready again.
+
+:func:`overcommitted` is the invariant the placement tests assert: on no node do the bound pods
+that hold resources (every bound pod that has not ended, except one being deleted that never
+started) request more than the node's allocatable.
+
+The stand-in raises what goes wrong in it: an error is kept and raised again by :meth:`stop`
+(a pod deleted between its LIST and a write is the one answer it expects: 404).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+from .server import KubeError
+
+STARTED_AT = "2025-01-01T00:00:00Z"
+FINISHED = ("Succeeded", "Failed")
+BASIC = ("cpu", "memory", "ephemeral-storage")  # kubelet checks these, then extended ones
+NATIVE = {"cpu", "memory", "ephemeral-storage", "pods", "hugepages-1Gi", "hugepages-2Mi",
+          "storage"}
+REJECTED = "Pod was rejected: "
+POD_GC = {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
+          "message": "PodGC: node no longer exists"}
+
+
+def _amount(resource: str, value: Any) -> int:
+    """A quantity in kubelet's unit: millicores for cpu, whole units (bytes) otherwise."""
+    quantity = parse_quantity(str(value))
+    return int(quantity * 1000) if resource == "cpu" else int(quantity)
+
+
+def requests_of(pod: dict[str, Any]) -> dict[str, int]:
+    """What the pod requests (the API server has copied limits into missing requests): its
+    containers summed, the largest init container when that is more, plus its overhead."""
+    spec = pod.get("spec") or {}
+
+    def of(container: dict) -> dict[str, int]:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        return {name: _amount(name, value) for name, value in requests.items()}
+
+    total: dict[str, int] = {}
+    for container in spec.get("containers") or []:
+        for name, value in of(container).items():
+            total[name] = total.get(name, 0) + value
+    for container in spec.get("initContainers") or []:
+        for name, value in of(container).items():
+            total[name] = max(total.get(name, 0), value)
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] = total.get(name, 0) + _amount(name, value)
+    return total
+
+
+def allocatable_of(node: dict[str, Any]) -> dict[str, int]:
+    status = node.get("status") or {}
+    raw = status.get("allocatable") or status.get("capacity") or {}
+    return {name: _amount(name, value) for name, value in raw.items()}
+
+
+def is_ready(node: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])
+
+
+def _tolerates(tolerations: list[dict], taint: dict) -> bool:
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        if toleration.get("operator") == "Exists":
+            if not toleration.get("key") or toleration["key"] == taint.get("key"):
+                return True
+        elif toleration.get("key") == taint.get("key") and \
+                (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Refusal:
+    pod: str
+    node: str
+    reason: str
+    message: str
+
+
+@dataclass
+class Admission:
+    """Kubelet's admission over ``nodes`` (name → Node) and what each node already runs."""
+
+    nodes: dict[str, dict[str, Any]]
+    used: dict[str, dict[str, int]] = field(default_factory=dict)  # node → requests held
+    count: dict[str, int] = field(default_factory=dict)  # node → pods held
+
+    def hold(self, node: str, pod: dict[str, Any]) -> None:
+        used = self.used.setdefault(node, {})
+        for name, value in requests_of(pod).items():
+            used[name] = used.get(name, 0) + value
+        self.count[node] = self.count.get(node, 0) + 1
+
+    def release(self, node: str, pod: dict[str, Any]) -> None:
+        used = self.used.setdefault(node, {})
+        for name, value in requests_of(pod).items():
+            used[name] = used.get(name, 0) - value
+        self.count[node] = self.count.get(node, 0) - 1
+
+    def admit(self, pod: dict[str, Any]) -> Refusal | None:
+        """None: the pod is admitted (and from now on holds its requests on its node); else
+        why kubelet refuses it. A pod on a node that is not Ready is neither (see
+        :meth:`can_start`)."""
+        name, node_name = pod["metadata"]["name"], pod["spec"]["nodeName"]
+        node = self.nodes.get(node_name)
+        if node is None:
+            return Refusal(name, node_name, POD_GC["reason"], POD_GC["message"])
+        requests = requests_of(pod)
+        allocatable = allocatable_of(node)
+        used = self.used.get(node_name, {})
+        short = None
+        if self.count.get(node_name, 0) + 1 > allocatable.get("pods", 0):
+            short = ("pods", 1, self.count.get(node_name, 0), allocatable.get("pods", 0))
+        extended = sorted(r for r in requests if r not in NATIVE)
+        for resource in (*BASIC, *extended):
+            if short is not None:
+                break
+            wanted = requests.get(resource, 0)
+            if wanted and wanted + used.get(resource, 0) > allocatable.get(resource, 0):
+                short = (resource, wanted, used.get(resource, 0), allocatable.get(resource, 0))
+        if short is not None:
+            resource, wanted, held, capacity = short
+            return Refusal(name, node_name, f"OutOf{resource}",
+                           f"Node didn't have enough resource: {resource}, requested: "
+                           f"{wanted}, used: {held}, capacity: {capacity}")
+        taints = [t for t in (node.get("spec") or {}).get("taints") or []
+                  if t.get("effect") == "NoExecute"]
+        tolerations = pod["spec"].get("tolerations") or []
+        if any(not _tolerates(tolerations, taint) for taint in taints):
+            return Refusal(name, node_name, "TaintToleration", "Predicate TaintToleration failed")
+        self.hold(node_name, pod)
+        return None
+
+    def can_start(self, pod: dict[str, Any]) -> bool:
+        """False while the pod's node exists but is not Ready: nothing runs it yet."""
+        node = self.nodes.get(pod["spec"]["nodeName"])
+        return node is None or is_ready(node)
+
+
+def holds_resources(pod: dict[str, Any]) -> bool:
+    """A bound pod that has not ended; one being deleted only if it started (one that never
+    ran holds nothing on its node)."""
+    phase = (pod.get("status") or {}).get("phase") or "Pending"
+    if not (pod.get("spec") or {}).get("nodeName") or phase in FINISHED:
+        return False
+    return not (pod["metadata"].get("deletionTimestamp") and phase == "Pending")
+
+
+def overcommitted(pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]]
+                  ) -> list[str]:
+    """Every (node, resource) whose bound pods request more than the node's allocatable, in
+    words; empty when every node holds what it has."""
+    allocatable = {node["metadata"]["name"]: allocatable_of(node) for node in nodes}
+    totals: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if node not in allocatable or not holds_resources(pod):
+            continue
+        total = totals.setdefault(node, {"pods": 0})
+        total["pods"] += 1
+        for name, value in requests_of(pod).items():
+            total[name] = total.get(name, 0) + value
+    return [f"node {node}: {resource} requested {value} > allocatable "
+            f"{allocatable[node].get(resource, 0)}"
+            for node, total in sorted(totals.items()) for resource, value in sorted(total.items())
+            if value > allocatable[node].get(resource, 0)]
+
+
+def running_status(pod: dict[str, Any]) -> dict[str, Any]:
+    container = pod["spec"]["containers"][0]
+    return {"phase": "Running", "startTime": STARTED_AT,
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{
+                "name": container["name"], "image": container["image"], "imageID": "",
+                "ready": True, "restartCount": 0,
+                "state": {"running": {"startedAt": STARTED_AT}}}]}
+
+
+def refused_status(refusal: Refusal) -> dict[str, Any]:
+    if refusal.reason == POD_GC["reason"]:
+        return {"phase": "Failed", "conditions": [dict(POD_GC)]}
+    return {"phase": "Failed", "reason": refusal.reason, "message": REJECTED + refusal.message}
+
+
+def refusal_event(pod: dict[str, Any], refusal: Refusal) -> dict[str, Any]:
+    metadata = pod["metadata"]
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{metadata['name']}.",
+                         "namespace": metadata["namespace"]},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": metadata["name"],
+                               "namespace": metadata["namespace"], "uid": metadata.get("uid")},
+            "reason": refusal.reason, "message": refusal.message, "type": "Warning",
+            "source": {"component": "kubelet", "host": refusal.node}, "count": 1,
+            "firstTimestamp": STARTED_AT, "lastTimestamp": STARTED_AT}
+
+
+class Kubelet:
+    """Every node's kubelet for the pods of one namespace (the tests' nodes hold no others),
+    polling: a pod being deleted is removed (the final delete), a bound Pending pod is admitted
+    (:class:`Admission`) and marked Running, or refused; pods finish when the test says so.
+
+    ``pause()`` returns once no step is running and none will until ``resume()``. Each step
+    also checks :func:`overcommitted` (after its deletes, before admitting): what it finds is
+    in ``overcommits`` and fails :meth:`check`."""
+
+    def __init__(self, apiserver, namespace: str, *, poll: float = 0.05):
+        self.apiserver = apiserver
+        self.namespace = namespace
+        self.poll = poll
+        self.started: list[str] = []
+        self.removed: list[str] = []
+        self.refused: list[Refusal] = []
+        self.waiting: set[str] = set()  # bound to a node that is not Ready
+        self.overcommits: list[str] = []
+        self.errors: list[BaseException] = []
+        self._paused = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="kubelet")
+
+    def start(self) -> Kubelet:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if self.errors:
+            raise self.errors[0]
+
+    def pause(self) -> None:
+        with self._lock:
+            self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+
+    def step_now(self) -> None:
+        """One step at once, paused or not (a test that needs the kubelet to have acted)."""
+        with self._lock:
+            self.step()
+
+    def check(self, *, refusals: bool = False) -> None:
+        """Fail on an error of the stand-in, an over-committed node, or (unless ``refusals``)
+        any pod kubelet refused for want of resources."""
+        if self.errors:
+            raise self.errors[0]
+        assert not self.overcommits, self.overcommits
+        if not refusals:
+            short = [r for r in self.refused if r.reason.startswith("OutOf")]
+            assert not short, short
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    if not self._paused:
+                        self.step()
+            except Exception as exc:  # noqa: BLE001 - kept, raised by stop() and check()
+                self.errors.append(exc)
+                return
+            self._stop.wait(self.poll)
+
+    def _write(self, method: str, path: str, body: Any = None, **options) -> bool:
+        """False when the pod is gone (deleted between the LIST and this write)."""
+        try:
+            self.apiserver.request(method, path, body, **options)
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def step(self) -> None:
+        pods = self.apiserver.request(
+            "GET", f"/api/v1/namespaces/{self.namespace}/pods")["items"]
+        nodes = {n["metadata"]["name"]: n
+                 for n in self.apiserver.request("GET", "/api/v1/nodes")["items"]}
+        base = f"/api/v1/namespaces/{self.namespace}/pods"
+        kept = []
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("deletionTimestamp"):
+                if self._write("DELETE", f"{base}/{name}", query=[("gracePeriodSeconds", "0")]):
+                    self.removed.append(name)
+            else:
+                kept.append(pod)
+        found = overcommitted(kept, nodes.values())
+        self.overcommits.extend(f for f in found if f not in self.overcommits)
+        admission = Admission(nodes)
+        for pod in kept:
+            if (pod.get("status") or {}).get("phase") == "Running" and pod["spec"].get(
+                    "nodeName"):
+                admission.hold(pod["spec"]["nodeName"], pod)
+        pending = [pod for pod in kept if pod["spec"].get("nodeName")
+                   and (pod.get("status") or {}).get("phase", "Pending") == "Pending"]
+        pending.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "",
+                                    p["metadata"]["name"]))
+        for pod in pending:  # kubelet admits in creation order
+            name = pod["metadata"]["name"]
+            if not admission.can_start(pod):
+                self.waiting.add(name)
+                continue
+            self.waiting.discard(name)
+            refusal = admission.admit(pod)
+            status = running_status(pod) if refusal is None else refused_status(refusal)
+            if not self._write("PATCH", f"{base}/{name}/status", {"status": status},
+                               content_type="application/merge-patch+json"):
+                continue
+            if refusal is None:
+                self.started.append(name)
+                continue
+            self.refused.append(refusal)
+            if refusal.reason != POD_GC["reason"]:
+                self.apiserver.request("POST", f"/api/v1/namespaces/{self.namespace}/events",
+                                       refusal_event(pod, refusal))

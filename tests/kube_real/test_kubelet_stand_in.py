@@ -1,0 +1,126 @@
+"""The kubelet stand-in refuses what kubelet's admission refuses, on the real API server: each
+refusal ends the pod ``Failed`` with kubelet's reason and message; a pod on a node that is not
+Ready is not started; its own errors are raised, never swallowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from .kubelet import Kubelet, overcommitted
+from .osmo_placement import events_for, pod
+
+
+def phase(cluster, name: str) -> dict:
+    return cluster.get("pods", name)["status"]
+
+
+def place(apiserver, cluster, namespace, name: str, node: str, **requests) -> None:
+    apiserver.create(pod(namespace, name, "none", "q", **requests))
+    cluster.bind(name, node)
+
+
+@pytest.fixture
+def stand_in(apiserver, namespace):
+    """Stepped by the test (no thread): every step is one look at the cluster."""
+    return Kubelet(apiserver, namespace)
+
+
+@pytest.mark.parametrize("resource, node_options, reason, message", [
+    ("gpu", {"gpus": 2}, "OutOfnvidia.com/gpu",
+     "Node didn't have enough resource: nvidia.com/gpu, requested: 2, used: 2, capacity: 2"),
+    ("cpu", {"gpus": 8, "cpu": "1500m"}, "OutOfcpu",
+     "Node didn't have enough resource: cpu, requested: 1000, used: 1000, capacity: 1500"),
+    ("memory", {"gpus": 8, "memory": "1536Mi"}, "OutOfmemory",
+     f"Node didn't have enough resource: memory, requested: {2**30}, used: {2**30}, "
+     f"capacity: {1536 * 2**20}"),
+    ("pods", {"gpus": 8, "pods": 1}, "OutOfpods",
+     "Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1"),
+])
+def test_a_pod_short_of_a_resource_fails_as_kubelet_reports(
+        stand_in, apiserver, cluster, namespace, resource, node_options, reason,
+        message) -> None:
+    node = f"{namespace}-{resource}"
+    cluster.add_node(node, **node_options)
+    place(apiserver, cluster, namespace, "first", node, gpus=2)  # 1 cpu, 1Gi each
+    stand_in.step_now()
+    place(apiserver, cluster, namespace, "second", node, gpus=2)
+    stand_in.step_now()
+    assert phase(cluster, "first")["phase"] == "Running"
+    status = phase(cluster, "second")
+    assert (status["phase"], status["reason"], status["message"]) == (
+        "Failed", reason, f"Pod was rejected: {message}")
+    assert [(e["reason"], e["message"], e["type"]) for e in
+            events_for(apiserver, namespace, "second")] == [(reason, message, "Warning")]
+    assert stand_in.started == ["first"]
+    assert [(r.pod, r.reason) for r in stand_in.refused] == [("second", reason)]
+    with pytest.raises(AssertionError):
+        stand_in.check()  # an over-committed node, and a refusal: a placement test fails
+    cluster.delete_node(node)
+
+
+def test_a_pod_on_a_node_that_does_not_exist_fails_as_the_pod_collector_marks_it(
+        stand_in, apiserver, cluster, namespace) -> None:
+    place(apiserver, cluster, namespace, "lost", f"{namespace}-nowhere", gpus=1)
+    stand_in.step_now()
+    status = phase(cluster, "lost")
+    assert status["phase"] == "Failed"
+    assert [(c["type"], c["reason"], c["message"]) for c in status["conditions"]] == [
+        ("DisruptionTarget", "DeletionByPodGC", "PodGC: node no longer exists")]
+    assert stand_in.started == []
+
+
+def test_a_pod_on_a_node_that_is_not_ready_waits_until_it_is(stand_in, apiserver, cluster,
+                                                            namespace) -> None:
+    node = f"{namespace}-sick"
+    cluster.add_node(node, gpus=2, ready=False)
+    place(apiserver, cluster, namespace, "patient", node, gpus=1)
+    stand_in.step_now()
+    stand_in.step_now()
+    assert phase(cluster, "patient")["phase"] == "Pending"
+    assert stand_in.waiting == {"patient"} and stand_in.started == []
+    apiserver.request("PATCH", f"/api/v1/nodes/{node}/status", {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}]}},
+        content_type="application/merge-patch+json")
+    stand_in.step_now()
+    assert phase(cluster, "patient")["phase"] == "Running"
+    assert stand_in.waiting == set()
+    cluster.delete_node(node)
+
+
+def test_a_no_execute_taint_the_pod_does_not_tolerate(stand_in, apiserver, cluster,
+                                                      namespace) -> None:
+    node = f"{namespace}-tainted"
+    cluster.add_node(node, gpus=2)
+    apiserver.request("PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": [
+        {"key": "maintenance", "value": "yes", "effect": "NoExecute"}]}},
+        content_type="application/merge-patch+json")
+    place(apiserver, cluster, namespace, "intolerant", node, gpus=1)
+    stand_in.step_now()
+    status = phase(cluster, "intolerant")
+    assert (status["phase"], status["reason"]) == ("Failed", "TaintToleration")
+    cluster.delete_node(node)
+
+
+def test_the_audit_sees_a_node_over_its_allocatable(apiserver, cluster, namespace) -> None:
+    node = f"{namespace}-full"
+    cluster.add_node(node, gpus=2)
+    for name in ("a", "b"):
+        place(apiserver, cluster, namespace, name, node, gpus=2)
+    pods = apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+    nodes = apiserver.request("GET", "/api/v1/nodes")["items"]
+    assert overcommitted(pods, nodes) == [
+        f"node {node}: nvidia.com/gpu requested 4 > allocatable 2"]
+    cluster.delete_pod("b")  # bound but never started, and being deleted: it holds nothing
+    pods = apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+    assert overcommitted(pods, nodes) == []
+    cluster.delete_node(node)
+
+
+def test_an_error_in_the_stand_in_fails_the_test(namespace) -> None:
+    class Broken:
+        def request(self, *args, **kwargs):
+            raise RuntimeError("the stand-in broke")
+
+    stand_in = Kubelet(Broken(), namespace).start()
+    with pytest.raises(RuntimeError, match="the stand-in broke"):
+        stand_in.stop()

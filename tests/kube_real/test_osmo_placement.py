@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.backends.kubernetes import placement as placement_module
 from tests.k8s.conftest import spec, statuses, submit
 
 from .conftest import wait_for
+from .kubelet import overcommitted
 from .osmo_placement import (
     SCHEDULER,
     Scheduler,
@@ -226,17 +228,82 @@ def intercept_bind(sched, pod_name: str, action) -> None:
     sched.placement._bind = bind
 
 
-def test_a_pod_bound_meanwhile_counts_as_bound(sched, cluster, apiserver, namespace) -> None:
+def race_bind(monkeypatch, sched, cluster, pod_name: str, choose) -> dict[str, str]:
+    """Another binder binds ``pod_name`` to ``choose(plan)`` just before our bind of it (plan:
+    this cycle's pod name → node). Returns the plan once the cycle has decided."""
+    plan: dict[str, str] = {}
+    decide = placement_module.run_cycle
+
+    def deciding(snapshot):
+        result = decide(snapshot)
+        plan.update({b.pod.split("/", 1)[1]: b.node for b in result.bindings})
+        return result
+
+    monkeypatch.setattr(placement_module, "run_cycle", deciding)
+    intercept_bind(sched, pod_name, lambda: cluster.bind(pod_name, choose(plan)))
+    return plan
+
+
+def cluster_overcommits(apiserver) -> list[str]:
+    return overcommitted(apiserver.request("GET", "/api/v1/pods")["items"],
+                         apiserver.request("GET", "/api/v1/nodes")["items"])
+
+
+def test_a_pod_bound_meanwhile_where_we_planned_it_counts_as_bound(
+        monkeypatch, sched, cluster, apiserver, namespace) -> None:
     q = make_queue(apiserver, namespace)
     cluster.add_node(n(namespace, 1), gpus=2)
     cluster.add_node(n(namespace, 2), gpus=2)
     names = create_gang(apiserver, namespace, "race", q, pods=2, gpus=2, min_member=2)
-    intercept_bind(sched, names[0], lambda: cluster.bind(names[0], n(namespace, 2)))
+    plan = race_bind(monkeypatch, sched, cluster, names[0], lambda plan: plan[names[0]])
     sched.until(lambda: all_bound(apiserver, namespace, names), what="gang bound")
     sched.settle(0.3)
-    assert node_of(apiserver, namespace, names[0]) == n(namespace, 2)  # the other binder's
+    assert bound(apiserver, namespace, names) == plan  # as planned, one bind by the other
     assert sched.placement.totals["delete"] == 0  # nothing undone
-    assert all(exists(apiserver, namespace, p) for p in names)
+    assert cluster_overcommits(apiserver) == []
+
+
+def test_a_pod_bound_meanwhile_elsewhere_with_room_keeps_the_gang(
+        monkeypatch, sched, cluster, apiserver, namespace) -> None:
+    q = make_queue(apiserver, namespace)
+    nodes = [n(namespace, i) for i in (1, 2, 3)]
+    for node in nodes:
+        cluster.add_node(node, gpus=2)
+    names = create_gang(apiserver, namespace, "race", q, pods=2, gpus=2, min_member=2)
+    plan = race_bind(monkeypatch, sched, cluster, names[0],
+                     lambda plan: (set(nodes) - set(plan.values())).pop())
+    sched.until(lambda: all_bound(apiserver, namespace, names), what="gang bound")
+    sched.settle(0.3)
+    placed = bound(apiserver, namespace, names)
+    assert placed[names[1]] == plan[names[1]]
+    assert placed[names[0]] not in plan.values()  # where the other binder put it: room there
+    assert sched.placement.totals["delete"] == 0
+    assert cluster_overcommits(apiserver) == []
+
+
+def test_a_pod_bound_meanwhile_onto_our_plan_never_overcommits_a_node(
+        monkeypatch, sched, cluster, apiserver, namespace, kubelet) -> None:
+    """2-GPU nodes, a gang of two 2-GPU pods: another binder puts the first pod where we
+    planned the second. Binding the second too would make that node hold 4 GPUs."""
+    q = make_queue(apiserver, namespace)
+    cluster.add_node(n(namespace, 1), gpus=2)
+    cluster.add_node(n(namespace, 2), gpus=2)
+    names = create_gang(apiserver, namespace, "race", q, pods=2, gpus=2, min_member=2)
+    kubelet.pause()  # what the cycle leaves is judged before any kubelet acts on it
+    plan = race_bind(monkeypatch, sched, cluster, names[0], lambda plan: plan[names[1]])
+    sched.cycle()
+    assert cluster_overcommits(apiserver) == []
+    assert node_of(apiserver, namespace, names[0]) == plan[names[1]]  # the other binder's
+    second = cluster.get("pods", names[1])
+    assert second is None or second["metadata"].get("deletionTimestamp")  # undone
+    reported = str(sched.placement.reported.get(f"{namespace}/race"))
+    assert f"{names[0]} was bound to {plan[names[1]]} by another binder" in reported
+    kubelet.resume()
+    sched.settle(0.5)
+    kubelet.step_now()
+    assert cluster_overcommits(apiserver) == []
+    assert not exists(apiserver, namespace, names[1])
+    assert running(apiserver, namespace, names[:1])  # the kubelet admitted what is left
 
 
 def test_a_pod_deleted_before_its_bind_undoes_the_gang(sched, cluster, apiserver,

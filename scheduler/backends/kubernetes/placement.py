@@ -32,10 +32,13 @@ Then the same :func:`scheduler.core.run_cycle` decides, and :class:`Placement` a
    and not terminating, every node still there and schedulable, and the node's real free
    capacity (terminating pods still hold theirs: a preemptor waits until its victims are
    gone, KAI's pipelining) — and deferred whole when any check fails. A bind that fails
-   anyway: ``409`` (bound meanwhile by someone else) counts as bound; ``404`` (deleted) does
-   not. A gang left below its minimum is completed in the next cycles when it still has the
-   pods to reach it, else undone (the pods bound in this cycle are deleted, reason
-   ``GangIncomplete``) and explained.
+   anyway: ``409`` (bound meanwhile by someone else) counts as bound, and the pod is read: on
+   another node than planned, it may leave that node short of room for what this cycle bound
+   there — then pods this cycle bound there are deleted (reason ``BindingConflict``; they
+   never ran) until the node has room, so no node holds more than its allocatable; ``404``
+   (deleted) does not count. A gang left below its minimum is completed in the next cycles
+   when it still has the pods to reach it, else undone (the pods bound in this cycle are
+   deleted, reason ``GangIncomplete``) and explained.
 4. PodGroup status: ``schedulingConditions`` of type ``UnschedulableOnNodePool`` with the
    core's reasons in words (written when they change, cleared once the gang is scheduled),
    an ``Unschedulable`` Event on the PodGroup and on its pending pods when the reasons change.
@@ -102,6 +105,7 @@ QUEUES = ("scheduling.run.ai", "v2", "queues")
 TOPOLOGIES = ("kai.scheduler", "v1alpha1", "topologies")
 STALE_REASON = "EvictionByScheduler"
 INCOMPLETE_REASON = "GangIncomplete"
+CONFLICT_REASON = "BindingConflict"  # another binder took the room a pod was bound into
 UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
 NODE_POOL = "default"
 ASSUME_SECONDS = 30.0
@@ -787,8 +791,7 @@ class Placement:
             if replacements:
                 time.sleep(0.02)
 
-    def _precheck(self, placements: list[tuple[str, str]], overcommitted: set[str]
-                  ) -> str | None:
+    def _precheck(self, placements: list[tuple[str, str]], waiting: set[str]) -> str | None:
         """Why the gang's bindings must wait, from the newest cache; None when they may go."""
         for pod_key, node in placements:
             pod = self.cache.pods.get(pod_key)
@@ -797,50 +800,61 @@ class Placement:
             if pod["metadata"].get("deletionTimestamp"):
                 return f"pod {pod_key} is being deleted"
             if (pod.get("spec") or {}).get("nodeName"):
-                continue  # bound meanwhile: the bind answers 409 and counts it bound
+                continue  # bound meanwhile: the bind answers 409, then where it went is read
             node_obj = self.cache.nodes.get(node)
             if node_obj is None:
                 return f"node {node} is gone"
             if not node_schedulable(node_obj):
                 return f"node {node} is no longer schedulable"
-            if node in overcommitted:
+            if node in waiting:
                 return f"waiting for evicted pods on node {node} to terminate"
         return None
 
     @staticmethod
-    def _overcommitted(result: CycleResult, index: SnapshotIndex,
-                       replacements: list[Replacement]) -> set[str]:
-        """Nodes where this cycle's bindings need what is not free yet: what terminating pods
-        still hold (the core counts a victim's or a moved pod's room free at once; the node
-        frees it when the pod is gone), or what a move that was not made still holds."""
-        pods = {pod.name: pod for gang in index.gangs.values() for pod in gang.pods}
-        held = {node: list(values) for node, values in index.terminating.items() if any(values)}
-        leaving = {eviction.pod for eviction in result.evictions}
-        leaving |= {replacement.moved for replacement in replacements}
-        for name in leaving:  # these terminate from now on
-            pod = pods.get(name)
-            if pod is not None and pod.node in index.node_free:
-                _charge(held.setdefault(pod.node, [0, 0, 0]), pod)
-        checked = set(held) | {move.source for move in result.moves} | {
-            replacement.target for replacement in replacements}
-        used = {node: [0, 0, 0] for node in checked if node in index.node_free}
+    def _overcommitted(index: SnapshotIndex, nodes: set[str],
+                       arriving: list[tuple[str, Any]]) -> set[str]:
+        """Those of ``nodes`` where what is bound there — the snapshot's pods, terminating ones
+        included (the core counts a victim's or a moved pod's room free at once; the node frees
+        it when the pod is gone) — plus ``arriving`` (node, requests) needs more than the node
+        has."""
+        used = {node: list(index.terminating.get(node) or (0, 0, 0))
+                for node in nodes if node in index.node_free}
         if not used:
             return set()
         for gang in index.gangs.values():
             for pod in gang.pods:
-                if pod.node in used and pod.name not in leaving:
+                if pod.node in used:
                     _charge(used[pod.node], pod)
-        arriving = [(binding.node, pods[binding.pod]) for binding in result.bindings
-                    if binding.pod in pods]
-        arriving += [(replacement.target, replacement.requests)
-                     for replacement in replacements]
-        for node, pod in arriving:
+        for node, held in arriving:
             if node in used:
-                _charge(used[node], pod)
-        zero = [0, 0, 0]
+                _charge(used[node], held)
         return {node for node, usage in used.items()
-                if any(usage[i] + held.get(node, zero)[i] > index.node_free[node][i]
-                       for i in range(3))}
+                if any(usage[i] > index.node_free[node][i] for i in range(3))}
+
+    @staticmethod
+    def _requests(index: SnapshotIndex, replacements: list[Replacement]) -> dict[str, Any]:
+        """Pod key → what it asks for, for every pod this cycle may bind."""
+        held: dict[str, Any] = {pod.name: pod for gang in index.gangs.values()
+                                for pod in gang.pods}
+        held.update({replacement.pod: replacement.requests for replacement in replacements})
+        return held
+
+    def _waiting_on(self, result: CycleResult, index: SnapshotIndex,
+                    replacements: list[Replacement]) -> set[str]:
+        """Nodes where this cycle's bindings need room that is not free yet: what terminating
+        pods still hold, or what a move that was not made still holds."""
+        gang_pods = self._requests(index, [])
+        leaving = {eviction.pod for eviction in result.evictions}
+        leaving |= {replacement.moved for replacement in replacements}
+        nodes = {node for node, values in index.terminating.items() if any(values)}
+        nodes |= {gang_pods[name].node for name in leaving if name in gang_pods}
+        nodes |= {move.source for move in result.moves}
+        nodes |= {replacement.target for replacement in replacements}
+        held = self._requests(index, replacements)
+        arriving = [(binding.node, held[binding.pod]) for binding in result.bindings
+                    if binding.pod in held]
+        arriving += [(r.target, r.requests) for r in replacements]
+        return self._overcommitted(index, nodes, arriving)
 
     def _apply_bindings(self, figures: CycleFigures, result: CycleResult,
                         index: SnapshotIndex, replacements: list[Replacement]
@@ -850,10 +864,10 @@ class Placement:
             by_gang.setdefault(binding.gang, []).append((binding.pod, binding.node))
         deferred: dict[str, str] = {}
         checked: dict[str, list[tuple[str, str]]] = {}
-        overcommitted = self._overcommitted(result, index, replacements) \
+        waiting = self._waiting_on(result, index, replacements) \
             if by_gang or replacements else set()
         for gang, placements in by_gang.items():
-            why = self._precheck(placements, overcommitted)
+            why = self._precheck(placements, waiting)
             if why is not None:
                 deferred[gang] = why
                 figures.deferred += 1
@@ -863,39 +877,112 @@ class Placement:
                 for pod, node in placements]
         # A replacement whose target still waits for a terminating pod stays pending: a later
         # cycle places it like any pending pod of its gang.
-        moved = [(None, r.pod, r.target) for r in replacements if r.target not in overcommitted]
+        moved = [(None, r.pod, r.target) for r in replacements if r.target not in waiting]
         outcomes = list(self._pool.map(lambda job: self._bind(figures, job[1], job[2]),
                                        jobs + moved))
         now = time.monotonic()
         results: dict[str, dict[str, str]] = {}
+        placed: dict[str, tuple[str | None, str]] = {}  # pod → (gang, node) bound by us now
+        landed: dict[str, str] = {}  # pod → the node another binder bound it to, not ours
         for (gang, pod, node), outcome in zip(jobs + moved, outcomes, strict=True):
+            if outcome == "bound":
+                outcome, elsewhere = self._bound_where(figures, pod, node)
+                if elsewhere:
+                    landed[pod] = elsewhere
+                    self.assumed[pod] = (elsewhere, now)
             if outcome == "ok":
                 self.assumed[pod] = (node, now)
+                placed[pod] = (gang, node)
                 figures.bound += 1
             if gang is not None:
                 results.setdefault(gang, {})[pod] = outcome
+        conflicts = self._release_conflicts(figures, index, replacements, placed, landed,
+                                            results) if landed else {}
         for gang, outcome in results.items():
             if all(value in ("ok", "bound") for value in outcome.values()):
                 continue
-            why = self._incomplete(figures, gang, outcome, index)
+            why = self._incomplete(figures, gang, outcome, index, conflicts)
             if why:
                 deferred[gang] = why
         return deferred
 
+    def _bound_where(self, figures: CycleFigures, pod_key: str, planned: str
+                     ) -> tuple[str, str | None]:
+        """After a 409: where the pod is bound. ``("bound", None)`` on the planned node,
+        ``("bound", node)`` on another one, ``("gone", None)`` when it was deleted,
+        ``("error", None)`` when it cannot be read."""
+        namespace, name = pod_key.split("/", 1)
+        self._count(figures, "get")
+        try:
+            pod = self._retrying(lambda: call(
+                self.kube, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}"))
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if status_of(exc) == 404:
+                return "gone", None
+            logger.warning("osmo scheduler: %s answered 409 and cannot be read: %s", pod_key,
+                           describe(exc))
+            return "error", None
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return "gone", None
+        return "bound", (node if node != planned else None)
+
+    def _release_conflicts(self, figures: CycleFigures, index: SnapshotIndex,
+                           replacements: list[Replacement],
+                           placed: dict[str, tuple[str | None, str]], landed: dict[str, str],
+                           results: dict[str, dict[str, str]]) -> dict[str, str]:
+        """Pods another binder bound to other nodes than planned: where such a node now lacks
+        room for what this cycle bound there, pods this cycle bound there are released
+        (deleted: they never ran) until it has room — those of the intruder's gang first — so
+        no node holds more than it has; their gangs are then completed or undone as any gang
+        whose binds failed. Returns each released pod's explanation."""
+        held = self._requests(index, replacements)
+        arriving = {pod: (node, held[pod]) for pod, (_gang, node) in placed.items()
+                    if pod in held}
+        intruding = [(node, held[pod]) for pod, node in landed.items() if pod in held]
+        gang_of = {pod: gang for gang, outcome in results.items() for pod in outcome}
+        conflicts: dict[str, str] = {}
+        for node in sorted(set(landed.values())):
+            intruders = sorted(pod for pod, n in landed.items() if n == node)
+            gangs = {gang_of.get(pod) for pod in intruders}
+            candidates = sorted((pod for pod, (n, _held) in arriving.items() if n == node),
+                                key=lambda pod: (placed[pod][0] not in gangs, pod))
+            while candidates and self._overcommitted(
+                    index, {node}, [*arriving.values(), *intruding]):
+                pod_key = candidates.pop(0)
+                del arriving[pod_key]
+                why = (f"{', '.join(intruders)} was bound to {node} by another binder, which "
+                       f"left no room there for {pod_key}")
+                pod = self.cache.pods.get(pod_key) or index.pods.get(pod_key)
+                if pod is not None:
+                    self._evict(figures, pod, reason=CONFLICT_REASON,
+                                message=f"{self.scheduler_name}: {why}")
+                self.assumed.pop(pod_key, None)
+                figures.undone += 1
+                conflicts[pod_key] = why
+                gang = placed[pod_key][0]
+                if gang is not None:
+                    results[gang][pod_key] = "released"
+        return conflicts
+
     def _incomplete(self, figures: CycleFigures, gang_name: str, outcome: dict[str, str],
-                    index: SnapshotIndex) -> str:
-        """Some binds of a gang failed: complete later if it can still reach its minimum,
-        else undo what this cycle bound. Returns the explanation."""
+                    index: SnapshotIndex, conflicts: dict[str, str]) -> str:
+        """Some binds of a gang failed or were released: complete later if it can still reach
+        its minimum, else undo what this cycle bound. Returns the explanation."""
         gang = index.gangs[gang_name]
         failed = sorted(pod for pod, value in outcome.items() if value not in ("ok", "bound"))
         bound = {pod.name for pod in gang.pods if pod.node} | {
             pod for pod, value in outcome.items() if value in ("ok", "bound")}
         if gang_ready(gang, bound):
             return ""
-        alive = {pod.name for pod in gang.pods if outcome.get(pod.name) != "gone"}
+        causes = "; ".join(
+            conflicts.get(pod) or (f"{pod} was deleted before binding"
+                                   if outcome[pod] == "gone" else f"binding {pod} failed")
+            for pod in failed)
+        alive = {pod.name for pod in gang.pods if outcome.get(pod.name) not in ("gone",
+                                                                               "released")}
         if gang_ready(gang, alive):
-            return (f"binding {', '.join(failed)} failed; the gang is completed in the next "
-                    f"cycle")
+            return f"{causes}; the gang is completed in the next cycle"
         for pod_key, value in outcome.items():
             if value != "ok":
                 continue
@@ -903,11 +990,11 @@ class Placement:
             if pod is not None and self._evict(
                     figures, pod, reason=INCOMPLETE_REASON,
                     message=f"{self.scheduler_name}: gang {gang_name} cannot reach its "
-                            f"minimum: {', '.join(failed)} deleted before binding"):
+                            f"minimum: {causes}"):
                 figures.undone += 1
             self.assumed.pop(pod_key, None)
-        return (f"pods {', '.join(failed)} were deleted before binding; the gang cannot reach "
-                f"its minimum, so the pods bound with them were released")
+        return (f"{causes}; the gang cannot reach its minimum, so the pods bound with them "
+                f"were released")
 
     # --- status, events ------------------------------------------------------------------
     def _report(self, figures: CycleFigures, result: CycleResult, index: SnapshotIndex,

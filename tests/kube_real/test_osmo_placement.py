@@ -95,20 +95,30 @@ def test_an_elastic_gang_starts_at_its_minimum_and_grows(sched, cluster, apiserv
     sched.until(lambda: all_bound(apiserver, namespace, names), what="grown to four")
 
 
-def test_min_subgroup_places_the_required_subgroups_only(sched, cluster, apiserver,
-                                                         namespace) -> None:
+def test_min_subgroup_starts_with_whole_subgroups_and_grows_by_whole_subgroups(
+        sched, cluster, apiserver, namespace) -> None:
+    """minSubGroup 2 of 3 subgroups of two 2-GPU pods (minMember 2 each), on 4 + 4 + 2 GPUs:
+    room for the minimum (8 GPUs) and one pod more, but not for a third whole subgroup."""
     q = make_queue(apiserver, namespace)
-    cluster.add_node(n(namespace, 1), gpus=4)
-    cluster.add_node(n(namespace, 2), gpus=4)
+    for i, gpus in ((1, 4), (2, 4), (3, 2)):
+        cluster.add_node(n(namespace, i), gpus=gpus)
+    subgroups = ("a", "b", "c")
     apiserver.create(podgroup(namespace, "sub", q, minSubGroup=2, subGroups=[
-        {"name": s, "minMember": 1} for s in ("a", "b", "c")]))
-    for s in ("a", "b", "c"):
-        apiserver.create(pod(namespace, f"sub-{s}", "sub", q, gpus=4, subgroup=s))
-    names = ["sub-a", "sub-b", "sub-c"]
-    sched.until(lambda: sum(1 for v in bound(apiserver, namespace, names).values() if v) == 2,
-                what="two subgroups")
+        {"name": s, "minMember": 2} for s in subgroups]))
+    members = {s: [f"sub-{s}-{i}" for i in range(2)] for s in subgroups}
+    for s, names in members.items():
+        for name in names:
+            apiserver.create(pod(namespace, name, "sub", q, gpus=2, subgroup=s))
+
+    def placed() -> dict[str, int]:
+        return {s: sum(1 for v in bound(apiserver, namespace, names).values() if v)
+                for s, names in members.items()}
+
+    sched.until(lambda: sum(placed().values()) >= 4, what="the minimum")
     sched.settle(0.3)
-    assert sum(1 for v in bound(apiserver, namespace, names).values() if v) == 2
+    assert sorted(placed().values()) == [0, 2, 2]  # two whole subgroups, nothing of the third
+    cluster.add_node(n(namespace, 4), gpus=2)
+    sched.until(lambda: placed() == dict.fromkeys(subgroups, 2), what="the third subgroup")
 
 
 def test_a_required_rack_counts_other_schedulers_pods(sched, cluster, apiserver,
@@ -320,21 +330,30 @@ def test_a_pod_deleted_before_its_bind_undoes_the_gang(sched, cluster, apiserver
                                                                    names[0]))
 
 
-def test_a_restarted_scheduler_does_not_bind_twice(sched, cluster, apiserver,
+def test_a_restarted_scheduler_counts_what_is_bound(sched, cluster, apiserver,
                                                    namespace) -> None:
+    """A scheduler that started without knowing what runs would bind the second gang onto
+    the 2 GPUs left of an 8-GPU node (and the first gang's pods again)."""
     q = make_queue(apiserver, namespace)
     cluster.add_node(n(namespace, 1), gpus=8)
-    first = create_gang(apiserver, namespace, "before", q, pods=2, gpus=2, min_member=2)
-    sched.cycle()
+    first = create_gang(apiserver, namespace, "before", q, pods=2, gpus=3, min_member=2)
     sched.until(lambda: all_bound(apiserver, namespace, first), what="first gang")
     sched.stop()  # mid-run: whatever it assumed is lost with it
     second = create_gang(apiserver, namespace, "after", q, pods=2, gpus=2, min_member=2)
     again = Scheduler(apiserver, namespace)
     try:
-        again.until(lambda: all_bound(apiserver, namespace, second), what="second gang")
+        again.until(lambda: again.placement.reported.get(f"{namespace}/after"),
+                    what="explained")
         again.settle(0.5)
+        assert bound(apiserver, namespace, second) == dict.fromkeys(second)  # 4 > 2 free
+        assert "GPU" in str(again.placement.reported[f"{namespace}/after"]).upper()
+        assert again.placement.totals["bind"] == 0
+        cluster.add_node(n(namespace, 2), gpus=4)
+        again.until(lambda: all_bound(apiserver, namespace, second), what="second gang")
+        again.settle(0.3)
         assert again.placement.totals["bind"] == 2  # only the new gang's pods
         assert bound(apiserver, namespace, first) == dict.fromkeys(first, n(namespace, 1))
+        assert cluster_overcommits(apiserver) == []
     finally:
         again.stop()
 

@@ -29,8 +29,9 @@ Decisions where the documents are silent:
 - A ``scheduling.run.ai/v2alpha2`` PodGroup in the list is taken as given (KAI's external
   PodGroups): it and its pods keep their names (``name_prefix`` does not apply to them); its
   pods are the listed Pods annotated ``pod-group-name: <its name>``; its queue
-  becomes the caller's default queue; a missing class becomes ``train``. It must pass the
-  webhook rules with its pods, else :class:`WorkloadError` ``invalid_podgroup``.
+  becomes the caller's default queue; a missing class becomes ``train``; seed 001's plural
+  ``topologyConstraints`` is folded into the CRD's singular ``topologyConstraint`` fields. It
+  must pass the webhook rules with its pods, else :class:`WorkloadError` ``invalid_podgroup``.
 - Generated PodGroups are checked by the same rules (errors → ``invalid_podgroup``; warnings
   are returned).
 - Everything is placed in the caller's ``namespace`` (tenancy is by pool, not namespace).
@@ -58,6 +59,7 @@ from scheduler.core.podgroup_validation import (
     PODGROUP_API_VERSION,
     PODGROUP_KIND,
     Issue,
+    normalize_topology_constraints,
     subgroup_count,
     validate_podgroup,
 )
@@ -381,6 +383,12 @@ class _Builder:
         if not isinstance(spec, dict):
             raise WorkloadError("invalid_podgroup", f"PodGroup {name} has no spec",
                                 {"spec": ["Required."]})
+        # Seed 001's plural topologyConstraints is no field of the CRD (the API server would
+        # prune it): kept, dispatched and shown in the singular form it folds into. A plural
+        # form that does not fold stays as sent, for the validation below to report.
+        normalized, issues = normalize_topology_constraints(spec)
+        if not issues:
+            out["spec"] = spec = normalized
         pclass, preemptibility, priority = self._class(spec.get("priorityClassName") or TRAIN,
                                                        spec.get("preemptibility"))
         spec.update(queue=self.default_queue, priorityClassName=pclass,

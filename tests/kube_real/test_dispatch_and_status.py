@@ -11,6 +11,7 @@ import pytest
 from scheduler.backends.kubernetes.status import pending_publish
 from scheduler.models import GroupDispatch
 from tests.k8s.conftest import spec, statuses, submit, workflow
+from tests.workflows.test_podgroups import plural_constraints_podgroup
 from workflows.models import Task
 
 pytestmark = pytest.mark.django_db
@@ -95,6 +96,23 @@ def test_a_workload_is_accepted(backend, cluster, alice, team) -> None:
     assert backend.dispatch().failed == []
     assert cluster.names("pods") == sorted(response.json()["pods"])
     assert cluster.names("podgroups") == sorted(response.json()["podgroups"])
+
+
+def test_a_given_podgroup_s_plural_constraints_reach_the_cluster(backend, cluster, alice,
+                                                                  team) -> None:
+    """Seed 001's plural topologyConstraints is no field of the CRD: the API server would
+    prune it. What the cluster stores holds every constraint, in the singular form."""
+    response = alice.post("/api/pool/team/workload", plural_constraints_podgroup(),
+                          format="json")
+    assert response.status_code == 201, response.json()
+    assert backend.dispatch().failed == []
+    spec = cluster.get("podgroups", "pg")["spec"]
+    assert "topologyConstraints" not in spec
+    assert spec["topologyConstraint"] == {"preferredTopologyLevel": "zone"}
+    assert {s["name"]: s.get("topologyConstraint") for s in spec["subGroups"]} == {
+        "workers": {"requiredTopologyLevel": "rack"},
+        "leaders": {"preferredTopologyLevel": "hostname"}}
+    assert spec == alice.get("/api/podgroups/pg").json()["manifest"]["spec"]
 
 
 def test_pods_become_task_statuses(backend, cluster, alice, admin, team) -> None:

@@ -77,3 +77,47 @@ def test_a_given_podgroup_name_in_use_is_refused_until_it_ends(team, user):
     lifecycle.workflow_cancel(workflow=Workflow.objects.get(name=first["name"]))
     response = user.post("/api/pool/team/workload", given_podgroup(), format="json")
     assert response.status_code == 201, response.json()
+
+
+def plural_constraints_podgroup() -> dict:
+    """Seed 001's plural form on a given PodGroup: a global constraint and one per subgroup."""
+    workload = given_podgroup(min_member=2)
+    spec = workload["items"][0]["spec"]
+    spec["subGroups"] = [{"name": "workers", "minMember": 1}, {"name": "leaders", "minMember": 1}]
+    spec["topologyConstraints"] = {
+        "global": {"preferredTopologyLevel": "zone"},
+        "subGroups": {"workers": {"requiredTopologyLevel": "rack"},
+                      "leaders": {"preferredTopologyLevel": "hostname"}}}
+    workload["items"][2]["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "leaders"
+    return workload
+
+
+def test_a_given_podgroup_s_plural_constraints_are_stored_in_the_crd_s_form(team, user):
+    response = user.post("/api/pool/team/workload", plural_constraints_podgroup(),
+                         format="json")
+    assert response.status_code == 201, response.json()
+    spec = user.get("/api/podgroups/pg").json()["manifest"]["spec"]
+    assert "topologyConstraints" not in spec
+    assert spec["topologyConstraint"] == {"preferredTopologyLevel": "zone"}
+    assert spec["subGroups"] == [
+        {"name": "workers", "minMember": 1, "topologyConstraint": {
+            "requiredTopologyLevel": "rack"}},
+        {"name": "leaders", "minMember": 1, "topologyConstraint": {
+            "preferredTopologyLevel": "hostname"}}]
+    kai = user.get(f"/api/workflow/{response.json()['name']}/kai").json()["manifests"]
+    assert kai[0]["spec"] == spec  # what the cluster is sent
+    gang = Workflow.objects.get(name=response.json()["name"]).groups.get().gang
+    assert gang["topologyConstraint"] == spec["topologyConstraint"]  # what our scheduler uses
+    assert gang["subGroups"] == spec["subGroups"]
+
+
+def test_a_given_podgroup_s_plural_constraints_that_do_not_fold_are_refused(team, user):
+    workload = plural_constraints_podgroup()
+    workload["items"][0]["spec"]["topologyConstraints"]["subGroups"]["nope"] = {
+        "requiredTopologyLevel": "rack"}
+    before = Workflow.objects.count()
+    response = user.post("/api/pool/team/workload", workload, format="json")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_podgroup")
+    assert response.json()["errors"] == {
+        "spec.topologyConstraints.subGroups.nope": ["subgroup 'nope' does not exist"]}
+    assert Workflow.objects.count() == before

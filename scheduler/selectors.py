@@ -6,12 +6,15 @@ from django.conf import settings
 from django.db.models import Sum
 
 from osmo.errors import NotFound
+from scheduler.core import Pod
 from scheduler.core.kai_names import PODGROUP_ANNOTATION, POOL_LABEL, SUBGROUP_LABEL
+from scheduler.core.readiness import InvalidGang, build_tree, is_ready, minimum_pods, ready_counts
 from scheduler.kai.selectors import queue_manifests
 from workflows.manifests import manifests_for, stored_spec
 from workflows.models import FINAL_TASK_STATUSES, TaskStatus
 from workflows.selectors import gpu_holding_tasks, visible_workflows
 
+from .gangs import gang_of
 from .models import SchedulerCycle
 
 
@@ -91,6 +94,21 @@ def _phase(status: str) -> str:
     return "Failed" if status in FINAL_TASK_STATUSES else "Pending"
 
 
+def _gang_minimum(name: str, fields: dict, tasks: list, nodes: list[str | None]
+                  ) -> tuple[int, bool]:
+    """The fewest pods that make the gang ready, and whether it is ready with the pods bound
+    now (``nodes``, one per task) — the scheduler's own rule (``scheduler.core.readiness``):
+    with ``minSubGroup`` that is whole subgroups, not a pod count."""
+    gang = gang_of(name, fields, tuple(
+        Pod(name=task.name, subgroup=task.subgroup or None, node=node)
+        for task, node in zip(tasks, nodes, strict=True)))
+    try:
+        tree = build_tree(gang)
+    except InvalidGang:  # no scheduler can read it: every pod is needed
+        return len(tasks), all(nodes)
+    return minimum_pods(tree), is_ready(tree, ready_counts(tree))
+
+
 def podgroup_detail(*, name: str, roles, user) -> dict:
     """`GET /api/podgroups/{name}`: a workflow group's or a workload's PodGroup, its gang status
     and its pods, for the callers who can see its workflow (else 404 `podgroup_not_found`)."""
@@ -118,16 +136,16 @@ def podgroup_detail(*, name: str, roles, user) -> dict:
                      "subgroup": (metadata.get("labels") or {}).get(SUBGROUP_LABEL)
                      or task.subgroup or None,
                      "node": task.node_name or None, "phase": _phase(task.status)})
-    bound = sum(1 for task in tasks
-                if task.node_name and task.status not in FINAL_TASK_STATUSES)
-    min_member = ((podgroup or {}).get("spec") or {}).get("minMember") \
-        or group.gang.get("minMember") or len(tasks)
+    bound = [task.node_name if task.node_name and task.status not in FINAL_TASK_STATUSES
+             else None for task in tasks]
+    min_member, ready = _gang_minimum(name, group.gang, tasks, bound)
     reasons = next((g["reasons"] for g in explain(workflow)["groups"] if g["podgroup"] == name),
                    [])
     return {
         "manifest": podgroup,
-        "status": {"phase": _phase(group.status), "ready": bound >= min_member,
-                   "bound_pods": bound, "min_member": min_member, "reasons": reasons},
+        "status": {"phase": _phase(group.status), "ready": ready,
+                   "bound_pods": sum(1 for node in bound if node), "min_member": min_member,
+                   "reasons": reasons},
         "pods": pods,
         "workflow": workflow.name,
         "group": group.name,

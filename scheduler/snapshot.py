@@ -14,16 +14,13 @@ from datetime import datetime
 from django.conf import settings
 
 from scheduler.core import (
-    Gang,
     Node,
     Pod,
     Queue,
     ResourceQuota,
     SchedulerConfig,
     Snapshot,
-    SubGroup,
     Topology,
-    TopologyConstraint,
     TopologyLevel,
 )
 from scheduler.core.kai_names import PRIORITY_VALUES
@@ -31,6 +28,7 @@ from scheduler.kai.queues import queue_name_for
 from scheduler.kai.selectors import cluster_topology, queue_manifests
 from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
 
+from .gangs import gang_of
 from .models import Node as NodeRow
 
 SCHEDULABLE_GROUPS = (TaskStatus.SCHEDULING, TaskStatus.RUNNING)
@@ -48,13 +46,6 @@ class SnapshotIndex:
 
 def _ts(value: datetime | None) -> float | None:
     return value.timestamp() if value else None
-
-
-def _constraint(raw: dict | None) -> TopologyConstraint | None:
-    if not raw:
-        return None
-    return TopologyConstraint(required_level=raw.get("requiredTopologyLevel"),
-                              preferred_level=raw.get("preferredTopologyLevel"))
 
 
 def _queues(namespace: str) -> tuple[Queue, ...]:
@@ -116,18 +107,11 @@ def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
         gang = row["gang"] or {}
         priority = row["workflow__priority"]
         index.groups[row["podgroup"]] = row
-        gangs.append(Gang(
-            name=row["podgroup"], queue=queue_name_for(row["workflow__pool__name"], namespace),
+        gangs.append(gang_of(
+            row["podgroup"], gang, tuple(pods[group_id]),
+            queue=queue_name_for(row["workflow__pool__name"], namespace),
             priority=PRIORITY_VALUES[priority], preemptible=priority == "LOW",
             created_at=row["workflow__submitted_at"].timestamp(),
-            min_member=gang.get("minMember"), min_subgroup=gang.get("minSubGroup"),
-            subgroups=tuple(SubGroup(name=s["name"], parent=s.get("parent"),
-                                     min_member=s.get("minMember"),
-                                     min_subgroup=s.get("minSubGroup"),
-                                     topology=_constraint(s.get("topologyConstraint")))
-                            for s in gang.get("subGroups", ())),
-            topology=_constraint(gang.get("topologyConstraint")),
-            pods=tuple(pods[group_id]),
             running_since=_ts(row["started_at"]),
             below_min_since=_ts(row["below_min_since"]),
             # A gang whose members are finishing is winding down, not stale.

@@ -137,9 +137,11 @@ class PodGroupDetailView(APIView):
                 "phase": serializers.ChoiceField(
                     choices=["Pending", "Running", "Succeeded", "Failed"]),
                 "ready": serializers.BooleanField(
-                    help_text="At least minMember pods are bound to nodes."),
+                    help_text="The gang's minimum is bound to nodes, by the scheduler's rule "
+                              "(minMember per leaf, minSubGroup whole children)."),
                 "bound_pods": serializers.IntegerField(),
-                "min_member": serializers.IntegerField(),
+                "min_member": serializers.IntegerField(
+                    help_text="The fewest pods that make the gang ready."),
                 "reasons": serializers.ListField(
                     child=serializers.DictField(),
                     help_text="Why it is not scheduled (as `GET .../explain`)."),

@@ -121,3 +121,45 @@ def test_a_given_podgroup_s_plural_constraints_that_do_not_fold_are_refused(team
     assert response.json()["errors"] == {
         "spec.topologyConstraints.subGroups.nope": ["subgroup 'nope' does not exist"]}
     assert Workflow.objects.count() == before
+
+
+def elastic_podgroup(subgroups: int = 4, pods: int = 8, min_subgroup: int = 3) -> dict:
+    """``minSubGroup`` of ``subgroups`` leaves of ``pods`` one-GPU pods each (minMember all)."""
+    names = [f"s{i}" for i in range(subgroups)]
+    items: list[dict] = [{"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                          "metadata": {"name": "elastic"},
+                          "spec": {"minSubGroup": min_subgroup, "priorityClassName": "train",
+                                   "subGroups": [{"name": s, "minMember": pods}
+                                                 for s in names]}}]
+    for s in names:
+        items += [{"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": f"{s}-p{i}", "annotations": {"pod-group-name": "elastic"},
+                                "labels": {"kai.scheduler/subgroup-name": s}},
+                   "spec": {"containers": [{"name": "c", "image": "x", "resources": {
+                       "limits": {"nvidia.com/gpu": "1"}}}]}} for i in range(pods)]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def test_an_elastic_gang_s_minimum_and_readiness_follow_the_scheduler_s_rule(team, user,
+                                                                             backend):
+    response = user.post("/api/pool/team/workload", elastic_podgroup(), format="json")
+    assert response.status_code == 201, response.json()
+    name = response.json()["name"]
+
+    def run(pods: list[str]) -> dict:
+        for i, pod in enumerate(pods):
+            answer = backend.post(f"/api/workflow/{name}/task/{pod}/status",
+                                  {"status": "RUNNING", "node": f"node-{i // 8}"},
+                                  format="json")
+            assert answer.status_code == 200, answer.json()
+        return user.get("/api/podgroups/elastic").json()["status"]
+
+    status = user.get("/api/podgroups/elastic").json()["status"]
+    assert (status["min_member"], status["ready"], status["bound_pods"]) == (24, False, 0)
+    # 24 pods, but no subgroup whole: three subgroups of 6, one of 6
+    status = run([f"s{s}-p{i}" for s in range(4) for i in range(6)])
+    assert (status["min_member"], status["ready"], status["bound_pods"]) == (24, False, 24)
+    status = run([f"s{s}-p{i}" for s in range(2) for i in range(6, 8)])  # two whole subgroups
+    assert (status["ready"], status["bound_pods"]) == (False, 28)
+    status = run([f"s2-p{i}" for i in range(6, 8)])  # the third whole subgroup: ready
+    assert (status["min_member"], status["ready"], status["bound_pods"]) == (24, True, 30)

@@ -12,7 +12,11 @@ stand-in). Three scenarios, each on an empty cluster:
   another scheduler's pods fragment: one rack only has 16 whole nodes free.
 
 It prints where the time goes (our API, dispatch, cycles, binding, API server) and the API
-requests per scheduled pod (target ≤ 2).
+requests per scheduled pod (target ≤ 2). Before any time it checks the result and stops with
+the problems instead when it is wrong: every submission accepted, every pod there once, bound
+(and Running, as the kubelet stand-in admits it: it refuses a pod its node has no room for),
+no node's pods requesting more than its allocatable, the scheduler's bind and delete counts.
+The backend runs with the product's intervals as the environment sets them, printed first.
 
     python benchmarks/k8s_fill.py [fill gang rack] [--nodes 500] [--workflows 4000]
                                   [--clients 8] [--web-workers 4]
@@ -43,6 +47,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.django_env import bootstrap  # noqa: E402
 from benchmarks.end_to_end import SPEC  # noqa: E402 - the same one-GPU workflow
+from tests.kube_real.kubelet import (  # noqa: E402 - the tests' kubelet admission
+    Admission,
+    overcommitted,
+    refused_status,
+    running_status,
+)
 
 NAMESPACE = "osmo"
 SCHEDULER = "osmo-scheduler"
@@ -104,9 +114,11 @@ class Admin:
 
 
 class Kubelet:
-    """Every node's kubelet: WATCHes the pods of a namespace; a bound Pending pod becomes
-    Running (one status write, 4 writer threads). Records when each pod was created, bound and
-    started."""
+    """Every node's kubelet: WATCHes the pods of a namespace; a bound Pending pod is admitted
+    as kubelet admits (``tests/kube_real/kubelet.py``: resources against the node's allocatable,
+    ``OutOf<resource>`` when short) and becomes Running, or ends Failed (one status write, 4
+    writer threads). Records when each pod was created, bound and started, what it refused,
+    and the errors of its own threads (:meth:`problems`)."""
 
     def __init__(self, admin: Admin, namespace: str):
         self.admin = admin
@@ -114,29 +126,57 @@ class Kubelet:
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self.running: dict[str, float] = {}
-        self._started: set[str] = set()
+        self.refused: list = []
+        self.errors: list[BaseException] = []
+        self._held: dict[str, tuple[str, dict]] = {}  # admitted pod → (node, pod)
+        self._decided: set[str] = set()  # admitted or refused
+        self._admission = None
         self._pool = ThreadPoolExecutor(max_workers=4)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def start(self) -> Kubelet:
+        nodes = self.admin.call("GET", "/api/v1/nodes")["items"]
+        self._admission = Admission({n["metadata"]["name"]: n for n in nodes})
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _start(self, name: str, container: dict) -> None:
-        self.admin.call("PATCH", f"/api/v1/namespaces/{self.namespace}/pods/{name}/status", {
-            "status": {"phase": "Running", "startTime": "2025-01-01T00:00:00Z",
-                       "conditions": [{"type": "Ready", "status": "True"}],
-                       "containerStatuses": [{
-                           "name": container["name"], "image": container["image"],
-                           "imageID": "", "ready": True, "restartCount": 0,
-                           "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}]}},
-            patch=True)
-        self.running.setdefault(name, time.perf_counter())
+    def problems(self) -> list[str]:
+        return [f"the kubelet stand-in failed: {error!r}" for error in self.errors] + [
+            f"the kubelet refused {r.pod} on {r.node}: {r.reason} ({r.message})"
+            for r in self.refused]
+
+    def _status(self, name: str, status: dict) -> None:
+        self.admin.call("PATCH", f"/api/v1/namespaces/{self.namespace}/pods/{name}/status",
+                        {"status": status}, patch=True)
+        if status["phase"] == "Running":
+            self.running.setdefault(name, time.perf_counter())
+
+    def _write(self, name: str, status: dict) -> None:
+        future = self._pool.submit(self._status, name, status)
+        future.add_done_callback(lambda done: done.cancelled() or done.exception() is None
+                                 or self.errors.append(done.exception()))
+
+    def _watch(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:  # noqa: BLE001 - kept for problems()
+            if not self._stop.is_set():
+                self.errors.append(exc)
+
+    def _admit(self, obj: dict) -> None:
+        name = obj["metadata"]["name"]
+        refusal = self._admission.admit(obj)
+        if refusal is None:
+            self._held[name] = (obj["spec"]["nodeName"], obj)
+            self._write(name, running_status(obj))
+        else:
+            self.refused.append(refusal)
+            self._write(name, refused_status(refusal))
 
     def _run(self) -> None:
         version = self.admin.call("GET", f"/api/v1/namespaces/{self.namespace}/pods",
@@ -155,17 +195,24 @@ class Kubelet:
                         continue
                     event = json.loads(line)
                     obj = event["object"]
+                    if event["type"] == "ERROR":
+                        raise RuntimeError(f"the kubelet's watch failed: {obj}")
                     version = obj["metadata"].get("resourceVersion", version)
-                    if event["type"] in ("BOOKMARK", "ERROR", "DELETED"):
+                    if event["type"] == "BOOKMARK":
                         continue
                     name, now = obj["metadata"]["name"], time.perf_counter()
+                    phase = (obj.get("status") or {}).get("phase")
+                    if event["type"] == "DELETED" or phase in ("Succeeded", "Failed"):
+                        held = self._held.pop(name, None)
+                        if held is not None:
+                            self._admission.release(*held)
+                        continue
                     self.created.setdefault(name, now)
                     if obj["spec"].get("nodeName"):
                         self.bound.setdefault(name, now)
-                        if obj.get("status", {}).get("phase") == "Pending" and \
-                                name not in self._started:
-                            self._started.add(name)
-                            self._pool.submit(self._start, name, obj["spec"]["containers"][0])
+                        if phase == "Pending" and name not in self._decided:
+                            self._decided.add(name)
+                            self._admit(obj)
 
 
 def api_requests(admin: Admin) -> Counter:
@@ -188,9 +235,46 @@ def delta(after: Counter, before: Counter) -> Counter:
     return Counter({k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)})
 
 
+def verify(admin: Admin, names: list[str] | None = None, *, count: int | None = None,
+           running: bool = False) -> list[str]:
+    """What is wrong with the cluster after a scenario, empty when nothing is: the pods
+    scheduled (``names``, or the ``count`` pods of the namespace) are all there, no task has
+    two, all are bound (and Running when ``running``); no node's bound pods, of any namespace,
+    request more than its allocatable."""
+    everything = admin.call("GET", "/api/v1/pods")["items"]
+    pods = [p for p in everything if p["metadata"]["namespace"] == NAMESPACE
+            and (names is None or p["metadata"]["name"] in names)]
+    problems = []
+    expected = len(names) if names is not None else count
+    if len(pods) != expected:
+        problems.append(f"{len(pods)} pods, expected {expected}")
+    tasks = Counter(tuple((p["metadata"].get("annotations") or {}).get(key) for key in (
+        "osmo/workflow-name", "osmo/task-name", "osmo/replica-index")) for p in pods
+        if "osmo/task-name" in (p["metadata"].get("annotations") or {}))
+    twice = [task for task, times in tasks.items() if times > 1]
+    if twice:
+        problems.append(f"tasks with more than one pod: {twice[:5]}")
+    unbound = [p["metadata"]["name"] for p in pods if not p["spec"].get("nodeName")]
+    if unbound:
+        problems.append(f"{len(unbound)} pods not bound: {unbound[:5]}")
+    idle = [p["metadata"]["name"] for p in pods
+            if running and (p.get("status") or {}).get("phase") != "Running"]
+    if idle:
+        problems.append(f"{len(idle)} pods not Running: {idle[:5]}")
+    return problems + overcommitted(everything, admin.call("GET", "/api/v1/nodes")["items"])
+
+
+def report(label: str, problems: list[str]) -> None:
+    """Print the problems and end the run: a time is printed only for a correct result."""
+    if problems:
+        raise SystemExit(f"[{label}] FAILED, no time printed: " + "; ".join(problems[:10]))
+    print(f"[{label}] checked: every pod distinct and bound, no node over its allocatable")
+
+
 # --- fill -------------------------------------------------------------------------------------
 
 def fill(server, admin: Admin, args) -> None:
+    from django.conf import settings
     from django.db import connections
 
     from osmo.accounts import services as accounts
@@ -208,10 +292,14 @@ def fill(server, admin: Admin, args) -> None:
     connections.close_all()
 
     port = free_port()
+    # The backend's intervals are the product's settings as this environment gives them
+    # (set OSMO_K8S_INTERVAL / OSMO_K8S_RESYNC_INTERVAL as for any deployment to change them).
+    print(f"[fill] backend intervals: OSMO_K8S_INTERVAL={settings.OSMO_K8S_INTERVAL:g} s "
+          f"(dispatch and cleanup passes), OSMO_K8S_RESYNC_INTERVAL="
+          f"{settings.OSMO_K8S_RESYNC_INTERVAL:g} s (re-lists)")
     env = dict(os.environ, OSMO_LOG_LEVEL="WARNING", OSMO_CLUSTER_BACKEND="kubernetes",
                OSMO_PLACEMENT="osmo", OSMO_NAMESPACE=NAMESPACE, OSMO_KAI_SYNC="0",
-               OSMO_KAI_KUBECONFIG=str(server.backend_kubeconfig), OSMO_K8S_INTERVAL="0.2",
-               OSMO_K8S_RESYNC_INTERVAL="30")
+               OSMO_KAI_KUBECONFIG=str(server.backend_kubeconfig))
     web = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "osmo.wsgi:application", "--bind",
          f"127.0.0.1:{port}", "--workers", str(args.web_workers), "--threads", "2",
@@ -259,7 +347,8 @@ def fill(server, admin: Admin, args) -> None:
             now = time.perf_counter() - start
             if submitted is None and not any(t.is_alive() for t in threads):
                 submitted = now
-                expected = args.workflows - len(failures)
+            if failures or kubelet.problems():
+                break  # the run has failed: reported below, with no time
             if all_running is None and len(kubelet.running) >= expected and submitted:
                 all_running = now
             if all_running is not None and Task.objects.filter(
@@ -267,14 +356,29 @@ def fill(server, admin: Admin, args) -> None:
                 tasks_running = time.perf_counter() - start
                 break
             time.sleep(0.2)
+        for thread in threads:
+            thread.join()
         cycle = SchedulerCycle.objects.filter(pk=1).values_list("metrics", flat=True).first()
         after = api_requests(admin)
+        problems = [f"{len(failures)} of {args.workflows} submissions failed (HTTP "
+                    f"{sorted(Counter(failures).items())})"] if failures else []
+        problems += kubelet.problems()
+        if all_running is None:
+            problems.append(f"not every pod bound and Running within {args.limit:g} s")
+        if tasks_running is None:
+            problems.append(f"not every task RUNNING within {args.limit:g} s")
+        calls = (cycle or {}).get("api_calls_total", {})
+        if (cycle or {}).get("bound_total") != expected or calls.get("delete"):
+            problems.append(f"the scheduler bound {(cycle or {}).get('bound_total')} pods and "
+                            f"deleted {calls.get('delete', 0)}; expected {expected} and 0")
+        problems += verify(admin, count=expected, running=True)
     finally:
         backend.terminate()
         web.terminate()
         kubelet.stop()
         backend.wait(30)
         web.wait(30)
+    report("fill", problems)
     created = sorted(kubelet.created.values())
     bound = sorted(kubelet.bound.values())
     running = sorted(kubelet.running.values())
@@ -294,11 +398,8 @@ def fill(server, admin: Admin, args) -> None:
     if running:
         print(f"[fill] pods Running (kubelet stand-in): last {running[-1] - start:.1f} s "
               f"({len(running)})")
-    def seconds(value: float | None) -> str:
-        return f"{value:.1f} s" if value is not None else "NOT within the limit"
-
-    print(f"[fill] ALL PODS BOUND AND RUNNING after: {seconds(all_running)}; all tasks "
-          f"RUNNING in the database after: {seconds(tasks_running)}")
+    print(f"[fill] ALL PODS BOUND AND RUNNING after: {all_running:.1f} s; all tasks "
+          f"RUNNING in the database after: {tasks_running:.1f} s")
     if cycle:
         calls = cycle.get("api_calls_total", {})
         bound_total = max(1, cycle.get("bound_total", 0))
@@ -310,7 +411,7 @@ def fill(server, admin: Admin, args) -> None:
     print(f"[fill] API server requests during the run: {sum(requests.values())} "
           f"({sum(requests.values()) / pods:.1f} per pod, all clients); the largest: "
           + ", ".join(f"{k} {v}" for k, v in requests.most_common(8)))
-    target = all_running is not None and all_running < 60
+    target = all_running < 60
     print(f"[fill] target (< 60 s to all bound and Running): {'met' if target else 'NOT met'}")
 
 
@@ -374,7 +475,10 @@ def _pod(name: str, group: str, queue: str, gpus: int, scheduler: str = SCHEDULE
                              "limits": {"nvidia.com/gpu": str(gpus)}}}]}}
 
 
-def _time_to_bound(admin: Admin, server, names: list[str], label: str) -> None:
+def _time_to_bound(admin: Admin, server, names: list[str], label: str,
+                   extra_check=lambda: []) -> None:
+    """Cycles until every pod of ``names`` is bound; checks the result (:func:`verify`, one
+    bind per pod, nothing deleted, and ``extra_check()``), then prints the times."""
     cache, placement, stop = _scheduler(server)
     try:
         keys = [f"{NAMESPACE}/{n}" for n in names]
@@ -393,12 +497,20 @@ def _time_to_bound(admin: Admin, server, names: list[str], label: str) -> None:
                 break
         decided = time.perf_counter() - start
         while not all((cache.pods.get(k) or {}).get("spec", {}).get("nodeName") for k in keys):
+            if time.perf_counter() - start > 150:
+                break  # verify() below says which pods are not bound
             time.sleep(0.01)
         seen = time.perf_counter() - start
         requests = delta(api_requests(admin), before)
+        totals = dict(placement.totals)
     finally:
         stop()
     bound = sum(c.bound for c in cycles)
+    problems = verify(admin, names) + extra_check()
+    if (bound, totals.get("delete", 0)) != (len(names), 0):
+        problems.append(f"bound {bound} and deleted {totals.get('delete', 0)} pods, expected "
+                        f"{len(names)} and 0")
+    report(label, problems)
     print(f"[{label}] {len(names)} pods: all bound {decided:.2f} s after the scheduler saw them "
           f"({len(cycles)} cycle(s); the watch showed every binding at {seen:.2f} s); bound "
           f"{bound}")
@@ -455,11 +567,16 @@ def rack(server, admin: Admin, args) -> None:
     print(f"[rack] 512 nodes × 8 GPUs in 32 racks, {len(jobs)} nodes fragmented by another "
           f"scheduler's pods; one rack has 16 whole nodes free; a 16 × 8-GPU gang requires "
           f"one rack")
-    _time_to_bound(admin, server, names, "rack")
-    placed = {admin.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{n}")["spec"]["nodeName"]
-              for n in names}
-    racks = {int(p.split("-")[1]) // 16 for p in placed}
-    print(f"[rack] placed on racks {sorted(racks)} (expected [{free_rack}])")
+
+    def on_the_free_rack() -> list[str]:
+        placed = {admin.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{n}")["spec"][
+            "nodeName"] for n in names}
+        racks = sorted({int(p.split("-")[1]) // 16 for p in placed})
+        return [] if racks == [free_rack] else [f"placed on racks {racks}, not on the one "
+                                                f"rack with room, {free_rack}"]
+
+    _time_to_bound(admin, server, names, "rack", on_the_free_rack)
+    print(f"[rack] placed on rack {free_rack}, the one with 16 whole nodes free")
 
 
 def main() -> None:

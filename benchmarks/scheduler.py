@@ -2,7 +2,9 @@
 
 Run from the repository root: `.venv/bin/python benchmarks/scheduler.py [--quick]`.
 Snapshot construction is not timed; each figure is the median of several cycles on the same
-snapshot (the core is pure, so every run does the same work).
+snapshot (the core is pure, so every run does the same work). Every run's plan is checked
+before its time is printed (`check`: bindings, evictions and moves sound, no node over its
+capacity, the counts the scenario implies); a wrong plan ends the run without a time.
 """
 
 from __future__ import annotations
@@ -139,19 +141,108 @@ def large_cluster(nodes: int, pods_total: int, pending_pods: int = 10_000) -> Sn
     return Snapshot(cluster, queues, tuple(gangs), TOPOLOGY)
 
 
-def measure(label: str, snapshot: Snapshot, repeats: int, target: str = "") -> float:
+def _fits_somewhere(pods: list[Pod], free: dict[str, list[int]]) -> bool:
+    """First fit, largest first, of ``pods`` into ``free`` (node → [gpus, cpu, memory])."""
+    left = {node: list(values) for node, values in free.items()}
+    for pod in sorted(pods, key=lambda p: (p.gpus, p.cpu, p.memory), reverse=True):
+        asks = (pod.gpus, pod.cpu, pod.memory)
+        node = next((n for n, values in left.items()
+                     if all(a <= v for a, v in zip(asks, values, strict=True))), None)
+        if node is None:
+            return False
+        left[node] = [v - a for v, a in zip(left[node], asks, strict=True)]
+    return True
+
+
+def check(snapshot: Snapshot, result, *, bound: int | None = None, evicted: int = 0,
+          moved: int = 0) -> list[str]:
+    """What is wrong with ``result`` as a plan for ``snapshot``; empty when it is sound: every
+    binding a pending pod of its gang on a schedulable node, once; every eviction and move a
+    bound pod, once; no node holding more GPUs, CPU or memory than it has once the decisions
+    are carried out; the bound, evicted and moved counts this scenario implies (``bound``
+    None: the scenario fixes no count — then no gang left out, without a topology constraint
+    or a node selector, may fit what stays free)."""
+    pods = {pod.name: (gang, pod) for gang in snapshot.gangs for pod in gang.pods}
+    nodes = {node.name: node for node in snapshot.nodes}
+    problems = []
+    for kind, names in (("bound", [b.pod for b in result.bindings]),
+                        ("evicted", [e.pod for e in result.evictions]),
+                        ("moved", [m.pod for m in result.moves])):
+        repeated = len(names) - len(set(names))
+        if repeated:
+            problems.append(f"{repeated} pods {kind} more than once")
+    for binding in result.bindings:
+        gang, pod = pods.get(binding.pod, (None, None))
+        node = nodes.get(binding.node)
+        if pod is None or pod.node is not None or gang.name != binding.gang:
+            problems.append(f"binding of {binding.pod}: not a pending pod of {binding.gang}")
+        elif node is None or not node.schedulable:
+            problems.append(f"binding of {binding.pod}: no schedulable node {binding.node}")
+    leaving = {e.pod for e in result.evictions} | {m.pod for m in result.moves}
+    for name in leaving:
+        if name not in pods or pods[name][1].node is None:
+            problems.append(f"eviction or move of {name}: not a bound pod")
+    used = {name: [0, 0, 0] for name in nodes}
+
+    def charge(node: str, pod: Pod) -> None:
+        if node in used:
+            for i, amount in enumerate((pod.gpus, pod.cpu, pod.memory)):
+                used[node][i] += amount
+
+    for _gang, pod in pods.values():
+        if pod.node is not None and pod.name not in leaving:
+            charge(pod.node, pod)
+    for move in result.moves:
+        charge(move.target, pods[move.pod][1])
+    for binding in result.bindings:
+        if binding.pod in pods:
+            charge(binding.node, pods[binding.pod][1])
+    for name, node in nodes.items():
+        if any(u > c for u, c in zip(used[name], (node.gpus, node.cpu, node.memory),
+                                     strict=True)):
+            problems.append(f"node {name} holds {used[name]} of {node.gpus} GPUs, "
+                            f"{node.cpu} millicores, {node.memory} bytes")
+    counts = (len(result.bindings), len(result.evictions), len(result.moves))
+    if bound is not None and counts != (bound, evicted, moved):
+        problems.append(f"bound/evicted/moved {counts}, expected {(bound, evicted, moved)}")
+    if bound is None:
+        if counts[1:] != (evicted, moved):
+            problems.append(f"evicted/moved {counts[1:]}, expected {(evicted, moved)}")
+        free = {name: [c - u for c, u in zip((node.gpus, node.cpu, node.memory), used[name],
+                                              strict=True)]
+                for name, node in nodes.items() if node.schedulable}
+        placed = {b.gang for b in result.bindings}
+        for gang in snapshot.gangs:
+            if gang.name in placed or gang.topology or any(p.node for p in gang.pods) or any(
+                    p.node_selector for p in gang.pods):
+                continue
+            needed = list(gang.pods[:gang.min_member or 1])
+            if _fits_somewhere(needed, free):
+                problems.append(f"gang {gang.name} was left out but fits what stays free")
+                break
+    return problems
+
+
+def measure(label: str, snapshot: Snapshot, repeats: int, target: str = "",
+            **expected) -> float:
+    """The median cycle over ``repeats`` runs; every run's plan is checked (:func:`check`)
+    before a time is printed, and a plan that is not sound ends the benchmark."""
     times = []
     result = None
     for _ in range(repeats):
         start = time.perf_counter()
         result = run_cycle(snapshot)
         times.append(time.perf_counter() - start)
+        problems = check(snapshot, result, **expected)
+        if problems:
+            raise SystemExit(f"{label}: the cycle's plan is wrong, no time printed: "
+                             + "; ".join(problems[:10]))
     median = statistics.median(times)
     pods = sum(len(gang.pods) for gang in snapshot.gangs)
     moved = f" moved={len(result.moves):>4}" if result.moves else ""
     print(f"{label:<44} nodes={len(snapshot.nodes):>5} pods={pods:>7} "
           f"cycle={median * 1000:>8.1f} ms  bound={len(result.bindings):>6} "
-          f"evicted={len(result.evictions):>5}{moved}  {target}", flush=True)
+          f"evicted={len(result.evictions):>5}{moved}  checked  {target}", flush=True)
     return median
 
 
@@ -161,22 +252,28 @@ def main() -> None:
     args = parser.parse_args()
     repeats = 1 if args.quick else 5
     heavy_repeats = 1 if args.quick else 3
+    # What each scenario must come to: every job or gang placed where the cluster has room
+    # for all of them; reclaim evicts both borrowed pods of a node per 8-GPU claim; each
+    # emptied node's small pods move onto the others' free GPU.
     if args.quick:
         measure("KAI 10 nodes / 50 jobs", kai_sizes(10, 50), repeats, "(KAI 110 ms)")
-        measure("single-GPU jobs", single_gpu_jobs(50, 400), repeats)
-        measure("one gang, preferred rack", big_topology_gang(64), repeats)
-        measure("reclaim", reclaim(50, 10), repeats)
-        measure("consolidation", consolidation(50, 7, 4), repeats)
+        measure("single-GPU jobs", single_gpu_jobs(50, 400), repeats, bound=400)
+        measure("one gang, preferred rack", big_topology_gang(64), repeats, bound=64)
+        measure("reclaim", reclaim(50, 10), repeats, bound=10, evicted=20)
+        measure("consolidation", consolidation(50, 7, 4), repeats, bound=4, moved=28)
         measure("large cluster", large_cluster(200, 7_000, 500), repeats)
         return
     measure("KAI 10 nodes / 50 jobs", kai_sizes(10, 50), repeats, "(KAI 110 ms)")
     measure("KAI 50 nodes / 200 jobs", kai_sizes(50, 200), repeats, "(KAI 120 ms)")
     measure("KAI 100 nodes / 500 jobs", kai_sizes(100, 500), repeats, "(KAI 150 ms)")
-    measure("500x8 GPUs, 4,000 single-GPU jobs", single_gpu_jobs(), repeats, "(target < 1 s)")
+    measure("500x8 GPUs, 4,000 single-GPU jobs", single_gpu_jobs(), repeats, "(target < 1 s)",
+            bound=4000)
     measure("512-pod gang, preferred rack, 512 nodes", big_topology_gang(), repeats,
-            "(target < 1 s)")
-    measure("reclaim, 500 nodes, 100 gangs x 8 GPUs", reclaim(), repeats, "(KAI ~1.5 s)")
-    measure("consolidation, 500 fragmented nodes, 64-GPU gang", consolidation(), repeats)
+            "(target < 1 s)", bound=512)
+    measure("reclaim, 500 nodes, 100 gangs x 8 GPUs", reclaim(), repeats, "(KAI ~1.5 s)",
+            bound=100, evicted=200)
+    measure("consolidation, 500 fragmented nodes, 64-GPU gang", consolidation(), repeats,
+            bound=8, moved=56)
     measure("4,000 nodes / 140,000 pods", large_cluster(4000, 140_000), heavy_repeats,
             "(KAI ~2.4 s, target <= 1.0 s)")
     print("growth with cluster size (35 pods per node, 10,000 pending pods):")

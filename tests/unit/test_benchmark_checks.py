@@ -1,0 +1,92 @@
+"""The benchmarks check their result before they print a time: a wrong plan or a wrong cluster
+state ends the run with the problems, and no figure."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from benchmarks import k8s_fill
+from benchmarks import scheduler as bench
+from scheduler.core import run_cycle
+from scheduler.core.results import Binding
+
+
+def sound(snapshot):
+    return run_cycle(snapshot)
+
+
+def test_a_sound_plan_passes() -> None:
+    snapshot = bench.single_gpu_jobs(2, 16)
+    assert bench.check(snapshot, sound(snapshot), bound=16) == []
+    snapshot = bench.reclaim(4, 2)
+    assert bench.check(snapshot, sound(snapshot), bound=2, evicted=4) == []
+    snapshot = bench.kai_sizes(3, 10)
+    assert bench.check(snapshot, sound(snapshot)) == []  # no fixed count: nothing left out
+
+
+def test_a_pod_bound_twice_or_beyond_a_node_is_caught() -> None:
+    snapshot = bench.single_gpu_jobs(2, 16)
+    result = sound(snapshot)
+    twice = dataclasses.replace(result, bindings=result.bindings + result.bindings[:1])
+    assert "1 pods bound more than once" in bench.check(snapshot, twice, bound=17)
+    piled = dataclasses.replace(result, bindings=tuple(
+        Binding(b.pod, b.gang, "node-00000") for b in result.bindings))
+    assert any(p.startswith("node node-00000 holds [16, ") for p in bench.check(
+        snapshot, piled, bound=16))
+
+
+def test_wrong_counts_and_work_left_out_are_caught() -> None:
+    snapshot = bench.single_gpu_jobs(2, 16)
+    short = dataclasses.replace(sound(snapshot), bindings=sound(snapshot).bindings[1:])
+    assert bench.check(snapshot, short, bound=16) == [
+        "bound/evicted/moved (15, 0, 0), expected (16, 0, 0)"]
+    (problem,) = bench.check(snapshot, short)
+    assert problem.endswith("was left out but fits what stays free")
+
+
+def test_measure_prints_no_time_for_a_wrong_plan(monkeypatch, capsys) -> None:
+    snapshot = bench.single_gpu_jobs(2, 16)
+    result = sound(snapshot)
+    monkeypatch.setattr(bench, "run_cycle", lambda _snapshot: dataclasses.replace(
+        result, bindings=result.bindings[1:]))
+    with pytest.raises(SystemExit, match="the cycle's plan is wrong, no time printed"):
+        bench.measure("broken", snapshot, 1, bound=16)
+    assert capsys.readouterr().out == ""
+
+
+class FakeAdmin:
+    def __init__(self, pods, nodes):
+        self.pods, self.nodes = pods, nodes
+
+    def call(self, method, path, *args, **kwargs):
+        return {"items": self.pods if path.endswith("/pods") else self.nodes}
+
+
+def fill_pod(name: str, node: str | None, *, task: str | None = None, gpus: int = 1) -> dict:
+    return {"metadata": {"name": name, "namespace": k8s_fill.NAMESPACE, "annotations": {
+                "osmo/workflow-name": task or name, "osmo/task-name": "main"}},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {
+                "requests": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": "Running" if node else "Pending"}}
+
+
+NODES = [{"metadata": {"name": "node-000"},
+          "status": {"allocatable": {"nvidia.com/gpu": "2", "pods": "110"}}}]
+
+
+def test_the_fill_check_catches_missing_doubled_unbound_and_overcommitted_pods() -> None:
+    good = [fill_pod("a", "node-000"), fill_pod("b", "node-000")]
+    assert k8s_fill.verify(FakeAdmin(good, NODES), count=2, running=True) == []
+    problems = k8s_fill.verify(FakeAdmin(good, NODES), count=3)
+    assert problems == ["2 pods, expected 3"]
+    doubled = good + [fill_pod("a-again", "node-000", task="a")]
+    assert k8s_fill.verify(FakeAdmin(doubled, NODES), count=3) == [
+        "tasks with more than one pod: [('a', 'main', None)]",
+        "node node-000: nvidia.com/gpu requested 3 > allocatable 2"]
+    waiting = [fill_pod("a", "node-000"), fill_pod("c", None)]
+    assert k8s_fill.verify(FakeAdmin(waiting, NODES), count=2, running=True) == [
+        "1 pods not bound: ['c']", "1 pods not Running: ['c']"]
+    with pytest.raises(SystemExit, match=r"\[fill\] FAILED, no time printed: 1 pods not bound"):
+        k8s_fill.report("fill", ["1 pods not bound: ['c']"])

@@ -20,7 +20,7 @@ from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import Backend
 
-from .kubelet import Kubelet
+from .kubelet import Admission, Kubelet, refused_status, running_status
 from .osmo_placement import (
     SCHEDULER,
     Scheduler,
@@ -75,11 +75,12 @@ def backend(apiserver, k8s_settings, db):
 
 class Cluster:
     """The test's hands on the cluster, as the admin: read objects, and act as KAI (bind,
-    preempt) and as the kubelet (pod status, graceful and final deletes)."""
+    preempt) and as the kubelet (admission and pod status, graceful and final deletes)."""
 
     def __init__(self, server: ApiServer, namespace: str):
         self.server = server
         self.namespace = namespace
+        self.added: list[str] = []
 
     def _path(self, plural: str, name: str = "") -> str:
         base = {"pods": "/api/v1", "services": "/api/v1", "secrets": "/api/v1",
@@ -130,15 +131,27 @@ class Cluster:
                             content_type="application/merge-patch+json")
 
     def run(self, pod: str, node: str | None = None) -> None:
+        """Bind (when ``node`` is given) and start the pod as its node's kubelet would: the
+        kubelet's admission first (``kubelet.Admission``, over the namespace's running pods).
+        A pod it would refuse gets the kubelet's Failed status, and the test fails here."""
         if node is not None:
             self.bind(pod, node)
         current = self.get("pods", pod)
-        name = current["spec"]["containers"][0]["name"]
-        self._status(pod, {"phase": "Running", "conditions": [
-            {"type": "Ready", "status": "True"}], "containerStatuses": [{
-                "name": name, "image": current["spec"]["containers"][0]["image"],
-                "imageID": "", "ready": True, "restartCount": 0,
-                "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}]})
+        nodes = {n["metadata"]["name"]: n
+                 for n in self.server.request("GET", "/api/v1/nodes")["items"]}
+        admission = Admission(nodes)
+        for other in self.server.request("GET", self._path("pods"))["items"]:
+            if other["metadata"]["name"] != pod and other["spec"].get("nodeName") and (
+                    other.get("status") or {}).get("phase") == "Running":
+                admission.hold(other["spec"]["nodeName"], other)
+        assert admission.can_start(current), \
+            f"node {current['spec']['nodeName']} is not Ready: no kubelet starts {pod}"
+        refusal = admission.admit(current)
+        if refusal is not None:
+            self._status(pod, refused_status(refusal))
+            raise AssertionError(f"the kubelet refuses {pod} on {refusal.node}: "
+                                 f"{refusal.reason}: {refusal.message}")
+        self._status(pod, running_status(current))
 
     def finish(self, pod: str, exit_code: int = 0) -> None:
         current = self.get("pods", pod)
@@ -163,6 +176,8 @@ class Cluster:
     def add_node(self, name: str, *, gpus: int, cpu: str = "64", memory: str = "512Gi",
                  pods: int = 110, labels: dict[str, str] | None = None, ready: bool = True,
                  unschedulable: bool = False) -> None:
+        """A Node (nodes are cluster-wide: the fixture deletes those a test added)."""
+        self.added.append(name)
         self.server.request("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
@@ -180,8 +195,15 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(apiserver, namespace) -> Cluster:
-    return Cluster(apiserver, namespace)
+def cluster(apiserver, namespace):
+    hands = Cluster(apiserver, namespace)
+    yield hands
+    for name in hands.added:
+        try:
+            hands.delete_node(name)
+        except KubeError as exc:  # the test deleted it already
+            if exc.status != 404:
+                raise
 
 
 @pytest.fixture

@@ -18,8 +18,10 @@ def test_sweeps_do_not_delete_terminating_pods_again(backend, cluster, alice, te
     backend.dispatch()
     backend.listen()
     pods = [f"{name}-g-t0", f"{name}-g-t1"]
+    cluster.add_node("gone-node", gpus=8)
     for pod in pods:
-        cluster.run(pod, "gone-node")  # its node is lost: nobody will confirm a delete
+        cluster.run(pod, "gone-node")
+    cluster.delete_node("gone-node")  # its node is lost: nobody will confirm a delete
     backend.listen()
     assert alice.post(f"/api/workflow/{name}/cancel").status_code == 200
     assert backend.cleanup() == 1

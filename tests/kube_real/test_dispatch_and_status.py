@@ -126,6 +126,8 @@ def test_pods_become_task_statuses(backend, cluster, alice, admin, team) -> None
     explain = alice.get(f"/api/workflow/{name}/explain").json()
     assert explain["groups"][0]["reasons"] == [{"code": "unschedulable", "message": message}]
 
+    cluster.add_node("node-a", gpus=4)
+    cluster.add_node("node-b", gpus=4)
     cluster.bind(f"{name}-g-t0", "node-a")  # KAI placed it: it holds its GPUs from now on
     backend.listen()
     assert Task.objects.get(name="t0").node_name == "node-a"
@@ -150,6 +152,7 @@ def test_pods_become_task_statuses(backend, cluster, alice, admin, team) -> None
 def test_a_failed_pod_fails_the_gang_with_its_exit_code(backend, cluster, alice,
                                                         team) -> None:
     name = submit(alice, "team", spec("crash", tasks=2))
+    cluster.add_node("n1", gpus=8)
     backend.dispatch()
     backend.listen()
     cluster.run(f"{name}-g-t0", "n1")
@@ -167,6 +170,8 @@ def test_a_failed_pod_fails_the_gang_with_its_exit_code(backend, cluster, alice,
 
 def test_preemption_is_recognised_as_kai_reports_it(backend, cluster, alice, team) -> None:
     name = submit(alice, "team", spec("opportunist", tasks=2), priority="LOW")
+    cluster.add_node("n1", gpus=8)
+    cluster.add_node("n2", gpus=8)
     backend.dispatch()
     backend.listen()
     cluster.run(f"{name}-g-t0", "n1")
@@ -187,6 +192,9 @@ KAI_CONSOLIDATION = ("Pod {pod} was preempted and rescheduled due to bin packing
 def test_kai_s_consolidation_recreates_the_pod_and_the_task_goes_on(backend, cluster, alice,
                                                                     team, namespace) -> None:
     name = submit(alice, "team", spec("packed", tasks=2))
+    cluster.add_node("n1", gpus=8)
+    cluster.add_node("n2", gpus=8)
+    cluster.add_node("n3", gpus=8)
     backend.dispatch()
     backend.listen()
     cluster.run(f"{name}-g-t0", "n1")
@@ -219,6 +227,7 @@ def test_kai_s_consolidation_recreates_the_pod_and_the_task_goes_on(backend, clu
 def test_kai_s_consolidation_of_an_ended_task_recreates_nothing(backend, cluster, alice, team,
                                                                 namespace) -> None:
     name = submit(alice, "team", spec("ended"))
+    cluster.add_node("n1", gpus=8)
     backend.dispatch()
     backend.listen()
     pod = f"{name}-g-t0"
@@ -236,6 +245,7 @@ def test_a_deleted_pod_evicts_its_task_watched_or_relisted(backend, cluster, ali
                                                            team) -> None:
     watched = submit(alice, "team", spec("watched"))
     unseen = submit(alice, "team", spec("unseen"))
+    cluster.add_node("n1", gpus=8)
     backend.dispatch()
     backend.listen()
     cluster.run(f"{watched}-g-t0", "n1")
@@ -282,6 +292,7 @@ workflow:
     name = submit(alice, "team", text)
     backend.dispatch()
     assert cluster.names("podgroups") == [f"{name}-prep"]
+    cluster.add_node("n1", gpus=8)
     backend.listen()
     cluster.run(f"{name}-prep-p", "n1")
     cluster.finish(f"{name}-prep-p")

@@ -124,3 +124,18 @@ def test_an_error_in_the_stand_in_fails_the_test(namespace) -> None:
     stand_in = Kubelet(Broken(), namespace).start()
     with pytest.raises(RuntimeError, match="the stand-in broke"):
         stand_in.stop()
+
+
+def test_a_test_starting_a_pod_by_hand_meets_the_same_admission(apiserver, cluster,
+                                                                namespace) -> None:
+    node = f"{namespace}-by-hand"
+    cluster.add_node(node, gpus=2)
+    for name in ("first", "second"):
+        apiserver.create(pod(namespace, name, "none", "q", gpus=2))
+    cluster.run("first", node)
+    with pytest.raises(AssertionError, match="OutOfnvidia.com/gpu"):
+        cluster.run("second", node)
+    assert phase(cluster, "second")["reason"] == "OutOfnvidia.com/gpu"
+    apiserver.create(pod(namespace, "third", "none", "q", gpus=1))
+    with pytest.raises(AssertionError, match="DeletionByPodGC"):
+        cluster.run("third", f"{namespace}-nowhere")

@@ -1,6 +1,7 @@
 """``OSMO_PLACEMENT=osmo`` on the real API server: our scheduler's cache (LIST + WATCH), the
 pure core's decisions, bindings through ``pods/binding``, evictions, PodGroup status and
-Events — with a kubelet stand-in that starts bound pods and removes deleted ones."""
+Events — with a kubelet stand-in that admits bound pods as kubelet does and removes deleted
+ones; every test fails if a node's bound pods ever request more than its allocatable."""
 
 from __future__ import annotations
 

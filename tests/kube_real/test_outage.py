@@ -14,6 +14,7 @@ pytestmark = pytest.mark.django_db
 def test_an_expired_watch_relists_and_an_outage_converges(backend, cluster, apiserver, alice,
                                                          team) -> None:
     names = [submit(alice, "team", spec(n)) for n in ("done", "gone", "runs")]
+    cluster.add_node("n1", gpus=8)
     done, gone, runs = (f"{n}-g-t0" for n in names)
     backend.dispatch()
     backend.listen()  # LIST

@@ -940,11 +940,11 @@ class Placement:
         arriving = {pod: (node, held[pod]) for pod, (_gang, node) in placed.items()
                     if pod in held}
         intruding = [(node, held[pod]) for pod, node in landed.items() if pod in held]
-        gang_of = {pod: gang for gang, outcome in results.items() for pod in outcome}
+        gang_by_pod = {pod: gang for gang, outcome in results.items() for pod in outcome}
         conflicts: dict[str, str] = {}
         for node in sorted(set(landed.values())):
             intruders = sorted(pod for pod, n in landed.items() if n == node)
-            gangs = {gang_of.get(pod) for pod in intruders}
+            gangs = {gang_by_pod.get(pod) for pod in intruders}
             candidates = sorted((pod for pod, (n, _held) in arriving.items() if n == node),
                                 key=lambda pod: (placed[pod][0] not in gangs, pod))
             while candidates and self._overcommitted(

@@ -164,7 +164,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = OSMO_MAX_BODY_BYTES
 OSMO_INPUT_LIMITS = {
     name: env_int(f"OSMO_{name.upper()}", 0)
     for name in ("max_depth", "max_nodes", "max_groups", "max_tasks", "max_replicas", "max_pods",
-                 "max_subgroups", "max_template_iterations", "max_rendered_bytes")
+                 "max_subgroups", "max_template_iterations", "max_template_value",
+                 "max_template_cpu_ms", "max_rendered_bytes")
     if os.environ.get(f"OSMO_{name.upper()}")
 }
 

@@ -6,7 +6,7 @@ from pools.models import Pool, PoolEvent
 from scheduler.models import Node
 from tests import factories
 from tests.conftest import make_client
-from workflows.models import Task, Workflow
+from workflows.models import Task, Workflow, WorkflowNameCounter
 
 
 @pytest.fixture
@@ -25,10 +25,11 @@ def admin(db):
 
 
 def stored() -> tuple:
-    """Everything a refused request must leave as it was."""
+    """Everything a refused request must leave as it was, the name counters included."""
     return (list(Pool.objects.order_by("pk").values()), PoolEvent.objects.count(),
             list(Workflow.objects.values_list("name", "status")), Task.objects.count(),
-            list(Node.objects.values()))
+            list(Node.objects.values()),
+            list(WorkflowNameCounter.objects.order_by("pk").values()))
 
 
 def refused(response, status: int, code: str) -> dict:

@@ -91,6 +91,28 @@ def test_a_template_that_loops_too_long_is_refused(user):
     assert seconds < 2 and stored() == before
 
 
+# What a template may compute, not only what it outputs (the rest: tests/unit/workflow_spec/
+# test_template_bounds.py).
+COSTLY_TEMPLATES = {
+    "400 MB string": "{{ ('a' * 400000000)|length }}u",
+    "huge power": "{{ (9**(9**7)) % 7 }}u",
+}
+
+
+@pytest.mark.parametrize("expression", COSTLY_TEMPLATES.values(), ids=COSTLY_TEMPLATES.keys())
+@pytest.mark.parametrize("query", ["?dry_run=true", ""])
+def test_a_template_that_would_compute_too_much_is_refused_at_once(user, expression, query):
+    submit(user, spec(task("first")))  # a counter row to see unchanged
+    before = stored()
+    text = spec(task().replace("image: ubuntu", f'image: "{expression}"'))
+    response, seconds = timed(lambda: user.generic("POST", f"/api/pool/team/workflow{query}",
+                                                   text.encode(), "application/yaml"))
+    body = refused(response, 400, "template_too_large")
+    assert body["errors"]["workflow"][0].startswith(("template repeats a value to more than",
+                                                     "template makes an integer of more than"))
+    assert seconds < 1 and stored() == before
+
+
 def job(parallelism: int) -> dict:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big"},
             "spec": {"parallelism": parallelism, "template": {"spec": {"containers": [

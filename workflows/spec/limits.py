@@ -31,7 +31,9 @@ class InputLimits:
     max_replicas: int = 1_000  # per task
     max_pods: int = 1_000  # per workload (replicas, parallelism, ... expanded)
     max_subgroups: int = 256  # per PodGroup
-    max_template_iterations: int = 10_000  # range() values rendered by one template
+    max_template_iterations: int = 10_000  # loop iterations (and range() length) of a template
+    max_template_value: int = 1024 * 1024  # characters or items of one value a template makes
+    max_template_cpu_ms: int = 2_000  # CPU time of one rendering
     max_rendered_bytes: int = 4 * 1024 * 1024  # a rendered template
 
 

@@ -11,8 +11,9 @@ markup, so it is not YAML until rendered. Steps:
    (``{{input:0}}`` is not even valid Jinja); they are restored verbatim after rendering and
    resolved at run time. Setting a variable named like a token is ignored (OSMO does the same).
    Shell's ``${#var}`` is masked too: Jinja would read ``{#`` as the start of a comment.
-4. Render in ``jinja2.sandbox.SandboxedEnvironment`` (no attribute access to internals, no
-   file system loader), keeping the trailing newline.
+4. Render in a sandbox that also bounds what the template computes
+   (:mod:`workflows.spec.template_sandbox`: no attribute access to internals, no file system
+   loader, no value, loop or CPU time beyond its limits), keeping the trailing newline.
 
 Undefined variables (decision; OSMO's CLI refuses them, but the brief asks that train.yaml's
 ``{{ storage_url }}`` still parse): they render as the empty string, and their names are
@@ -34,10 +35,10 @@ from typing import Any
 
 import yaml
 from jinja2 import TemplateError, Undefined
-from jinja2.sandbox import SandboxedEnvironment
 
 from workflows.spec.errors import SpecError
 from workflows.spec.limits import DEFAULT_LIMITS, InputLimits, LimitExceeded, load_yaml
+from workflows.spec.template_sandbox import BoundedEnvironment
 
 RUNTIME_TOKEN = re.compile(
     r"\{\{\s*(?:output|workflow_id|(?:input|host|output):[^{}\s]+)\s*\}\}"
@@ -124,8 +125,8 @@ def render_template(
     limits: InputLimits = DEFAULT_LIMITS,
 ) -> RenderResult:
     """Render a templated spec; a plain spec comes back unchanged (``templated=False``).
-    ``range()`` yields at most ``limits.max_template_iterations`` values in all, and the
-    output stops at ``limits.max_rendered_bytes``."""
+    What the template may compute is bounded as :mod:`workflows.spec.template_sandbox` says,
+    and the output stops at ``limits.max_rendered_bytes``."""
     has_variables = bool(set_variables) or bool(set_string_variables)
     if not is_templated(text, has_variables):
         return RenderResult(text=text, templated=False)
@@ -167,19 +168,21 @@ def render_template(
                 undefined.append(self._undefined_name)
             return ""
 
-    environment = SandboxedEnvironment(
-        undefined=RecordingUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    environment.globals["range"] = _budgeted_range(limits.max_template_iterations)
+    environment = BoundedEnvironment(limits, undefined=RecordingUndefined,
+                                     keep_trailing_newline=True, autoescape=False)
     try:
-        rendered = _render_bounded(environment.from_string(masked), values,
+        for value in values.values():  # a YAML alias can repeat one long text many times
+            environment.checked(value)
+        rendered = _render_bounded(environment.bounded_template(masked), values,
                                    limits.max_rendered_bytes)
+    except SpecError:
+        raise
     except TemplateError as exc:
         line = getattr(exc, "lineno", None)
         where = f" (line {line})" if line else ""
         raise SpecError({"workflow": [f"template error{where}: {exc}"]}) from exc
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:
+        raise SpecError({"workflow": [f"template error: {type(exc).__name__}: {exc}"]}) from exc
     for index, token in enumerate(tokens):
         rendered = rendered.replace(_MASK.format(index), token)
     return RenderResult(
@@ -188,21 +191,6 @@ def render_template(
         undefined_variables=tuple(undefined),
         values=values,
     )
-
-
-def _budgeted_range(budget: int):
-    """``range`` for templates: every value any call yields counts against one budget."""
-    left = [budget]
-
-    def bounded_range(*args: int) -> range:
-        values = range(*args)
-        left[0] -= len(values)
-        if left[0] < 0:
-            raise LimitExceeded("template_too_large", "workflow",
-                                f"template loops over more than {budget} range() values")
-        return values
-
-    return bounded_range
 
 
 def _render_bounded(template, values: dict[str, Any], max_bytes: int) -> str:

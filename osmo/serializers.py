@@ -107,11 +107,26 @@ class StringMapField(serializers.DictField):
         return super().to_internal_value(data)
 
 
+class QueryIntegerField(serializers.IntegerField):
+    """A query-string integer in ASCII digits (DRF's IntegerField reads '８' as 8)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not data.isascii():
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class QueryBooleanField(serializers.BooleanField):
-    """A query-string flag: true/false, 1/0 or yes/no, in any case."""
+    """A query-string flag: true/false, 1/0 or yes/no, in any case. Given empty (`?dry_run=`)
+    it is refused, where DRF would take it for absent."""
 
     TRUE_VALUES = {"true", "1", "yes", True}
     FALSE_VALUES = {"false", "0", "no", False}  # False: what DRF reads for an absent flag
+
+    def get_value(self, dictionary):
+        if dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)
 
 
 class UpperChoiceField(serializers.ChoiceField):

@@ -131,6 +131,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Pools and subpools, quota admission, workflows, KAI objects and scheduling.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Public, as /api/health and /api/version: credentials are not read, so a bad or expired
+    # token does not turn them into a 401.
+    "SERVE_AUTHENTICATION": [],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -311,8 +311,9 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
 
 def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None) -> Admission:
     """Admit a Kubernetes workload: the pod grouper makes its PodGroups and pods, tracked as a
-    workflow of kind "workload" (one group per PodGroup, one task per pod). The number in its
-    name is taken before admission, so a refused workload leaves a gap in the numbering."""
+    workflow of kind "workload" (one group per PodGroup, one task per pod). The pods are named
+    after the workload, whose number is read before grouping and taken in the admitting
+    transaction: a refused workload leaves the numbering as it was."""
     if priority is not None:
         priority = validate_priority(priority)
     problems: dict[str, list[str]] = {}
@@ -327,16 +328,8 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
     first = items[0] if items and isinstance(items[0], dict) else {}
     base = podgroup_name(str(first.get("kind", "workload")).lower(),
                          str((first.get("metadata") or {}).get("name", "workload")))[:50]
-    with transaction.atomic():
-        name = _next_name(base)
-    leaf = queue_name_for(pool.name, settings.OSMO_NAMESPACE)
-    try:
-        grouping = group_workload(manifest, namespace=settings.OSMO_NAMESPACE,
-                                  default_queue=leaf, allowed_queues={leaf}, priority=priority,
-                                  name_prefix=name, max_pods=input_limits().max_pods,
-                                  max_subgroups=input_limits().max_subgroups)
-    except WorkloadError as error:
-        raise OsmoError(error.code, error.detail, errors=error.errors) from error
+    name = _peek_name(base)
+    grouping = _group(manifest, pool=pool, priority=priority, name=name)
     with transaction.atomic():
         target = _locked_target(pool)
         _check_given_names(grouping)
@@ -345,6 +338,9 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                     largest_group=max((_unit_minimum(unit) for unit in grouping.groups),
                                       default=0),
                     priority=grouping.priority)
+        taken = _next_name(base)
+        if taken != name:  # a workload of the same name was admitted meanwhile: rename the pods
+            name, grouping = taken, _group(manifest, pool=pool, priority=priority, name=taken)
         workflow = Workflow(name=name, kind=WorkflowKind.WORKLOAD, pool=target,
                             priority=grouping.priority,
                             user=actor if getattr(actor, "is_authenticated", False) else None,
@@ -370,6 +366,17 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                     subgroup=labels.get(SUBGROUP_LABEL, "") if gang.get("subGroups") else "",
                     run_seconds=sleep_seconds(*_first_command(pod))))
         return _save(Admission(workflow, groups, tasks, spec=None))
+
+
+def _group(manifest: dict, *, pool: Pool, priority: str | None, name: str):
+    leaf = queue_name_for(pool.name, settings.OSMO_NAMESPACE)
+    try:
+        return group_workload(manifest, namespace=settings.OSMO_NAMESPACE, default_queue=leaf,
+                              allowed_queues={leaf}, priority=priority, name_prefix=name,
+                              max_pods=input_limits().max_pods,
+                              max_subgroups=input_limits().max_subgroups)
+    except WorkloadError as error:
+        raise OsmoError(error.code, error.detail, errors=error.errors) from error
 
 
 def _check_given_names(grouping) -> None:

@@ -14,6 +14,7 @@ from rest_framework import serializers
 
 from osmo.serializers import (
     QueryBooleanField,
+    QueryIntegerField,
     RequestSerializer,
     StrictCharField,
     StrictIntegerField,
@@ -92,8 +93,8 @@ class SubpoolUpdateSerializer(RequestSerializer):
 
 
 class HistoryQuerySerializer(RequestSerializer):
-    limit = serializers.IntegerField(required=False, default=500,
-                                     help_text="At most this many events (1 to 5000).")
+    limit = QueryIntegerField(required=False, default=500,
+                              help_text="At most this many events (1 to 5000).")
 
     def validate_limit(self, limit: int) -> int:
         return max(1, min(limit, 5000))

@@ -121,6 +121,9 @@ class PodGroupCheckSerializer(RequestSerializer):
                                  help_text="Pods whose subgroup labels are checked too.")
 
     def to_internal_value(self, data):
+        if isinstance(data, Mapping) and not data:
+            raise serializers.ValidationError({"podgroup": [
+                "The body is empty: send a PodGroup manifest, or {podgroup, pods}."]})
         if isinstance(data, Mapping) and ("podgroup" not in data or "apiVersion" in data):
             return {"podgroup": dict(data), "pods": None}
         return super().to_internal_value(data)

@@ -9,6 +9,7 @@ kind, any version. Unknown kinds get :class:`Grouper` itself: the default groupe
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -18,6 +19,8 @@ from scheduler.kai.podgroups import dns_label
 
 from .model import TRAIN, OwnerRef, PodGroupMeta, SubGroupSpec, WorkloadError
 from .owners import OwnerChain, group_kind
+
+_INTEGER = re.compile(r"-?[0-9]+")
 
 GROUPERS: dict[tuple[str, str], Grouper] = {}
 INT32_MAX = 2**31 - 1  # Kubernetes count fields are int32
@@ -54,10 +57,17 @@ def podgroup_name_for(base: str) -> str:
     return dns_label(f"pg-{base}")
 
 
+def ascii_int(text: str) -> int | None:
+    """`text` as an integer when it is an optional minus and ASCII digits, else None (int()
+    also reads '８' as 8, and '1_000')."""
+    text = text.strip()
+    return int(text) if _INTEGER.fullmatch(text) else None
+
+
 def int_field(value: Any, path: str, *, minimum: int = 0) -> int:
     """An integer manifest field (ints or digit strings), else ``invalid_spec``."""
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value.strip())
+    if isinstance(value, str) and ascii_int(value) is not None:
+        value = ascii_int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise WorkloadError("invalid_spec", f"{path} must be an integer ≥ {minimum}, "
                                             f"got {value!r}", {path: [f"Must be ≥ {minimum}."]})

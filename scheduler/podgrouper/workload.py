@@ -88,7 +88,7 @@ from .model import (
     WorkloadError,
 )
 from .owners import Lookup, controller_ref, group_kind, index_lookup, owner_chain
-from .registry import annotations_of, labels_of, name_of, pod_budget
+from .registry import annotations_of, ascii_int, labels_of, name_of, pod_budget
 
 KNOWN_PRIORITY_CLASSES: dict[str, int] = {
     "osmo-high": 125, "osmo-normal": 100, "osmo-low": 50, "inference": 125, "build": 100,
@@ -189,13 +189,13 @@ def pod_gpus(pod: Mapping[str, Any]) -> int:
         for part in ("requests", "limits"):
             value = (resources.get(part) or {}).get(GPU_RESOURCE)
             if value is not None:
-                try:
-                    return int(str(value))
-                except ValueError:
+                number = value if isinstance(value, int) and not isinstance(value, bool) \
+                    else ascii_int(str(value))
+                if number is None:
                     raise WorkloadError("invalid_spec", f"{GPU_RESOURCE} must be a whole "
                                         f"number, got {value!r}",
-                                        {f"resources.{part}.{GPU_RESOURCE}": ["Invalid."]}
-                                        ) from None
+                                        {f"resources.{part}.{GPU_RESOURCE}": ["Invalid."]})
+                return number
         return 0
 
     spec = pod.get("spec") or {}

@@ -250,3 +250,61 @@ def test_nul_in_a_path_query_or_body_is_400(user, admin, team):
                           "metadata": {"name": "x\u0000y"}}, format="json")
     refused(response, 400, "invalid_request")
     assert stored() == before
+
+
+def test_groups_and_tasks_are_counted_before_the_yaml_is_built(user):
+    before = stored()
+    groups = "".join(f"  - name: g{i}\n    tasks:\n    - {{name: t, image: x, command: [x]}}\n"
+                     for i in range(10_000))
+    response, seconds = timed(lambda: submit(user, f"workflow:\n  name: many\n  groups:\n{groups}"))
+    body = refused(response, 400, "too_many_groups")
+    assert body["errors"] == {"workflow.groups": ["more than 100 groups"]}  # stopped at the 101st
+    tasks = "".join(f"  - {{name: t{i}, image: x, command: [x]}}\n" for i in range(5_000))
+    body = refused(submit(user, f"workflow:\n  name: many\n  tasks:\n{tasks}"), 400,
+                   "too_many_tasks")
+    assert body["errors"] == {"workflow": ["more than 1000 tasks"]}
+    assert seconds < 1 and stored() == before
+
+
+# --- query strings and bodies that say nothing ------------------------------------------------
+
+@pytest.mark.parametrize("query", ["/api/workflow?all_pools=", "/api/workflow?user=",
+                                   "/api/workflow?users=", "/api/workflow?pool=",
+                                   "/api/workflow?all_users=", "/api/pool_quota?all_pools=",
+                                   "/api/configs/pool/team/history?limit=\uff18"])
+def test_a_parameter_given_empty_or_in_other_digits_is_refused(user, query):
+    body = refused(user.get(query), 400, "invalid_request")
+    assert set(body["errors"]) == {query.split("?")[1].split("=")[0]}
+
+
+def test_the_same_parameters_given_a_value_still_filter(user):
+    from tests import factories
+
+    factories.pending_workflow(factories.pool("other", 10), 1)
+    assert user.get("/api/workflow?all_pools=true&user=alice").json()["count"] == 0
+    assert user.get("/api/pool_quota?all_pools=true").status_code == 200
+    page = user.get("/api/workflow?limit=\uff18").json()  # not a number: the default page
+    assert (page["count"], page["next"]) == (0, None)
+
+
+def test_a_bodyless_podgroup_check_is_refused(user):
+    body = refused(user.post("/api/kai/podgroups/validate"), 400, "invalid_request")
+    assert list(body["errors"]) == ["podgroup"]
+    refused(user.post("/api/kai/podgroups/validate", {}, format="json"), 400, "invalid_request")
+
+
+@pytest.mark.parametrize("path", ["/api/health", "/api/version", "/api/schema", "/api/docs"])
+def test_public_endpoints_never_read_credentials(db, broker_url, path):
+    from rest_framework.test import APIClient
+
+    from tests.conftest import make_client
+
+    answers = {}
+    for who, client in (("no token", APIClient()), ("a token", make_client("alice")),
+                        ("a bad token", APIClient()), ("a malformed header", APIClient())):
+        if who == "a bad token":
+            client.credentials(HTTP_AUTHORIZATION="Bearer osmo_not-a-token")
+        if who == "a malformed header":
+            client.credentials(HTTP_AUTHORIZATION="Bearer two words")
+        answers[who] = client.get(path).status_code
+    assert answers == dict.fromkeys(answers, 200)

@@ -62,6 +62,9 @@ class WorkflowFilter(django_filters.FilterSet):
     all_users = django_filters.BooleanFilter(
         method="filter_all_users",
         help_text="Accepted for the OSMO client: every visible workflow is listed anyway.")
+    all_pools = django_filters.BooleanFilter(
+        method="filter_all_users",
+        help_text="Accepted for the OSMO client: no `pools` means every visible pool.")
     label = ValuesFilter(
         method="filter_labels",
         help_text="KEY=SELECTOR (repeat: all must match); SELECTOR is a value, `*` wildcards "
@@ -81,6 +84,15 @@ class WorkflowFilter(django_filters.FilterSet):
     class Meta:
         model = Workflow
         fields = ["pool", "status", "user"]
+
+    def is_valid(self) -> bool:
+        """django-filter takes `?user=` for no filter at all: a parameter given empty asks for
+        something, so it is refused instead."""
+        valid = super().is_valid()
+        empty = [name for name in self.filters if "" in self.data.getlist(name)]
+        for name in empty:
+            self.form.add_error(name, "May not be empty: leave the parameter out instead.")
+        return valid and not empty
 
     def filter_all_users(self, queryset, name, value):
         return queryset

@@ -3,15 +3,16 @@
 A spec or a workload is untrusted text. Before it is built into Python objects, one pass over
 libyaml's event stream (iterative: no recursion, whatever the nesting) measures its nesting
 depth and its size with every alias expanded, so a deeply nested document or an alias bomb
-("billion laughs") is refused in time linear in its text. After parsing, the number of groups,
-tasks and replicas is checked before anything is built from them. Each limit has its own
+("billion laughs") is refused in time linear in its text. The same pass counts the items of
+the sequences a caller names (a workflow's groups and tasks), so 10,000 groups are refused at
+the 101st, before any is built. After parsing, replicas are counted too. Each limit has its own
 contract code; the defaults are raised in settings (`OSMO_MAX_*`, see the README).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,11 +49,25 @@ class LimitExceeded(SpecError):
         super().__init__({path: [message]})
 
 
-def check_yaml(text: str, limits: InputLimits = DEFAULT_LIMITS, *, path: str = "file") -> None:
-    """Refuse YAML nested deeper than ``max_depth`` or larger than ``max_nodes`` values with
-    its aliases expanded. Text libyaml cannot parse is left to the loader to report."""
+@dataclass(frozen=True)
+class ItemLimit:
+    """At most `limit` items in all in the sequences at `paths` (mapping keys from the top;
+    "*" stands for any item of a sequence), else `code` with "more than {limit} {noun}"."""
+
+    paths: frozenset[tuple[str, ...]]
+    limit: int
+    code: str
+    where: str
+    noun: str
+
+
+def check_yaml(text: str, limits: InputLimits = DEFAULT_LIMITS, *, path: str = "file",
+               items: Sequence[ItemLimit] = ()) -> None:
+    """Refuse YAML nested deeper than ``max_depth``, larger than ``max_nodes`` values with
+    its aliases expanded, or with more `items` than their limits. Text libyaml cannot parse is
+    left to the loader to report."""
     try:
-        _measure(yaml.parse(text, Loader=SAFE_LOADER), limits, path)
+        _measure(yaml.parse(text, Loader=SAFE_LOADER), limits, path, items)
     except yaml.YAMLError as error:
         # Newer libyaml (PyYAML 6.0.4's wheels) has its own nesting limit, met while it scans
         # ahead of the events we count: the same refusal, in our words.
@@ -62,11 +77,18 @@ def check_yaml(text: str, limits: InputLimits = DEFAULT_LIMITS, *, path: str = "
         return
 
 
-def _measure(events: Iterator[yaml.Event], limits: InputLimits, path: str) -> None:
+def _measure(events: Iterator[yaml.Event], limits: InputLimits, path: str,
+             items: Sequence[ItemLimit] = ()) -> None:
     depth = nodes = 0
     sizes: dict[str, int] = {}  # anchor → values it stands for, expanded
     open_collections: list[tuple[str | None, int]] = []
+    counted = {key: item for item in items for key in item.paths}
+    counts = dict.fromkeys(items, 0)
+    # Where each open collection is: [its key path, in a mapping: the pending key or None].
+    places: list[list] = []
     for event in events:
+        if items and isinstance(event, yaml.NodeEvent):
+            _count_item(event, places, counted, counts)
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             nodes += 1
@@ -75,6 +97,8 @@ def _measure(events: Iterator[yaml.Event], limits: InputLimits, path: str) -> No
                                     f"nested deeper than {limits.max_depth} levels")
             open_collections.append((event.anchor, nodes))
         elif isinstance(event, yaml.CollectionEndEvent):
+            if items:
+                places.pop()
             depth -= 1
             anchor, first = open_collections.pop()
             if anchor:
@@ -90,8 +114,36 @@ def _measure(events: Iterator[yaml.Event], limits: InputLimits, path: str) -> No
                                 f"more than {limits.max_nodes} values with aliases expanded")
 
 
-def load_yaml(text: str, limits: InputLimits = DEFAULT_LIMITS, *, path: str = "file") -> Any:
-    check_yaml(text, limits, path=path)
+def _count_item(event: yaml.NodeEvent, places: list[list], counted: dict, counts: dict) -> None:
+    """Follow where `event` (a node starting) is, and count it if it is an item of a counted
+    sequence."""
+    where: tuple[str, ...] | None = ()
+    if places:
+        parent = places[-1]
+        if parent[1] is False:  # a mapping expecting a key: this node is one
+            key = event.value if isinstance(event, yaml.ScalarEvent) else None
+            parent[1] = key
+            where = None
+        elif parent[1] is None or isinstance(parent[1], str):  # a mapping's value
+            where = None if parent[0] is None or parent[1] is None else (*parent[0], parent[1])
+            parent[1] = False
+        else:  # an item of a sequence
+            where = None if parent[0] is None else (*parent[0], "*")
+            item = counted.get(parent[0])
+            if item is not None:
+                counts[item] += 1
+                if counts[item] > item.limit:
+                    raise LimitExceeded(item.code, item.where,
+                                        f"more than {item.limit} {item.noun}")
+    if isinstance(event, yaml.MappingStartEvent):
+        places.append([where, False])
+    elif isinstance(event, yaml.SequenceStartEvent):
+        places.append([where, True])
+
+
+def load_yaml(text: str, limits: InputLimits = DEFAULT_LIMITS, *, path: str = "file",
+              items: Sequence[ItemLimit] = ()) -> Any:
+    check_yaml(text, limits, path=path, items=items)
     return yaml.load(text, Loader=SAFE_LOADER)
 
 

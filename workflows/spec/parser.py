@@ -45,7 +45,13 @@ from scheduler.core.podgroup_validation import (
 )
 from workflows.spec import apiserver_rules
 from workflows.spec.errors import ErrorCollector, SpecError
-from workflows.spec.limits import DEFAULT_LIMITS, InputLimits, LimitExceeded, load_yaml
+from workflows.spec.limits import (
+    DEFAULT_LIMITS,
+    InputLimits,
+    ItemLimit,
+    LimitExceeded,
+    load_yaml,
+)
 from workflows.spec.model import (
     FileSpec,
     GroupSpec,
@@ -57,7 +63,12 @@ from workflows.spec.model import (
 )
 from workflows.spec.scheduling import check_block_shape, leaf_names, resolve_scheduling
 from workflows.spec.templating import render_template
-from workflows.spec.units import parse_bytes, parse_duration_seconds, parse_millicores
+from workflows.spec.units import (
+    ascii_digits,
+    parse_bytes,
+    parse_duration_seconds,
+    parse_millicores,
+)
 
 # libyaml's safe loader when the wheel has it (10× faster), else the pure-Python one.
 
@@ -179,10 +190,20 @@ def _load_document(
         raise SpecError({"file": ["expected workflow YAML text"]})
     rendered = render_template(source, set_variables, set_string_variables, limits)
     try:
-        document = load_yaml(rendered.text, limits)
+        document = load_yaml(rendered.text, limits, items=_counted_items(limits))
     except yaml.YAMLError as exc:
         raise SpecError({"file": [f"not valid YAML: {_yaml_problem(exc)}"]}) from exc
     return document, rendered.text, rendered.undefined_variables
+
+
+def _counted_items(limits: InputLimits) -> tuple[ItemLimit, ...]:
+    """Groups and task entries, counted while the YAML is scanned (before it is built)."""
+    return (
+        ItemLimit(frozenset({("workflow", "groups")}), limits.max_groups, "too_many_groups",
+                  "workflow.groups", "groups"),
+        ItemLimit(frozenset({("workflow", "tasks"), ("workflow", "groups", "*", "tasks")}),
+                  limits.max_tasks, "too_many_tasks", "workflow", "tasks"),
+    )
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -379,8 +400,8 @@ class _Parser:
         )
 
     def _gpus(self, value: object, path: str) -> int:
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value.strip())
+        if isinstance(value, str) and ascii_digits(value) is not None:
+            value = ascii_digits(value)
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

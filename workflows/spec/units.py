@@ -5,10 +5,20 @@ from __future__ import annotations
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)([a-zA-Z]*)$")
+# Only ASCII digits are numbers: Python's `\d`, int() and Decimal() also read '８' as 8.
+_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)([a-zA-Z]*)$",
+                       re.ASCII)
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_DURATION_PART = re.compile(r"(\d+)([dhms])")
+_DURATION_PART = re.compile(r"(\d+)([dhms])", re.ASCII)
+_INTEGER = re.compile(r"[0-9]+")
+
+
+def ascii_digits(text: str) -> int | None:
+    """`text` (spaces around it aside) as a whole number when it is ASCII digits, else None
+    (int() also reads '８', '1_000' and '+1')."""
+    text = text.strip()
+    return int(text) if _INTEGER.fullmatch(text) else None
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
@@ -63,8 +73,8 @@ def parse_duration_seconds(value: object) -> int:
         return value
     if isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
-            return int(text)
+        if (seconds := ascii_digits(text)) is not None:
+            return seconds
         parts = _DURATION_PART.findall(text)
         if parts and "".join(f"{n}{u}" for n, u in parts) == text:
             return sum(int(n) * _DURATION_SECONDS[u] for n, u in parts)

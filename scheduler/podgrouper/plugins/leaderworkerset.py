@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..model import SubGroupSpec, WorkloadError
 from ..registry import (
     Grouper,
+    ascii_int,
     int_field,
     labels_of,
     make_pod,
@@ -38,7 +39,7 @@ class LeaderWorkerSetGrouper(Grouper):
         size = _size(nested(top, "spec") or {})
         labels = labels_of(pod)
         group = labels.get(GROUP_INDEX_LABEL)
-        if group is None or not str(group).isdigit():
+        if group is None or ascii_int(str(group)) is None:
             raise WorkloadError("invalid_spec", f"pod {name_of(pod)} of LeaderWorkerSet "
                                 f"{name_of(top)} has no {GROUP_INDEX_LABEL} label",
                                 {f"metadata.labels.{GROUP_INDEX_LABEL}": ["Required."]})

@@ -89,7 +89,8 @@ def main() -> None:
     port = free_port()
     env = dict(os.environ, OSMO_LOG_LEVEL="WARNING")
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application", "--bind",
+        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application",
+         "--config", "python:osmo.gunicorn_config", "--bind",
          f"127.0.0.1:{port}", "--workers", str(args.web_workers), "--threads", "2",
          "--log-level", "warning"], env=env, cwd=str(Path(__file__).resolve().parent.parent))
     base = f"http://127.0.0.1:{port}"

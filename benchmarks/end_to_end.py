@@ -67,7 +67,8 @@ def main() -> None:
     env = dict(os.environ, OSMO_LOG_LEVEL="WARNING", OSMO_SIM_TASK_SECONDS="0",
                OSMO_SCHEDULER_INTERVAL="1")
     web = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application", "--bind",
+        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application",
+         "--config", "python:osmo.gunicorn_config", "--bind",
          f"127.0.0.1:{port}", "--workers", str(args.web_workers), "--threads", "2",
          "--log-level", "warning"], env=env, cwd=str(ROOT))
     scheduler = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "run_scheduler"],

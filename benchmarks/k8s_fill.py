@@ -301,7 +301,8 @@ def fill(server, admin: Admin, args) -> None:
                OSMO_PLACEMENT="osmo", OSMO_NAMESPACE=NAMESPACE, OSMO_KAI_SYNC="0",
                OSMO_KAI_KUBECONFIG=str(server.backend_kubeconfig))
     web = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application", "--bind",
+        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application",
+         "--config", "python:osmo.gunicorn_config", "--bind",
          f"127.0.0.1:{port}", "--workers", str(args.web_workers), "--threads", "2",
          "--log-level", "warning"], env=env, cwd=str(ROOT))
     backend = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "run_k8s_backend"],

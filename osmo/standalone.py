@@ -169,7 +169,7 @@ class Standalone:
         python = sys.executable
         listener = self.listener.fileno()
         self.spawn("web", [python, "-m", "gunicorn", "osmo.wsgi:application",
-                           "--bind", f"fd://{listener}",
+                           "--config", "python:osmo.gunicorn_config", "--bind", f"fd://{listener}",
                            "--workers", str(self.args.web_workers), "--threads", "4",
                            "--timeout", "120", "--graceful-timeout", "10"], env,
                    pass_fds=(listener,))

@@ -67,3 +67,57 @@ def test_schema_generates_without_warnings(tmp_path):
     call_command("spectacular", "--validate", "--fail-on-warn", "--file",
                  str(tmp_path / "schema.yaml"))
     assert (tmp_path / "schema.yaml").read_text().startswith("openapi: 3")
+
+
+# Path parameters for each read, from the data `test_every_read_...` makes.
+PATH_VALUES = {
+    "/api/configs/pool/{name}": {"name": "team"},
+    "/api/configs/pool/{name}/history": {"name": "team"},
+    "/api/configs/pool/{parent}/subpool": {"parent": "team"},
+    "/api/podgroups/{name}": {"name": "{podgroup}"},
+    "/api/workflow/{name}": {"name": "{workflow}"},
+    "/api/workflow/{name}/explain": {"name": "{workflow}"},
+    "/api/workflow/{name}/kai": {"name": "{workflow}"},
+}
+
+
+def test_every_read_answers_as_its_schema_says_with_data_in_every_list(transactional_db,
+                                                                         broker_url):
+    """An empty list conforms to any item schema: each list here holds at least one item, so
+    every item shape is checked against the document."""
+    import schemathesis
+    from schemathesis.specs.openapi.checks import response_schema_conformance
+
+    from osmo.wsgi import application
+    from tests.conftest import make_client
+
+    admin = make_client("schema-admin", "osmo-admin")
+    admin.post("/api/cluster/nodes", {"name": "n1", "gpus": 8}, format="json")
+    factories.subpool(factories.pool("team", 10), "a", 5)
+    spec = ("workflow:\n  name: w\n  tasks:\n  - {name: t, image: x, command: [sleep, '9'], "
+            "resource: r}\n  resources:\n    r: {gpu: 1}\n")
+    submitted = admin.post("/api/pool/team--a/workflow", {"file": spec}, format="json").json()
+    values = {"{workflow}": submitted["name"], "{podgroup}": submitted["groups"][0]["podgroup"]}
+    auth = {"Authorization": admin._credentials["HTTP_AUTHORIZATION"]}
+    schema = schemathesis.openapi.from_wsgi("/api/schema", application)
+    checked, failures = [], []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        if operation.method.upper() != "GET":
+            continue
+        parameters = {key: values.get(value, value)
+                      for key, value in PATH_VALUES.get(operation.path, {}).items()}
+        case = operation.Case(path_parameters=parameters)
+        response = case.call(headers=auth)
+        body = response.json() if response.status_code == 200 else None
+        items = body.get("results") if isinstance(body, dict) else body
+        if response.status_code != 200 or (isinstance(items, list) and not items):
+            failures.append(f"{operation.label}: {response.status_code}, no items to check")
+            continue
+        try:
+            case.validate_response(response, checks=[response_schema_conformance])
+        except (AssertionError, BaseExceptionGroup) as error:
+            failures.append(f"{operation.label}: {error}"[:1500])
+        checked.append(operation.path)
+    assert failures == [], "\n\n".join(failures)
+    assert set(PATH_VALUES) <= set(checked) and "/api/workflow" in checked

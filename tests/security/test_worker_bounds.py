@@ -43,7 +43,8 @@ def server(transactional_db, tmp_path):
                OSMO_DATA_DIR=str(tmp_path), OSMO_LOG_LEVEL="WARNING")
     log = open(tmp_path / "web.log", "wb")  # noqa: SIM115 - closed in the finalizer
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application", "--bind",
+        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application",
+         "--config", "python:osmo.gunicorn_config", "--bind",
          f"127.0.0.1:{port}", "--workers", "1", "--threads", "2", "--timeout", "60"],
         env=env, stdout=log, stderr=log, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -107,3 +108,21 @@ def test_hostile_requests_stay_within_bounds_on_a_real_server(server):
         assert worker.is_running() and master.children() == [worker], f"{what}: worker died"
         assert cpu < MAX_CPU_SECONDS and growth < MAX_PEAK_GROWTH, what
     assert httpx.get(f"{base}/api/workflow", headers=auth).json()["count"] == 0
+
+
+def test_what_gunicorn_refuses_itself_is_answered_in_json(server):
+    base, auth, _ = server
+    too_long = httpx.get(f"{base}/api/workflow?" + "pool=team&" * 1_000, headers=auth)
+    assert (too_long.status_code, too_long.headers["content-type"]) == (414, "application/json")
+    assert too_long.json()["code"] == "uri_too_long"
+    headers = {**auth, **{f"X-Filler-{i}": "x" for i in range(200)}}
+    too_many = httpx.get(f"{base}/api/workflow", headers=headers)
+    assert (too_many.status_code, too_many.json()["code"]) == (431, "headers_too_large")
+    assert httpx.get(f"{base}/api/workflow?pool=team", headers=auth).status_code == 200
+
+
+def test_its_control_socket_is_in_its_data_folder(server, tmp_path):
+    _, _, master = server
+    control = tmp_path / "gunicorn.ctl"
+    assert control.is_socket()
+    assert str(control) in {c.laddr for c in master.net_connections(kind="unix")}

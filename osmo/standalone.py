@@ -9,7 +9,10 @@ goes to stderr, so stdout carries only the ready line and the admin token.
 
 It is a supervisor (:mod:`osmo.supervisor`): the Valkey server and every child run under it,
 in its process group, and end with it even when it is killed with SIGKILL; a child that exits
-is restarted with backoff (one line on stderr each time) while the rest keeps serving. It binds
+is restarted with backoff (one line on stderr each time) while the rest keeps serving. The
+embedded PostgreSQL runs detached (it outlives a SIGKILL of standalone, and the next run joins
+it) and is watched: killed, it is started again on the same socket, and requests meanwhile get
+503 `database_unavailable` with nothing written. It binds
 the web port itself and hands the socket to gunicorn, so a port already taken stops it before
 anything starts, and a restarted web server never races for the port. SIGINT/SIGTERM stop every
 child and both embedded servers — the embedded PostgreSQL whatever other process registered
@@ -32,7 +35,7 @@ import urllib.request
 from pathlib import Path
 
 from . import embedded
-from .supervisor import Child, Supervisor, end_leftovers
+from .supervisor import Child, Supervisor, Watched, end_leftovers
 
 STOP_GRACE_SECONDS = 15
 LISTEN_BACKLOG = 2048
@@ -107,8 +110,11 @@ class Standalone:
         os.environ["OSMO_DATA_DIR"] = str(self.data_dir)
         if not os.environ.get("DATABASE_URL"):
             self.postgres_dir = self.data_dir  # ours to stop on exit
-        # PostgreSQL first: a daemon the supervisor must not adopt (see osmo.supervisor).
         embedded.prepare_local_environment()
+        if self.postgres_dir is not None:
+            directory = self.postgres_dir
+            self.supervisor.watch(Watched("postgres", lambda: embedded.postgres_pid(directory),
+                                          lambda: embedded.restart_postgres(directory)))
         broker_url = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")
         if not broker_url:
             broker_url = f"redis://127.0.0.1:{self.start_broker()}/0"

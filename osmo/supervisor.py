@@ -6,8 +6,9 @@ terminal reaches them all). With ``adopt_orphans`` (Linux) the supervisor is als
 subreaper": a process orphaned by a crashed child (a gunicorn worker whose master was killed,
 say) is re-parented to the supervisor, which stops and reaps it, so a restarted child never
 finds its predecessor's workers still holding a port. Every child of that process which the
-supervisor did not start is then taken for an orphan: the process must start no other
-long-lived process after its first child (standalone starts the embedded PostgreSQL before).
+supervisor did not start is then taken for an orphan, except the servers it watches
+(:class:`Watched`: the embedded PostgreSQL, which runs detached and is adopted when it is
+started again).
 
 Spawn from the main thread only: the parent-death signal fires when the *thread* that forked
 the child ends, not the process.
@@ -60,6 +61,21 @@ class Backoff:
 
 
 @dataclass
+class Watched:
+    """A server that runs detached from the supervisor (the embedded PostgreSQL: started by
+    pg_ctl, it outlives a killed supervisor so that the next run joins it). It is watched by
+    its pid and started again, with the same backoff, when it is gone."""
+
+    name: str
+    pid: Callable[[], int | None]  # its pid while it runs, else None
+    start: Callable[[], None]  # raises while it cannot start
+    backoff: Backoff = field(default_factory=Backoff)
+    started_at: float = 0.0
+    restart_at: float | None = None
+    restarts: int = 0
+
+
+@dataclass
 class Child:
     name: str
     argv: list[str]
@@ -107,6 +123,7 @@ class Supervisor:
         self.state_path = state_path  # the children's pids, for the next run after a SIGKILL
         self.clock = clock
         self.children: list[Child] = []
+        self.watched: list[Watched] = []
         self.orphans: dict[int, float] = {}  # pid -> when to SIGKILL it
         self.subreaper = False
         self.stopping = False
@@ -119,6 +136,11 @@ class Supervisor:
         self.children.append(child)
         self._spawn(child)
         return child
+
+    def watch(self, server: Watched) -> Watched:
+        server.started_at = self.clock()
+        self.watched.append(server)
+        return server
 
     def _spawn(self, child: Child) -> None:
         argv = [sys.executable, "-I", "-S", str(PARENT_DEATH_WRAPPER), str(os.getpid()),
@@ -162,14 +184,37 @@ class Supervisor:
                     child.restart_at = now + delay
                     print(f"{self.name}: {child.name} could not start ({error}); "
                           f"retrying in {delay:g} s", file=self.log, flush=True)
+        for server in self.watched:
+            if not self.stopping:
+                self._poll_watched(server)
         self.reap_orphans()
+
+    def _poll_watched(self, server: Watched) -> None:
+        if server.restart_at is None:
+            if server.pid() is None:
+                now = self.clock()
+                delay = server.backoff.after_exit(now - server.started_at)
+                server.restart_at = now + delay
+                server.restarts += 1
+                print(f"{self.name}: {server.name} exited; restarting in {delay:g} s "
+                      f"(restart {server.restarts})", file=self.log, flush=True)
+        elif self.clock() >= server.restart_at:
+            try:
+                server.start()
+            except Exception as error:  # noqa: BLE001 - any failure: try again later
+                delay = server.backoff.after_exit(0)
+                server.restart_at = self.clock() + delay
+                print(f"{self.name}: {server.name} could not start ({error}); retrying in "
+                      f"{delay:g} s", file=self.log, flush=True)
+            else:
+                server.started_at, server.restart_at = self.clock(), None
 
     def reap_orphans(self) -> None:
         """Stop and reap the processes adopted as a subreaper: debris of a crashed child."""
         if not self.subreaper:
             return
         now = self.clock()
-        known = {child.pid for child in self.children if child.pid is not None}
+        known = self._known_pids()
         try:
             adopted = psutil.Process().children()
         except psutil.Error:
@@ -188,13 +233,18 @@ class Supervisor:
             elif now >= kill_at:
                 _signal(pid, signal.SIGKILL)
 
+    def _known_pids(self) -> set[int]:
+        """Our children and the watched servers (a restarted one is re-parented to us)."""
+        known = {child.pid for child in self.children if child.pid is not None}
+        return known | {pid for server in self.watched if (pid := server.pid()) is not None}
+
     def running(self, name: str) -> bool:
         return any(child.name == name and child.process is not None
                    and child.process.poll() is None for child in self.children)
 
     def last_exits(self) -> str:
         return ", ".join(f"{child.name} restarted {child.restarts} times"
-                         for child in self.children if child.restarts)
+                         for child in [*self.children, *self.watched] if child.restarts)
 
     # --- stopping ---------------------------------------------------------------------------
 
@@ -218,7 +268,8 @@ class Supervisor:
                 child.process = None
                 child.restart_at = None
         deadline = self.clock() + grace
-        while self.orphans or (self.subreaper and psutil.Process().children()):
+        while self.orphans or (self.subreaper and {
+                process.pid for process in psutil.Process().children()} - self._known_pids()):
             self.reap_orphans()
             if self.clock() >= deadline:
                 for pid in list(self.orphans):

@@ -181,6 +181,13 @@ def _health(port: int) -> int | None:
         return None
 
 
+def _name(process: psutil.Process) -> str | None:
+    try:
+        return process.name()
+    except psutil.Error:  # gone, or a zombie
+        return None
+
+
 def _end(processes: list[psutil.Process]) -> None:
     """Kill what a test started and is still running (by pid), and wait for it."""
     alive = []
@@ -348,11 +355,63 @@ def test_a_killed_child_is_restarted_and_nothing_is_lost(platform, kind: str, ca
 
 
 @pytest.mark.timeout(120)
+def test_a_killed_embedded_postgres_is_restarted_and_no_acknowledged_write_is_lost(platform,
+                                                                                   capsys):
+    """Submissions go on while the PostgreSQL server is killed: each is acknowledged (201) or
+    refused (503, nothing written), and every acknowledged one is there afterwards."""
+    import threading
+
+    pid_file = platform.data / "pg" / "postmaster.pid"
+    postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+    assert postmaster.name() == "postgres"
+    acknowledged, refused, stop = [], [], threading.Event()
+
+    def writer() -> None:
+        number = 0
+        while not stop.is_set():
+            number += 1
+            try:
+                acknowledged.append(platform.submit(f"during-{number}"))
+            except urllib.error.HTTPError as error:
+                refused.append(error.code)
+            except OSError:
+                refused.append(None)
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        while len(acknowledged) < 3:
+            time.sleep(0.05)
+        postmaster.kill()
+        killed = time.monotonic()
+        while not refused:  # the outage was seen...
+            assert time.monotonic() - killed < 30, "no request saw the outage"
+            time.sleep(0.05)
+        seen = len(acknowledged)
+        while len(acknowledged) < seen + 3:  # ...and writes are acknowledged again
+            assert time.monotonic() - killed < 60, platform.log.read_text()[-3000:]
+            time.sleep(0.05)
+        _report(capsys, "writing again after kill -9 of PostgreSQL", time.monotonic() - killed)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert platform.log_count("osmo standalone: postgres exited; restarting in 1 s") == 1
+    assert set(refused) <= {503}, refused  # database_unavailable, never a 500
+    for name in acknowledged:
+        assert platform.request("GET", f"/api/workflow/{name}")[1]["name"] == name
+    assert _health(platform.port) == 200
+    platform.seen += _postgres_of(platform.data)
+
+
+@pytest.mark.timeout(120)
 def test_kill_9_of_standalone_ends_its_tree_and_a_restart_serves_the_same_data(platform,
                                                                                capsys):
     before = platform.submit("before-parent")
     old_token = platform.token
-    tree = platform.tree()
+    # The embedded PostgreSQL is not part of it, even once restarted by standalone: it outlives
+    # the kill and the next run joins it.
+    tree = [process for process in platform.tree() if _name(process) != "postgres"]
     assert {process.name() for process in tree} >= {"valkey-server"}
 
     platform.process.kill()

@@ -1,9 +1,11 @@
-"""Reference data from outside the repository: the real KAI CRDs and OSMO's example workflow
-specs, in `../shared/` beside the checkout (CI has it). Without it, the tests that need it skip
-and say why; everything else runs."""
+"""Reference data from outside the repository: the real KAI CRDs, OSMO's example workflow
+specs and the real kube-apiserver, in `../shared/` beside the checkout. Without it, the tests
+that need it skip and say why; everything else runs. CI (`CI=true`) always has it, so there its
+absence fails the run instead of quietly skipping a sixth of the suite."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,21 @@ KAI_CRDS = SHARED / "reference" / "kai-crds"
 OSMO_EXAMPLES = SHARED / "osmo-workflow-examples"
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def missing(reason: str, *, module: bool = False) -> None:
+    """Skip for `reason`; in CI, fail instead (at import too: a collection error)."""
+    if in_ci():
+        pytest.fail(f"{reason} — CI=true, where ../shared must be there", pytrace=False)
+    pytest.skip(reason, allow_module_level=module)
+
+
 def _require(path: Path, what: str, *, module: bool = False) -> Path:
     if not path.is_dir():
-        pytest.skip(f"needs {what} in {path} (../shared beside the checkout; CI has it)",
-                    allow_module_level=module)
+        missing(f"needs {what} in {path} (../shared beside the checkout; CI has it)",
+                module=module)
     return path
 
 
@@ -41,5 +54,7 @@ def example_paths() -> list:
     """Parameters over every example spec; one skipped parameter when they are absent."""
     if OSMO_EXAMPLES.is_dir():
         return sorted(OSMO_EXAMPLES.glob("*.yaml"))
+    if in_ci():
+        missing(f"needs OSMO's example workflow specs in {OSMO_EXAMPLES}")
     return [pytest.param(None, id="no-examples", marks=pytest.mark.skip(
         reason=f"needs OSMO's example workflow specs in {OSMO_EXAMPLES} (../shared; CI has it)"))]

@@ -307,6 +307,12 @@ def test_a_second_standalone_on_the_same_data_is_refused(platform, work_dir: Pat
     assert _health(platform.port) == 200
 
 
+def test_its_web_server_keeps_its_control_socket_in_its_data_folder(platform):
+    """Not gunicorn's default, one path for every standalone of a user (and the test suite)."""
+    sockets = {connection.laddr for connection in platform.child("web").net_connections("unix")}
+    assert str(platform.data / "gunicorn.ctl") in sockets
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", CHILD_KINDS)
 def test_a_killed_child_is_restarted_and_nothing_is_lost(platform, kind: str, capsys):

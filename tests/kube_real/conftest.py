@@ -2,7 +2,8 @@
 product's backend driven through the official client under the least-privilege token of
 ``deploy/kubernetes/rbac.yaml``, and the test playing KAI and the kubelet as the admin.
 
-Skipped, with the reason, only when the apiserver binary (``../shared/tools/kube``) is absent.
+Skipped, with the reason, only when the apiserver binary (``../shared/tools/kube``) is absent
+(in CI, ``CI=true``, that absence fails instead).
 Each test gets a namespace of its own (``OSMO_NAMESPACE``), so queue names, pods and PodGroups
 never meet across tests; the server is thrown away at the end of the session.
 """
@@ -19,6 +20,7 @@ from scheduler.backends.kubernetes.client import Kube
 from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import Backend
+from tests.shared_data import missing
 
 from .kubelet import Admission, Kubelet, refused_status, running_status
 from .osmo_placement import (
@@ -37,7 +39,7 @@ _namespaces = itertools.count(1)
 def apiserver(tmp_path_factory):
     reason = unavailable_reason()
     if reason:
-        pytest.skip(reason)
+        missing(reason)  # in CI: a failure
     server = ApiServer(tmp_path_factory.mktemp("kube-apiserver"))
     try:
         server.start()

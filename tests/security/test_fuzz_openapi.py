@@ -1,11 +1,18 @@
 """A bounded, reproducible fuzz of the REST API from its own OpenAPI document: every operation
-gets schema-driven requests, valid and invalid, as a platform admin; no answer may be a 5xx
-or break the documented response schema. Fixed seed (derandomized) and example budget."""
+gets schema-driven requests — ones that fit the schema (positive) and ones that break it
+(negative) — as a platform admin and as a pool user without admin rights; no answer may be a
+5xx or break the documented response schema. Fixed seed (derandomized) and example budget;
+every operation must get at least a floor of requests in each mode, so an operation the fuzz
+silently skips fails the test."""
 
 from __future__ import annotations
 
+from collections import Counter
+
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
@@ -13,7 +20,8 @@ from osmo.wsgi import application
 from tests import factories
 from tests.conftest import make_client
 
-EXAMPLES_PER_OPERATION = 40
+EXAMPLES_PER_OPERATION = 12  # per mode and caller: 41 operations × 2 × 2 within CI's budget
+FLOOR_PER_OPERATION = 5
 CHECKS = [not_a_server_error, response_schema_conformance]
 
 
@@ -25,27 +33,49 @@ def _checks(response) -> list:
     return CHECKS if "yaml" not in content_type else [not_a_server_error]
 
 
-def test_no_server_errors_and_only_documented_responses(transactional_db, broker_url):
-    factories.pool("team", 16)
-    auth = {"Authorization": make_client("fuzz-admin", "osmo-admin")._credentials[
-        "HTTP_AUTHORIZATION"]}
+def _negatable(operation) -> bool:
+    """Whether a request can break this operation's schema at all (it takes some input)."""
+    return any(len(getattr(operation, part)) for part in
+               ("path_parameters", "query", "headers", "body"))
+
+
+def _fuzz(auth: dict, mode: GenerationMode) -> tuple[Counter, list[str], list[str]]:
     schema = schemathesis.openapi.from_wsgi("/api/schema", application)
-    sent, failures = [0], []
+    sent: Counter = Counter()
+    failures, operations = [], []
     for result in schema.get_all_operations():
         operation = result.ok()
+        if mode is GenerationMode.NEGATIVE and not _negatable(operation):
+            continue
+        operations.append(operation.label)
 
-        @given(case=operation.as_strategy())
+        @given(case=operation.as_strategy(generation_mode=mode))
         @settings(max_examples=EXAMPLES_PER_OPERATION, derandomize=True, deadline=None,
                   database=None, suppress_health_check=list(HealthCheck))
         def call(case):
             response = case.call(headers=auth)
-            sent[0] += 1
+            sent[case.operation.label] += 1
             case.validate_response(response, checks=_checks(response))
 
         try:
             call()
         except (Exception, BaseExceptionGroup) as error:  # noqa: BLE001 - all reported together
-            failures.append(f"{operation.label}: {type(error).__name__}: {error}"[:3000])
-    print(f"fuzz: {sent[0]} requests over {len(list(schema.get_all_operations()))} operations")
+            failures.append(f"{mode} {operation.label}: {type(error).__name__}: {error}"[:3000])
+    return sent, failures, operations
+
+
+@pytest.mark.parametrize("caller", ["admin", "pool user"])
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
+                         ids=["positive", "negative"])
+def test_no_server_errors_and_only_documented_responses(transactional_db, broker_url, caller,
+                                                        mode):
+    factories.pool("team", 16)
+    client = (make_client("fuzz-admin", "osmo-admin") if caller == "admin"
+              else make_client("fuzz-user", "osmo-team-user"))
+    sent, failures, operations = _fuzz(
+        {"Authorization": client._credentials["HTTP_AUTHORIZATION"]}, mode)
+    print(f"fuzz {mode} as {caller}: {sum(sent.values())} requests over {len(operations)} "
+          f"operations")
     assert failures == [], "\n\n".join(failures)
-    assert sent[0] > 100
+    starved = {label: sent[label] for label in operations if sent[label] < FLOOR_PER_OPERATION}
+    assert starved == {}, f"operations with fewer than {FLOOR_PER_OPERATION} requests"

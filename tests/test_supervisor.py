@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from osmo.supervisor import Backoff, Child, Supervisor, end_leftovers
+from osmo.supervisor import Backoff, Child, Supervisor, Watched, end_leftovers
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
@@ -138,3 +138,42 @@ def test_the_orphans_of_a_crashed_child_are_reaped(tmp_path: Path):
                 process.kill()
         parent.kill()
         parent.wait(5)
+
+
+def test_a_watched_server_that_dies_is_started_again_with_backoff(tmp_path: Path):
+    """A server that runs detached (as the embedded PostgreSQL) is watched by its pid: gone, it
+    is started again after the backoff delay; a start that fails is tried again later."""
+    now = [0.0]
+    server = {"pid": 123, "starts": 0, "fail": 1}
+
+    def start() -> None:
+        server["starts"] += 1
+        if server["fail"]:
+            server["fail"] -= 1
+            raise RuntimeError("the old backends still hold its memory")
+        server["pid"] = 456
+
+    log = tmp_path / "supervisor.log"
+    with log.open("w") as stream:
+        supervisor = Supervisor(name="test", log=stream, clock=lambda: now[0])
+        supervisor.watch(Watched("db", lambda: server["pid"], start,
+                                 backoff=Backoff(first=1, maximum=8, stable=60)))
+        supervisor.poll()
+        server["pid"] = None  # killed
+        now[0] = 10
+        supervisor.poll()  # seen: restart in 1 s
+        supervisor.poll()
+        assert server["starts"] == 0
+        now[0] = 11
+        supervisor.poll()  # the start fails: again in 2 s
+        now[0] = 12
+        supervisor.poll()
+        assert (server["starts"], server["pid"]) == (1, None)
+        now[0] = 13
+        supervisor.poll()
+        now[0] = 14
+        supervisor.poll()  # running again: nothing more to do
+    assert (server["starts"], server["pid"]) == (2, 456)
+    assert log.read_text().splitlines() == [
+        "test: db exited; restarting in 1 s (restart 1)",
+        "test: db could not start (the old backends still hold its memory); retrying in 2 s"]

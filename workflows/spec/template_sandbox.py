@@ -115,7 +115,9 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
             loop.iter = self._environment_call("osmo_loop", [loop.iter], loop.lineno)
         for concat in list(tree.find_all(nodes.Concat)):
             concat.nodes = [self._environment_call("osmo_concat", concat.nodes, concat.lineno)]
-        for output in list(tree.find_all(nodes.Output)):  # literal text is counted as written
+        # Literal text as a call: written at run time, it passes `finalize` and is counted (a
+        # constant would be written into the compiled code as it is).
+        for output in list(tree.find_all(nodes.Output)):
             output.nodes = [self._environment_call("osmo_text", [nodes.Const(node.data)],
                                                    node.lineno)
                             if isinstance(node, nodes.TemplateData) else node

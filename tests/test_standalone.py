@@ -424,7 +424,8 @@ def test_kill_9_of_standalone_ends_its_tree_and_a_restart_serves_the_same_data(p
     killed = time.monotonic()
     platform.process.wait(10)
     gone, alive = psutil.wait_procs(tree, timeout=10)
-    assert alive == [], [" ".join(p.cmdline()) for p in alive]
+    assert alive == [], [(p.pid, _name(p), p.status() if p.is_running() else "gone")
+                         for p in alive]
     _report(capsys, "whole tree gone after kill -9 of standalone", time.monotonic() - killed)
     assert _postgres_of(platform.data), "PostgreSQL outlives a SIGKILL, the next run joins it"
 

@@ -188,6 +188,13 @@ def _name(process: psutil.Process) -> str | None:
         return None
 
 
+def _describe(process: psutil.Process) -> str:
+    try:
+        return f"{process.pid} {process.status()}: {' '.join(process.cmdline())}"
+    except psutil.Error as error:
+        return f"{process.pid}: {type(error).__name__}"
+
+
 def _end(processes: list[psutil.Process]) -> None:
     """Kill what a test started and is still running (by pid), and wait for it."""
     alive = []
@@ -424,8 +431,7 @@ def test_kill_9_of_standalone_ends_its_tree_and_a_restart_serves_the_same_data(p
     killed = time.monotonic()
     platform.process.wait(10)
     gone, alive = psutil.wait_procs(tree, timeout=10)
-    assert alive == [], [(p.pid, _name(p), p.status() if p.is_running() else "gone")
-                         for p in alive]
+    assert alive == [], [_describe(p) for p in alive]
     _report(capsys, "whole tree gone after kill -9 of standalone", time.monotonic() - killed)
     assert _postgres_of(platform.data), "PostgreSQL outlives a SIGKILL, the next run joins it"
 

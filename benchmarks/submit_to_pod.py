@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.django_env import bootstrap, percentile  # noqa: E402
 from benchmarks.end_to_end import SPEC  # noqa: E402 - the same one-GPU workflow
 from benchmarks.k8s_fill import Admin  # noqa: E402
+from scheduler.core.kai_names import WORKFLOW_NAME_ANNOTATION  # noqa: E402
 
 NAMESPACE = "osmo"
 
@@ -64,19 +65,24 @@ class PodWatch:
                             headers={"Authorization": f"Bearer {self.admin.token}"})
         while not self._stop.is_set():
             query = [("watch", "1"), ("resourceVersion", version), ("timeoutSeconds", "30")]
-            with http.stream("GET", path, params=query) as response:
-                for line in response.iter_lines():
-                    if self._stop.is_set() or not line:
-                        continue
-                    event = json.loads(line)
-                    metadata = event["object"].get("metadata") or {}
-                    version = metadata.get("resourceVersion", version)
-                    if event["type"] != "ADDED":
-                        continue
-                    workflow = (metadata.get("annotations") or {}).get("osmo/workflow-name")
-                    if workflow:
-                        self.seen.setdefault(workflow, time.perf_counter())
-                        self.pods.setdefault(workflow, set()).add(metadata["name"])
+            try:
+                with http.stream("GET", path, params=query) as response:
+                    for line in response.iter_lines():
+                        if self._stop.is_set() or not line:
+                            continue
+                        event = json.loads(line)
+                        metadata = event["object"].get("metadata") or {}
+                        version = metadata.get("resourceVersion", version)
+                        if event["type"] != "ADDED":
+                            continue
+                        workflow = (metadata.get("annotations") or {}).get(
+                            WORKFLOW_NAME_ANNOTATION)
+                        if workflow:
+                            self.seen.setdefault(workflow, time.perf_counter())
+                            self.pods.setdefault(workflow, set()).add(metadata["name"])
+            except httpx.HTTPError:
+                if not self._stop.is_set():
+                    raise
 
 
 def main() -> None:

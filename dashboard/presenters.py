@@ -13,6 +13,7 @@ from typing import Any
 from osmo.accounts.roles import Roles
 from pools import quota
 from pools.models import Pool, SubpoolState
+from scheduler.core.kai_names import RACK_LABEL, ZONE_LABEL
 from workflows.models import Priority
 
 # --- bars ------------------------------------------------------------------------------------
@@ -288,8 +289,6 @@ def history_row(event) -> HistoryRow:
 
 # --- the cluster -----------------------------------------------------------------------------
 
-ZONE_LABEL = "topology.osmo/zone"
-RACK_LABEL = "topology.osmo/rack"
 NO_LABEL = "(none)"
 
 

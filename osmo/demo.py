@@ -7,6 +7,7 @@ from django.db import transaction
 from osmo.accounts.services import user_ensure
 from pools import services
 from pools.models import Pool
+from scheduler.core.kai_names import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, ZONE_LABEL
 from scheduler.models import Node
 from scheduler.services import node_register
 
@@ -46,8 +47,8 @@ def seed_demo_cluster(zones: int = 2, racks: int = 4, nodes_per_rack: int = 4) -
                 name = f"dgx-z{zone}-r{rack}-{index}"
                 node_register(name=name, gpus=8, cpu_millis=224_000,
                               memory_bytes=2 * 1024**4, labels={
-                                  "topology.osmo/zone": f"zone-{zone}",
-                                  "topology.osmo/block": f"zone-{zone}-block-{rack // 2}",
-                                  "topology.osmo/rack": f"zone-{zone}-rack-{rack}",
-                                  "kubernetes.io/hostname": name,
+                                  ZONE_LABEL: f"zone-{zone}",
+                                  BLOCK_LABEL: f"zone-{zone}-block-{rack // 2}",
+                                  RACK_LABEL: f"zone-{zone}-rack-{rack}",
+                                  HOSTNAME_LABEL: name,
                                   "nvidia.com/gpu.product": "H100"})

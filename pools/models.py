@@ -9,8 +9,9 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 
+from scheduler.core.kai_names import SUBPOOL_DELIMITER  # noqa: F401 - OSMO's naming rule
+
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
-SUBPOOL_DELIMITER = "--"
 
 
 class SubpoolState(models.TextChoices):

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
 from scheduler.core import run_cycle
-from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME
+from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME, HOSTNAME_LABEL
 from workflows import lifecycle
 from workflows.lifecycle import TaskEviction, TaskMove
 from workflows.models import TaskStatus
@@ -213,8 +213,8 @@ def validate_topology(levels: list[dict]) -> list[dict]:
         errors.append("node labels must be unique.")
     if len(set(aliases)) != len(aliases):
         errors.append("aliases must be unique.")
-    if "kubernetes.io/hostname" in labels[:-1]:
-        errors.append("kubernetes.io/hostname may only be the last (finest) level.")
+    if HOSTNAME_LABEL in labels[:-1]:
+        errors.append(f"{HOSTNAME_LABEL} may only be the last (finest) level.")
     if errors:
         raise OsmoError("invalid_topology", " ".join(errors), errors={"levels": errors})
     return [{"alias": level["alias"], "nodeLabel": level["nodeLabel"]} if level.get("alias")

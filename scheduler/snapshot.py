@@ -23,8 +23,7 @@ from scheduler.core import (
     Topology,
     TopologyLevel,
 )
-from scheduler.core.kai_names import PRIORITY_VALUES
-from scheduler.kai.queues import queue_name_for
+from scheduler.core.kai_names import PRIORITY_VALUES, queue_name_for
 from scheduler.kai.selectors import cluster_topology, queue_manifests
 from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
 

@@ -25,11 +25,10 @@ from pools.locking import POOL_FAMILY_LOCK
 from pools.models import Pool, PoolStatus, SubpoolState
 from pools.quota import unallocated
 from pools.selectors import pool_not_found
+from scheduler.core.kai_names import SUBGROUP_LABEL, podgroup_name, queue_name_for
 from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
-from scheduler.kai.podgroups import podgroup_name
-from scheduler.kai.queues import queue_name_for
 from scheduler.kai.selectors import StoredTopologies
 from scheduler.podgrouper import WorkloadError, group_workload, pod_gpus
 
@@ -402,7 +401,6 @@ def _check_given_names(grouping) -> None:
 
 
 GANG_FIELDS = ("minMember", "minSubGroup", "subGroups", "topologyConstraint")
-SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 
 
 def pod_requests(pod: dict) -> tuple[int, int]:

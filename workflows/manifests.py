@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from scheduler.kai.podgroups import build_workflow_manifests, label_value
-from scheduler.kai.queues import queue_name_for
+from scheduler.core.kai_names import POOL_LABEL, WORKFLOW_LABEL, label_value, queue_name_for
+from scheduler.kai.podgroups import build_workflow_manifests
 
 from .spec import WorkflowSpec, parse_workflow_spec
 
@@ -22,6 +22,6 @@ def manifests_for(*, spec: WorkflowSpec, workflow_name: str, pool, priority: str
         queue=queue_name_for(pool, settings.OSMO_NAMESPACE), priority=priority,
         scheduler_name=settings.OSMO_SCHEDULER_NAME,
         platforms=settings_pool.platforms or {},
-        labels={"osmo.workflow": label_value(workflow_name), "osmo.pool": label_value(pool.name)},
+        labels={WORKFLOW_LABEL: label_value(workflow_name), POOL_LABEL: label_value(pool.name)},
     )
     return [manifest for group in groups for manifest in group.all()]

@@ -23,8 +23,6 @@ Decisions where the documents are silent:
 from __future__ import annotations
 
 import copy
-import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,16 +30,25 @@ from typing import Any
 from scheduler.core.kai_names import (  # noqa: F401 - also this module's public names
     GPU_RESOURCE,
     GROUP_LABEL,
+    GROUP_NAME_ANNOTATION,
     IMPLICIT_SUBGROUP,
     PODGROUP_ANNOTATION,
     PODGROUP_API_VERSION,
+    PODGROUP_KIND,
     PRIORITY_CLASS_NAMES,
     PRIORITY_VALUES,
     QUEUE_LABEL,
+    REPLICA_INDEX_ANNOTATION,
     SKIP_PODGROUPER_ANNOTATION,
     SUBGROUP_LABEL,
     TASK_LABEL,
+    TASK_NAME_ANNOTATION,
     WORKFLOW_LABEL,
+    WORKFLOW_NAME_ANNOTATION,
+    dns_label,
+    label_value,
+    pod_name,
+    podgroup_name,
 )
 from workflows.spec.model import GroupSpec, TaskSpec, WorkflowSpec
 from workflows.spec.units import format_bytes, format_cpu
@@ -61,43 +68,6 @@ PRIORITY_CLASSES: dict[str, PriorityClass] = {
                             "preemptible" if priority == "LOW" else "non-preemptible")
     for priority in ("HIGH", "NORMAL", "LOW")
 }
-
-_NOT_DNS = re.compile(r"[^a-z0-9-]+")
-_NOT_LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]+")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
-
-
-def dns_label(name: str, max_length: int = 63) -> str:
-    """A valid DNS label for ``name``: unchanged when already valid, else cleaned + hashed."""
-    if len(name) <= max_length and _DNS_LABEL.match(name):
-        return name
-    cleaned = _NOT_DNS.sub("-", name.lower()).strip("-")
-    head = cleaned[: max_length - 9].strip("-")
-    return f"{head}-{_digest(name)}" if head else _digest(name)
-
-
-def label_value(value: str) -> str:
-    """A valid Kubernetes label value (≤ 63, alphanumeric ends), shortened like dns_label."""
-    if len(value) <= 63 and _LABEL_VALUE.match(value):
-        return value
-    cleaned = _NOT_LABEL_VALUE.sub("-", value).strip("-_.")
-    head = cleaned[:54].strip("-_.")
-    return f"{head}-{_digest(value)}" if head else _digest(value)
-
-
-def podgroup_name(workflow_name: str, group_name: str) -> str:
-    return dns_label(f"{workflow_name}-{group_name}")
-
-
-def pod_name(podgroup: str, task_name: str, replica: int | None = None) -> str:
-    suffix = "" if replica is None else f"-{replica}"
-    return dns_label(f"{podgroup}-{task_name}{suffix}")
-
 
 def priority_class(priority: str) -> PriorityClass:
     try:
@@ -136,7 +106,7 @@ def build_podgroup(
     spec.update(group.podgroup_spec_fields())
     return {
         "apiVersion": PODGROUP_API_VERSION,
-        "kind": "PodGroup",
+        "kind": PODGROUP_KIND,
         "metadata": {
             "name": name,
             "namespace": namespace,
@@ -147,8 +117,8 @@ def build_podgroup(
                 QUEUE_LABEL: label_value(queue),
             },
             "annotations": {
-                "osmo/workflow-name": workflow_name,
-                "osmo/group-name": group.name,
+                WORKFLOW_NAME_ANNOTATION: workflow_name,
+                GROUP_NAME_ANNOTATION: group.name,
             },
         },
         "spec": spec,
@@ -226,12 +196,12 @@ def build_pods(
             annotations = {
                 PODGROUP_ANNOTATION: group_pg,
                 SKIP_PODGROUPER_ANNOTATION: "true",
-                "osmo/workflow-name": workflow_name,
-                "osmo/group-name": group.name,
-                "osmo/task-name": task.name,
+                WORKFLOW_NAME_ANNOTATION: workflow_name,
+                GROUP_NAME_ANNOTATION: group.name,
+                TASK_NAME_ANNOTATION: task.name,
             }
             if replica is not None:
-                annotations["osmo/replica-index"] = str(replica)
+                annotations[REPLICA_INDEX_ANNOTATION] = str(replica)
             spec: dict[str, Any] = {
                 "schedulerName": scheduler_name,
                 "priorityClassName": pclass.name,

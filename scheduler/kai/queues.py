@@ -43,21 +43,28 @@ from pools.quota import unallocated
 from scheduler.core.kai_names import (  # noqa: F401 - also this module's public names
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
     NAMESPACE_LABEL,
     POOL_LABEL,
+    POOL_NAME_ANNOTATION,
     QUEUE_API_VERSION,
     QUEUE_KIND,
+    QUEUE_NAME_ANNOTATION,
+    SHARED_SUFFIX,
+    SUBPOOL_DELIMITER,
     TOPOLOGY_API_VERSION,
     TOPOLOGY_KIND,
+    label_value,
+    pool_queue_full_name,
+    pool_queue_name,
+    queue_name_for,
+    root_queue_full_name,
+    root_queue_name,
+    shared_queue_full_name,
+    shared_queue_name,
 )
-from scheduler.kai.podgroups import label_value
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "osmo"
-POOL_NAME_ANNOTATION = "osmo/pool-name"
-QUEUE_NAME_ANNOTATION = "osmo/queue-name"
-SHARED_SUFFIX = ".shared"
-SUBPOOL_DELIMITER = "--"
 UNLIMITED = -1
 DEFAULT_QUEUE_PRIORITY = 100
 
@@ -90,49 +97,6 @@ class PoolData:
         """Pool quota − Σ ACTIVE subpool quotas (seed 002), never below 0."""
         return max(0, unallocated(self.quota_gpus, [(s.state, s.quota_gpus)
                                                     for s in self.subpools]))
-
-
-# --- names ----------------------------------------------------------------------------------
-
-def root_queue_full_name(namespace: str) -> str:
-    return f"osmo-default-{namespace}"
-
-
-def pool_queue_full_name(pool: str, namespace: str) -> str:
-    """``pool``: a canonical name, top-level (``team``) or subpool (``team--a``)."""
-    return f"osmo-pool-{namespace}-{pool}"
-
-
-def shared_queue_full_name(pool: str, namespace: str) -> str:
-    return f"{pool_queue_full_name(pool, namespace)}{SHARED_SUFFIX}"
-
-
-def root_queue_name(namespace: str) -> str:
-    return label_value(root_queue_full_name(namespace))
-
-
-def pool_queue_name(pool: str, namespace: str) -> str:
-    """The (possibly shortened) Queue name of a pool's container queue or a subpool leaf."""
-    return label_value(pool_queue_full_name(pool, namespace))
-
-
-def shared_queue_name(pool: str, namespace: str) -> str:
-    return label_value(shared_queue_full_name(pool, namespace))
-
-
-def queue_name_for(pool: Any, namespace: str) -> str:
-    """The LEAF queue a workflow submitted to ``pool`` goes to.
-
-    ``pool``: a canonical name (or anything with ``.name``). A subpool's workflows go to its
-    own leaf; a top-level pool's own workflows go to its ``.shared`` leaf, whether or not it
-    has subpools, so creating a subpool never moves running work.
-    """
-    name = getattr(pool, "name", pool)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a pool name is needed, got {pool!r}")
-    if SUBPOOL_DELIMITER in name:
-        return pool_queue_name(name, namespace)
-    return shared_queue_name(name, namespace)
 
 
 # --- manifests ------------------------------------------------------------------------------

@@ -7,14 +7,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # One subgroup and one topology-constraint type for workflow specs and grouped workloads.
-from scheduler.core.kai_names import PREEMPTIBILITY_LABEL, QUEUE_LABEL  # noqa: F401
+from scheduler.core.kai_names import (  # noqa: F401 - the grouper's names
+    MIN_MEMBER_ANNOTATION,
+    PREEMPTIBILITY_LABEL,
+    PREFERRED_PLACEMENT_ANNOTATION,
+    QUEUE_LABEL,
+    REQUIRED_PLACEMENT_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+)
 from workflows.spec.model import SubGroupSpec, TopologySpec
 
 PRIORITY_LABEL = "priorityClassName"
-MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
-TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
-REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-required-placement"
-PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-preferred-placement"
 TRAIN, INFERENCE = "train", "inference"
 
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from scheduler.kai.podgroups import dns_label
+from scheduler.core.kai_names import dns_label
 
 from .model import TRAIN, OwnerRef, PodGroupMeta, SubGroupSpec, WorkloadError
 from .owners import OwnerChain, group_kind

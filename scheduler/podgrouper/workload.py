@@ -54,6 +54,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.core.kai_names import (
+    GPU_RESOURCE,
+    GROUPER_ANNOTATION,
+    IMPLICIT_SUBGROUP,
+    OWNER_KIND_ANNOTATION,
+    OWNER_NAME_ANNOTATION,
+    QUEUE_LABEL,
+    SKIP_PODGROUPER_ANNOTATION,
+    SUBGROUP_LABEL,
+    dns_label,
+    label_value,
+)
 from scheduler.core.podgroup_validation import (
     PODGROUP_ANNOTATION,
     PODGROUP_API_VERSION,
@@ -63,17 +75,7 @@ from scheduler.core.podgroup_validation import (
     subgroup_count,
     validate_podgroup,
 )
-from scheduler.kai.podgroups import (
-    DEFAULT_SCHEDULER_NAME,
-    IMPLICIT_SUBGROUP,
-    QUEUE_LABEL,
-    SKIP_PODGROUPER_ANNOTATION,
-    SUBGROUP_LABEL,
-    GroupManifests,
-    dns_label,
-    label_value,
-    priority_class,
-)
+from scheduler.kai.podgroups import DEFAULT_SCHEDULER_NAME, GroupManifests, priority_class
 
 from .kinds import grouper_for
 from .model import (
@@ -96,9 +98,6 @@ KNOWN_PRIORITY_CLASSES: dict[str, int] = {
 }
 PREEMPTIBLE, NON_PREEMPTIBLE = "preemptible", "non-preemptible"
 PRIORITY_ORDER = {"LOW": 0, "NORMAL": 1, "HIGH": 2}
-GPU_RESOURCE = "nvidia.com/gpu"
-OWNER_KIND_ANNOTATION = "osmo/owner-kind"
-OWNER_NAME_ANNOTATION = "osmo/owner-name"
 
 
 # --- priorities -----------------------------------------------------------------------------
@@ -424,7 +423,7 @@ class _Builder:
                 "labels": {QUEUE_LABEL: label_value(queue)},
                 "annotations": {OWNER_KIND_ANNOTATION: meta.owner.kind,
                                 OWNER_NAME_ANNOTATION: meta.owner.name,
-                                "osmo/grouper": meta.grouper},
+                                GROUPER_ANNOTATION: meta.grouper},
             },
             "spec": spec,
         }

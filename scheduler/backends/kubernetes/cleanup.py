@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler.kai.podgroups import label_value
+from scheduler.core.kai_names import GROUP_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION, label_value
 from scheduler.models import GroupDispatch
 from workflows.models import (
     ALIVE_TASK_STATUSES,
@@ -125,7 +125,8 @@ class Cleaner:
         for kind in KINDS:
             for obj in self._list(kind, selector):
                 annotations = obj["metadata"].get("annotations") or {}
-                key = (annotations.get("osmo/workflow-name"), annotations.get("osmo/group-name"))
+                key = (annotations.get(WORKFLOW_NAME_ANNOTATION),
+                       annotations.get(GROUP_NAME_ANNOTATION))
                 found.append((kind, obj["metadata"]["name"], key if all(key) else None))
         alive = self._alive_groups(key for _, _, key in found if key)
         deleted = 0

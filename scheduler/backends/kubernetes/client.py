@@ -22,11 +22,11 @@ import urllib3
 from django.conf import settings
 from kubernetes import client, config
 
+from scheduler.core.kai_names import MANAGED_BY, MANAGED_BY_LABEL
+
 REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds for ordinary calls
 PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 QUEUES = ("scheduling.run.ai", "v2", "queues")
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "osmo"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 
 

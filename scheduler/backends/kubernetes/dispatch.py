@@ -38,14 +38,13 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from scheduler.core.kai_names import MANAGED_BY, MANAGED_BY_LABEL, WORKFLOW_NAME_ANNOTATION
 from scheduler.kai.sync import KaiSyncError, needs_update, sync_namespace
 from scheduler.models import GroupDispatch
 from workflows import lifecycle
 from workflows.models import ALIVE_WORKFLOW_STATUSES, TaskStatus, WorkflowGroup
 
 from .client import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
     PODGROUPS,
     QUEUES,
     REQUEST_TIMEOUT,
@@ -120,8 +119,8 @@ class _Objects:
 def _ours(existing: dict, desired: dict) -> bool:
     metadata = existing.get("metadata") or {}
     return (metadata.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY and \
-        (metadata.get("annotations") or {}).get("osmo/workflow-name") == \
-        desired["metadata"]["annotations"]["osmo/workflow-name"]
+        (metadata.get("annotations") or {}).get(WORKFLOW_NAME_ANNOTATION) == \
+        desired["metadata"]["annotations"][WORKFLOW_NAME_ANNOTATION]
 
 
 class Dispatcher:

@@ -15,10 +15,11 @@ import copy
 import re
 from typing import Any
 
+from scheduler.core.kai_names import MOVED_FROM_ANNOTATION
+
 MOVE_REASON = "ConsolidationByScheduler"
 PREEMPTION_REASON = "PreemptionByScheduler"
 KAI_CONSOLIDATION_WORDS = "(resource consolidation)"
-MOVED_FROM_ANNOTATION = "osmo/moved-from"
 MOVE_SUFFIX = re.compile(r"-m(\d+)$")
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                   "deletionGracePeriodSeconds", "managedFields", "generation", "generateName",

@@ -15,14 +15,13 @@ import logging
 from dataclasses import dataclass, field
 
 from scheduler import services
+from scheduler.core.kai_names import GPU_RESOURCE
 from scheduler.models import Node
 from workflows.spec.units import parse_bytes, parse_millicores
 
 from .client import REQUEST_TIMEOUT, Kube, raw
 
 logger = logging.getLogger(__name__)
-
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass

@@ -33,10 +33,21 @@ from typing import Any
 
 from django.conf import settings
 
-from scheduler.kai.podgroups import PODGROUP_ANNOTATION, dns_label, label_value
+from scheduler.core.kai_names import (
+    GROUP_LABEL,
+    GROUP_NAME_ANNOTATION,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PODGROUP_ANNOTATION,
+    POOL_LABEL,
+    REPLICA_INDEX_ANNOTATION,
+    TASK_NAME_ANNOTATION,
+    WORKFLOW_LABEL,
+    WORKFLOW_NAME_ANNOTATION,
+    dns_label,
+    label_value,
+)
 from workflows.manifests import manifests_for, stored_spec
-
-from .client import MANAGED_BY, MANAGED_BY_LABEL
 
 HOST_TOKEN = re.compile(r"\{\{\s*host:([^{}\s]+)\s*\}\}")
 FILES_VOLUME = "osmo-files"
@@ -58,22 +69,23 @@ class GroupObjects:
 
 
 def owner_labels(workflow, group) -> dict[str, str]:
-    return {MANAGED_BY_LABEL: MANAGED_BY, "osmo.workflow": label_value(workflow.name),
-            "osmo.group": label_value(group.name), "osmo.pool": label_value(workflow.pool.name)}
+    return {MANAGED_BY_LABEL: MANAGED_BY, WORKFLOW_LABEL: label_value(workflow.name),
+            GROUP_LABEL: label_value(group.name), POOL_LABEL: label_value(workflow.pool.name)}
 
 
 def group_selector(workflow_name: str, group_name: str) -> str:
-    return (f"{MANAGED_BY_LABEL}={MANAGED_BY},osmo.workflow={label_value(workflow_name)},"
-            f"osmo.group={label_value(group_name)}")
+    return (f"{MANAGED_BY_LABEL}={MANAGED_BY},{WORKFLOW_LABEL}={label_value(workflow_name)},"
+            f"{GROUP_LABEL}={label_value(group_name)}")
 
 
 def task_of_pod(pod: dict[str, Any]) -> tuple[str, str] | None:
     """(workflow name, task name) of one of our pods, from its annotations."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    workflow, task = annotations.get("osmo/workflow-name"), annotations.get("osmo/task-name")
+    workflow = annotations.get(WORKFLOW_NAME_ANNOTATION)
+    task = annotations.get(TASK_NAME_ANNOTATION)
     if not workflow or not task:
         return None
-    replica = annotations.get("osmo/replica-index")
+    replica = annotations.get(REPLICA_INDEX_ANNOTATION)
     return workflow, f"{task}-{replica}" if replica is not None else task
 
 
@@ -85,8 +97,8 @@ def _own(manifest: dict[str, Any], labels: dict[str, str], workflow, group) -> d
     metadata = manifest.setdefault("metadata", {})
     metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
     metadata["annotations"] = {**(metadata.get("annotations") or {}),
-                               "osmo/workflow-name": workflow.name,
-                               "osmo/group-name": group.name}
+                               WORKFLOW_NAME_ANNOTATION: workflow.name,
+                               GROUP_NAME_ANNOTATION: group.name}
     metadata["namespace"] = settings.OSMO_NAMESPACE
     return manifest
 
@@ -115,7 +127,7 @@ def _file_secret(name: str, files, labels, workflow, group) -> dict[str, Any]:
 def _workflow_objects(workflow, group, manifests) -> GroupObjects:
     labels = owner_labels(workflow, group)
     mine = [m for m in manifests
-            if ((m.get("metadata") or {}).get("annotations") or {}).get("osmo/group-name")
+            if ((m.get("metadata") or {}).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
             == group.name]
     podgroup = _own(next(m for m in mine if m["kind"] == "PodGroup"), labels, workflow, group)
     pods = [_own(m, labels, workflow, group) for m in mine if m["kind"] == "Pod"]
@@ -127,15 +139,15 @@ def _workflow_objects(workflow, group, manifests) -> GroupObjects:
             "apiVersion": "v1", "kind": "Service", "metadata": {"name": service},
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
                      "selector": {MANAGED_BY_LABEL: MANAGED_BY,
-                                  "osmo.workflow": labels["osmo.workflow"],
-                                  "osmo.group": labels["osmo.group"]}},
+                                  WORKFLOW_LABEL: labels[WORKFLOW_LABEL],
+                                  GROUP_LABEL: labels[GROUP_LABEL]}},
         }, labels, workflow, group)
         hosts: dict[str, str] = {}
         for pod in pods:
             _, task = task_of_pod(pod)
             host = f"{pod['metadata']['name']}.{service}"
             hosts[task] = host
-            hosts.setdefault(pod["metadata"]["annotations"]["osmo/task-name"], host)
+            hosts.setdefault(pod["metadata"]["annotations"][TASK_NAME_ANNOTATION], host)
         for pod in pods:
             pod["spec"]["subdomain"] = service
             for container in pod["spec"]["containers"]:
@@ -146,7 +158,7 @@ def _workflow_objects(workflow, group, manifests) -> GroupObjects:
         secret = dns_label(f"{podgroup['metadata']['name']}-{task_spec.name}-files")
         objects.secrets.append(_file_secret(secret, task_spec.files, labels, workflow, group))
         for pod in pods:
-            if pod["metadata"]["annotations"].get("osmo/task-name") != task_spec.name:
+            if pod["metadata"]["annotations"].get(TASK_NAME_ANNOTATION) != task_spec.name:
                 continue
             pod["spec"].setdefault("volumes", []).append(
                 {"name": FILES_VOLUME, "secret": {"secretName": secret,
@@ -171,8 +183,8 @@ def _workload_objects(workflow, group) -> GroupObjects:
                 != group.podgroup:
             continue
         pod = _own(manifest, labels, workflow, group)
-        pod["metadata"]["annotations"]["osmo/task-name"] = pod["metadata"]["name"]
-        pod["metadata"]["annotations"].pop("osmo/replica-index", None)
+        pod["metadata"]["annotations"][TASK_NAME_ANNOTATION] = pod["metadata"]["name"]
+        pod["metadata"]["annotations"].pop(REPLICA_INDEX_ANNOTATION, None)
         pods.append(pod)
     return GroupObjects(podgroup=_own(podgroup, labels, workflow, group), pods=pods)
 

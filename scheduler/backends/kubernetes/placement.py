@@ -80,9 +80,11 @@ from scheduler.core.kai_names import (
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
     GPU_RESOURCE,
+    GROUP_NAME_ANNOTATION,
     PODGROUP_ANNOTATION,
     QUEUE_LABEL,
     SUBGROUP_LABEL,
+    WORKFLOW_NAME_ANNOTATION,
 )
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 from scheduler.core.results import STALE, CycleResult
@@ -1088,8 +1090,8 @@ def pending_rows(placement: Placement) -> list[dict[str, Any]]:
         podgroup = index.podgroups.get(gang)
         annotations = ((podgroup or {}).get("metadata") or {}).get("annotations") or {}
         rows.append({"podgroup": gang.split("/", 1)[-1],
-                     "workflow": annotations.get("osmo/workflow-name", ""),
-                     "group": annotations.get("osmo/group-name", ""), "queue": queue,
+                     "workflow": annotations.get(WORKFLOW_NAME_ANNOTATION, ""),
+                     "group": annotations.get(GROUP_NAME_ANNOTATION, ""), "queue": queue,
                      "reasons": words})
     return rows
 

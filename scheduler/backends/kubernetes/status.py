@@ -35,7 +35,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler.kai.queues import queue_name_for
+from scheduler.core.kai_names import queue_name_for
 from scheduler.models import GroupDispatch, SchedulerCycle
 from workflows.models import Task, TaskStatus
 

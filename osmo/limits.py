@@ -1,10 +1,10 @@
-"""The input limits in force: workflows.spec.limits' defaults, raised by settings."""
+"""The input limits in force: the defaults of osmo.bounded, raised by settings."""
 
 from __future__ import annotations
 
 from django.conf import settings
 
-from workflows.spec.limits import InputLimits
+from osmo.bounded import InputLimits
 
 
 def input_limits() -> InputLimits:

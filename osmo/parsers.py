@@ -7,7 +7,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from workflows.spec.limits import LimitExceeded, load_json
+from osmo.bounded import LimitExceeded, load_json
 
 from .errors import OsmoError
 from .limits import input_limits

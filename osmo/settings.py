@@ -161,7 +161,7 @@ CELERY_TASK_PUBLISH_RETRY = False
 CELERY_BEAT_SCHEDULE: dict = {}  # filled below, once the intervals are known
 
 # Input limits (README "Limits"): one body limit for every content type, then the limits of
-# workflows.spec.limits.InputLimits, each raised by its OSMO_MAX_* variable (unset: default).
+# osmo.bounded.InputLimits, each raised by its OSMO_MAX_* variable (unset: default).
 OSMO_MAX_BODY_BYTES = env_int("OSMO_MAX_BODY_BYTES", 4 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = OSMO_MAX_BODY_BYTES
 OSMO_INPUT_LIMITS = {

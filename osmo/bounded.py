@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .errors import SpecError
+from workflows.spec.errors import SpecError
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -1,12 +1,15 @@
 """Input limits, checked before any work that grows with the input is done.
 
-A spec or a workload is untrusted text. Before it is built into Python objects, one pass over
-libyaml's event stream (iterative: no recursion, whatever the nesting) measures its nesting
-depth and its size with every alias expanded, so a deeply nested document or an alias bomb
-("billion laughs") is refused in time linear in its text. The same pass counts the items of
-the sequences a caller names (a workflow's groups and tasks), so 10,000 groups are refused at
-the 101st, before any is built. After parsing, replicas are counted too. Each limit has its own
-contract code; the defaults are raised in settings (`OSMO_MAX_*`, see the README).
+A spec, a workload or a JSON body is untrusted text. Before it is built into Python objects, one
+pass over libyaml's event stream (iterative: no recursion, whatever the nesting) measures its
+nesting depth and its size with every alias expanded, so a deeply nested document or an alias
+bomb ("billion laughs") is refused in time linear in its text; a JSON body is walked without
+recursion the same way. The same pass counts the items of the sequences a caller names (a
+workflow's groups and tasks), so 10,000 groups are refused at the 101st, before any is built.
+`InputLimits` also holds the counts the workflow spec and the pod grouper check after parsing
+(replicas, pods, subgroups, template work). Each limit has its own contract code; the defaults
+are raised in settings (`OSMO_MAX_*`, see the README, and `osmo.limits`). Pure: no Django
+import, so the pure spec package can use it.
 """
 
 from __future__ import annotations
@@ -17,8 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-
-from workflows.spec.errors import SpecError
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -41,12 +42,13 @@ class InputLimits:
 DEFAULT_LIMITS = InputLimits()
 
 
-class LimitExceeded(SpecError):
+class LimitExceeded(ValueError):
     """Input over one of the limits: its own contract code, the field path and the limit."""
 
     def __init__(self, code: str, path: str, message: str):
-        self.code = code
-        super().__init__({path: [message]})
+        self.code, self.path, self.message = code, path, message
+        self.errors = {path: [message]}
+        super().__init__(f"{path}: {message}")
 
 
 @dataclass(frozen=True)

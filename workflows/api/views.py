@@ -10,7 +10,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from osmo.accounts.roles import roles_for
-from osmo.bounded import LimitExceeded, load_yaml_all
 from osmo.errors import Forbidden, OsmoError, RequestInvalid
 from osmo.limits import input_limits
 from osmo.parsers import BoundedJSONParser
@@ -18,6 +17,7 @@ from pools import selectors as pool_selectors
 
 from .. import admission, lifecycle, selectors
 from ..manifests import manifests_for, stored_spec
+from ..spec.limits import LimitExceeded, load_yaml_all
 from . import serializers as s
 from .filters import WorkflowFilter
 from .parsers import TextYAMLParser, XYAMLParser, YAMLTextParser

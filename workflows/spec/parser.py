@@ -38,13 +38,6 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from osmo.bounded import (
-    DEFAULT_LIMITS,
-    InputLimits,
-    ItemLimit,
-    LimitExceeded,
-    load_yaml,
-)
 from scheduler.core.podgroup_validation import (
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
@@ -52,6 +45,13 @@ from scheduler.core.podgroup_validation import (
 )
 from workflows.spec import apiserver_rules
 from workflows.spec.errors import ErrorCollector, SpecError
+from workflows.spec.limits import (
+    DEFAULT_LIMITS,
+    InputLimits,
+    ItemLimit,
+    LimitExceeded,
+    load_yaml,
+)
 from workflows.spec.model import (
     FileSpec,
     GroupSpec,

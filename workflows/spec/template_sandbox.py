@@ -37,7 +37,7 @@ from jinja2.runtime import Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Cycler, Joiner, Namespace
 
-from osmo.bounded import InputLimits, LimitExceeded
+from .limits import InputLimits, LimitExceeded
 
 MAX_INT_BITS = 256  # ample for any count, size or duration; cheap to compute with
 

@@ -36,8 +36,8 @@ from typing import Any
 import yaml
 from jinja2 import TemplateError, Undefined
 
-from osmo.bounded import DEFAULT_LIMITS, InputLimits, LimitExceeded, load_yaml
 from workflows.spec.errors import SpecError
+from workflows.spec.limits import DEFAULT_LIMITS, InputLimits, LimitExceeded, load_yaml
 from workflows.spec.template_sandbox import BoundedEnvironment
 
 RUNTIME_TOKEN = re.compile(

@@ -4,9 +4,9 @@ a huge value or of looping for ever is refused before the work is done."""
 from __future__ import annotations
 
 import pytest
-from workflows.spec.limits import LimitExceeded
 
 from workflows.spec import SpecError, parse_workflow_spec
+from workflows.spec.limits import LimitExceeded
 from workflows.spec.template_sandbox import deep_size
 
 SPEC = "workflow:\n  name: t\n  tasks:\n  - {name: a, image: \"%s\", command: [x]}\n"

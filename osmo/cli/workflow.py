@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workflows.spec.localfiles import inline_local_files
-
 from .client import segment
 from .common import add_format_option, connect, emit
 from .errors import usage_error
+from .localfiles import inline_local_files
 from .output import dash, table
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")

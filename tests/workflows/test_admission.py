@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from osmo.cli.localfiles import inline_local_files
 from pools.models import Pool
 from tests import factories
 from tests.conftest import make_client
 from tests.shared_data import osmo_examples
 from tests.workflows.conftest import example, gpu_spec, submit
 from workflows.models import Task, Workflow, WorkflowGroup, WorkflowNameCounter
-from workflows.spec.localfiles import inline_local_files
 
 pytestmark = pytest.mark.django_db
 

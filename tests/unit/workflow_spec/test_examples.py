@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from osmo.cli.localfiles import inline_local_files
 from tests.shared_data import osmo_examples
 from workflows.spec import SpecError, parse_workflow_spec
-from workflows.spec.localfiles import inline_local_files
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = osmo_examples(module=True)

@@ -10,7 +10,7 @@ from scheduler.core import Pod
 from scheduler.core.kai_names import PODGROUP_ANNOTATION, POOL_LABEL, SUBGROUP_LABEL
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, minimum_pods, ready_counts
 from scheduler.kai.selectors import queue_manifests
-from workflows.manifests import manifests_for, stored_spec
+from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 from workflows.models import FINAL_TASK_STATUSES, TaskStatus
 from workflows.selectors import gpu_holding_tasks, visible_workflows
 

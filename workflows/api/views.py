@@ -14,9 +14,9 @@ from osmo.errors import Forbidden, OsmoError, RequestInvalid
 from osmo.limits import input_limits
 from osmo.parsers import BoundedJSONParser
 from pools import selectors as pool_selectors
+from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 
 from .. import admission, lifecycle, selectors
-from ..manifests import manifests_for, stored_spec
 from ..spec.limits import LimitExceeded, load_yaml_all
 from . import serializers as s
 from .filters import WorkflowFilter

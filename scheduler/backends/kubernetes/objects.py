@@ -1,8 +1,8 @@
 """The Kubernetes objects of one workflow group, exactly as the backend applies them.
 
 Workflows: the PodGroup and Pods are those of ``GET /api/workflow/{name}/kai``
-(:func:`workflows.manifests.manifests_for` over the stored spec); workloads: the manifests
-stored at admission (``Workflow.manifests``). The backend adds only what running them on a
+(:func:`scheduler.kai.workflow_manifests.manifests_for` over the stored spec); workloads: the
+manifests stored at admission (``Workflow.manifests``). The backend adds only what running them on a
 real cluster needs — the decisions, where the documents are silent:
 
 - Ownership, on every object: label ``app.kubernetes.io/managed-by: osmo`` (the listener's
@@ -47,7 +47,7 @@ from scheduler.core.kai_names import (
     dns_label,
     label_value,
 )
-from workflows.manifests import manifests_for, stored_spec
+from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 
 HOST_TOKEN = re.compile(r"\{\{\s*host:([^{}\s]+)\s*\}\}")
 FILES_VOLUME = "osmo-files"

@@ -6,8 +6,7 @@ from django.conf import settings
 
 from scheduler.core.kai_names import POOL_LABEL, WORKFLOW_LABEL, label_value, queue_name_for
 from scheduler.kai.podgroups import build_workflow_manifests
-
-from .spec import WorkflowSpec, parse_workflow_spec
+from workflows.spec import WorkflowSpec, parse_workflow_spec
 
 
 def stored_spec(workflow) -> WorkflowSpec:

@@ -157,7 +157,7 @@ class Standalone:
         from osmo.accounts import services as accounts
 
         if self.args.demo:
-            from osmo.demo import seed_demo
+            from scheduler.demo import seed_demo
 
             seed_demo()
         admin = accounts.user_ensure(username="admin", superuser=True, groups=["osmo-admin"])

@@ -15,7 +15,7 @@ PACKAGES = ("osmo", "pools", "workflows", "scheduler", "dashboard")
 LOCAL_IMPORTS_ALLOWED = {
     # Run after django.setup() in the standalone process, which must configure Django first.
     ("osmo.standalone", "osmo.accounts.services"),
-    ("osmo.standalone", "osmo.demo"),
+    ("osmo.standalone", "scheduler.demo"),
     # The spawned scheduler process imports the backend only after django.setup().
     ("scheduler.backends.kubernetes.scheduler_process", "scheduler.backends.kubernetes.runner"),
 }

@@ -1,4 +1,5 @@
-"""`GET /api/health` and `GET /api/version` (no auth), and `GET /api/whoami`."""
+"""`GET /api/health` and `GET /api/version` (no auth); `GET /api/whoami` lists pools, so it is
+`pools.api.profile_views`."""
 
 from __future__ import annotations
 
@@ -14,9 +15,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from osmo.accounts.roles import roles_for
-from pools.selectors import visible_top_level_pools
-from scheduler.backends.kubernetes.health import cluster_ok as backend_cluster_ok
+from . import ports
 
 
 def database_ok() -> bool:
@@ -31,7 +30,7 @@ def database_ok() -> bool:
 
 def cluster_ok() -> bool:
     try:
-        return backend_cluster_ok()
+        return ports.cluster().cluster_ok()
     except Exception:  # noqa: BLE001
         return False
 
@@ -65,21 +64,6 @@ class HealthView(APIView):
         healthy = all(v == "ok" for v in parts.values())
         return Response({"status": "ok" if healthy else "degraded", **parts},
                         status=200 if healthy else 503)
-
-
-class WhoAmIView(APIView):
-    @extend_schema(responses=inline_serializer("WhoAmI", {
-        "user": serializers.CharField(), "roles": serializers.ListField(),
-        "pools": serializers.DictField()}), summary="The caller, its roles and pool access")
-    def get(self, request):
-        roles = roles_for(request.user)
-        role_names = list(roles.group_names)
-        if request.user.is_superuser:
-            role_names.insert(0, "superuser")
-        pools = {name: roles.pool_role(name) for name in
-                 visible_top_level_pools(roles=roles).values_list("name", flat=True)}
-        return Response({"user": request.user.get_username(), "roles": role_names,
-                         "pools": pools})
 
 
 def service_version() -> dict:

@@ -2,7 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from .health import HealthView, VersionView, WhoAmIView
+from pools.api.profile_views import WhoAmIView
+
+from .health import HealthView, VersionView
 
 handler404 = "osmo.errors.json_not_found"
 handler500 = "osmo.errors.json_server_error"

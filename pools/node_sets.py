@@ -14,11 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from django.db.models import IntegerField, OuterRef, Subquery, Sum
-from django.db.models.functions import Coalesce
-
-from scheduler.models import Node
-from workflows.selectors import gpu_holding_tasks
+from . import ports
 
 
 @dataclass(frozen=True)
@@ -34,13 +30,9 @@ class NodeCapacity:
 
 
 def schedulable_nodes() -> list[NodeCapacity]:
-    """Schedulable nodes with the GPUs bound tasks hold on them: one query."""
-    held = (gpu_holding_tasks().filter(node_name=OuterRef("name")).order_by()
-            .values("node_name").annotate(total=Sum("gpus")).values("total"))
-    rows = (Node.objects.filter(schedulable=True).order_by("name")
-            .annotate(used=Coalesce(Subquery(held, output_field=IntegerField()), 0))
-            .values_list("name", "labels", "gpus", "used"))
-    return [NodeCapacity(name, labels or {}, gpus, used) for name, labels, gpus, used in rows]
+    """Schedulable nodes with the GPUs bound tasks hold on them (the scheduler app's nodes:
+    read through `pools.ports.cluster`)."""
+    return ports.cluster().schedulable_nodes()
 
 
 def selectors_of(platforms: Mapping | None,

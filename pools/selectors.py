@@ -6,14 +6,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Q, Sum
 
 from osmo.accounts.roles import Roles
 from osmo.errors import Forbidden, NotFound
-from workflows.models import QUOTA_PRIORITIES
-from workflows.selectors import gpu_holding_tasks
 
-from . import quota
+from . import ports, quota
 from .models import Pool, PoolEvent, SubpoolState
 
 
@@ -133,19 +131,10 @@ def pool_tree(*, roles: Roles, include_archived_subpools: bool = True,
 
 def usage_by_pool(pool_ids: list[int] | None = None) -> dict[int, quota.Usage]:
     """GPUs held per pool, split by priority, with the workflows holding them: ONE aggregate
-    over the partial index of bound tasks."""
+    over the workflows' tasks (read through `pools.ports.workflows`)."""
     if pool_ids is not None and not pool_ids:
         return {}
-    tasks = gpu_holding_tasks()
-    if pool_ids is not None:
-        tasks = tasks.filter(pool_id__in=pool_ids)
-    rows = tasks.values_list("pool_id").annotate(
-        used=Sum("gpus", filter=Q(priority__in=QUOTA_PRIORITIES), default=0),
-        total=Sum("gpus", default=0),
-        workflows=Count("workflow_id", distinct=True),
-    ).order_by()
-    return {pool_id: quota.Usage(used, total, workflows)
-            for pool_id, used, total, workflows in rows}
+    return ports.workflows().usage_by_pool(pool_ids)
 
 
 def pool_history(*, pool: Pool):

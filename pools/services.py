@@ -14,12 +14,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from osmo import events
 from osmo.errors import Conflict, OsmoError
-from scheduler.backends import pool_archived
-from scheduler.tasks import queue_sync_on_commit
-from workflows.lifecycle import workflows_cancel_not_started
-from workflows.selectors import alive_workflows, workflows_holding_gpus
 
+from . import ports
 from . import quota as quota_math
 from .drain import drain_check_on_commit
 from .locking import lock_pool_family
@@ -95,9 +93,13 @@ def _audit(pool: Pool, action: str, actor, before: dict | None, after: dict | No
                              before=before, after=after)
 
 
-def _queues_changed() -> None:
-    """Keep the cluster's KAI queue hierarchy in step, once this change commits."""
-    queue_sync_on_commit()
+def _changed(pool: Pool) -> None:
+    """Announce the change (the KAI queue hierarchy follows it), once this change commits."""
+    events.publish(events.PoolChanged(pool=pool.name))
+
+
+def _archived(pool: Pool) -> None:
+    events.publish(events.PoolArchived(pool=pool.name))
 
 
 def _refresh_partition(parent: Pool) -> None:
@@ -152,7 +154,7 @@ def pool_upsert(*, actor, name: str, quota_gpus: int, **changes: Any) -> tuple[P
             pool = _lock(Pool.objects.get(name=name, parent__isnull=True).pk)
         else:
             _audit(pool, "pool_created", actor, None, pool_snapshot(pool))
-            _queues_changed()
+            _changed(pool)
             return pool, True
 
     before = pool_snapshot(pool)
@@ -172,7 +174,7 @@ def pool_upsert(*, actor, name: str, quota_gpus: int, **changes: Any) -> tuple[P
     if after != before:  # a PUT that changes nothing writes nothing
         pool.save()
         _audit(pool, "pool_reactivated" if reactivated else "pool_updated", actor, before, after)
-        _queues_changed()
+        _changed(pool)
     return pool, False
 
 
@@ -184,7 +186,7 @@ def pool_delete(*, actor, pool: Pool) -> Pool:
         pool.subpools.exclude(subpool_state=SubpoolState.ARCHIVED).values_list("name", flat=True)
     )
     pool_ids = [pool.pk, *pool.subpools.values_list("pk", flat=True)]
-    alive = alive_workflows(pool_ids=pool_ids).count()
+    alive = ports.workflows().alive_count(pool_ids)
     if alive or live_subpools:
         parts = []
         if alive:
@@ -196,7 +198,8 @@ def pool_delete(*, actor, pool: Pool) -> Pool:
     pool.archived_at = timezone.now()
     pool.save(update_fields=["archived_at", "updated_at"])
     _audit(pool, "pool_archived", actor, before, pool_snapshot(pool))
-    _queues_changed()
+    _changed(pool)
+    _archived(pool)
     return pool
 
 
@@ -245,7 +248,7 @@ def subpool_create(*, actor, parent: Pool, subpool_name: str, quota_gpus: int
         _audit(subpool, "subpool_reactivated", actor, before, pool_snapshot(subpool))
     subpool.parent = parent
     _refresh_partition(parent)
-    _queues_changed()
+    _changed(subpool)
     return subpool, existing is None
 
 
@@ -267,7 +270,7 @@ def subpool_update(*, actor, subpool: Pool, quota_gpus: int) -> Pool:
         subpool.save(update_fields=["quota_gpus", "updated_at"])
         _audit(subpool, "subpool_quota_changed", actor, before, pool_snapshot(subpool))
         _refresh_partition(parent)
-        _queues_changed()
+        _changed(subpool)
     return subpool
 
 
@@ -279,8 +282,9 @@ def subpool_delete(*, actor, subpool: Pool) -> Pool:
     if subpool.subpool_state != SubpoolState.ACTIVE:
         return subpool
     before = pool_snapshot(subpool)
-    workflows_cancel_not_started(pool=subpool, reason="subpool_deleted")
-    running = workflows_holding_gpus(pool_ids=[subpool.pk]).exists()
+    workflows = ports.workflows()
+    workflows.cancel_not_started(pool=subpool, reason="subpool_deleted")
+    running = workflows.any_holding_gpus([subpool.pk])
     subpool.subpool_state = SubpoolState.DELETING if running else SubpoolState.ARCHIVED
     subpool.save(update_fields=["subpool_state", "updated_at"])
     _refresh_partition(parent)
@@ -288,7 +292,9 @@ def subpool_delete(*, actor, subpool: Pool) -> Pool:
            pool_snapshot(subpool))
     if running:
         drain_check_on_commit(subpool_id=subpool.pk)
-    _queues_changed()
+    else:
+        _archived(subpool)
+    _changed(subpool)
     return subpool
 
 
@@ -299,7 +305,7 @@ def subpool_archive_if_drained(*, subpool_id: int) -> bool:
     subpool = Pool.objects.select_for_update(skip_locked=True).filter(
         pk=subpool_id, subpool_state=SubpoolState.DELETING
     ).first()
-    if subpool is None or alive_workflows(pool_ids=[subpool.pk]).exists():
+    if subpool is None or ports.workflows().pools_with_alive([subpool.pk]):
         return False
     before = pool_snapshot(subpool)
     changed = Pool.objects.filter(pk=subpool.pk, subpool_state=SubpoolState.DELETING).update(
@@ -309,8 +315,8 @@ def subpool_archive_if_drained(*, subpool_id: int) -> bool:
         return False
     subpool.subpool_state = SubpoolState.ARCHIVED
     _audit(subpool, "subpool_archived", None, before, pool_snapshot(subpool))
-    _queues_changed()
-    pool_archived(subpool.name)  # kubernetes backend: sweep its leftovers (no-op when embedded)
+    _changed(subpool)
+    _archived(subpool)
     return True
 
 

@@ -21,12 +21,9 @@ import logging
 from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from workflows.models import ALIVE_WORKFLOW_STATUSES, Workflow
-
-from . import services
+from . import ports, services
 from .drain import DRAIN_CHECK, SUBPOOL_DRAIN_CHECK, publish
 from .models import Pool, SubpoolState
 
@@ -48,12 +45,10 @@ def _archive(subpool_ids: list[int]) -> tuple[int, list[int]]:
     archived = sum(services.subpool_archive_if_drained(subpool_id=pk) for pk in subpool_ids)
     if archived == len(subpool_ids):
         return archived, []
-    alive = Workflow.objects.filter(pool_id=OuterRef("pk"), status__in=ALIVE_WORKFLOW_STATUSES)
-    contended = list(
-        Pool.objects.filter(pk__in=subpool_ids, subpool_state=SubpoolState.DELETING)
-        .exclude(Exists(alive)).values_list("pk", flat=True)
-    )
-    return archived, contended
+    deleting = list(Pool.objects.filter(pk__in=subpool_ids, subpool_state=SubpoolState.DELETING)
+                    .order_by("pk").values_list("pk", flat=True))
+    alive = ports.workflows().pools_with_alive(deleting) if deleting else set()
+    return archived, [pk for pk in deleting if pk not in alive]
 
 
 @shared_task(bind=True, **_RETRY)

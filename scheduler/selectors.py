@@ -1,11 +1,13 @@
-"""Reads of the scheduling domain: node usage, the last cycle, explanations."""
+"""Reads of the scheduling domain: node usage, the last cycle, explanations, manifests."""
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import IntegerField, OuterRef, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from osmo.errors import NotFound
+from pools.node_sets import NodeCapacity
 from scheduler.core import Pod
 from scheduler.core.kai_names import PODGROUP_ANNOTATION, POOL_LABEL, SUBGROUP_LABEL
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, minimum_pods, ready_counts
@@ -15,13 +17,23 @@ from workflows.models import FINAL_TASK_STATUSES, TaskStatus
 from workflows.selectors import gpu_holding_tasks, visible_workflows
 
 from .gangs import gang_of
-from .models import SchedulerCycle
+from .models import Node, SchedulerCycle
 
 
 def gpus_used_by_node() -> dict[str, int]:
     rows = (gpu_holding_tasks().exclude(node_name="").values_list("node_name")
             .annotate(used=Sum("gpus")).order_by())
     return dict(rows)
+
+
+def schedulable_nodes() -> list[NodeCapacity]:
+    """Schedulable nodes with the GPUs bound tasks hold on them: one query (`pools.ports`)."""
+    held = (gpu_holding_tasks().filter(node_name=OuterRef("name")).order_by()
+            .values("node_name").annotate(total=Sum("gpus")).values("total"))
+    rows = (Node.objects.filter(schedulable=True).order_by("name")
+            .annotate(used=Coalesce(Subquery(held, output_field=IntegerField()), 0))
+            .values_list("name", "labels", "gpus", "used"))
+    return [NodeCapacity(name, labels or {}, gpus, used) for name, labels, gpus, used in rows]
 
 
 def last_cycle() -> SchedulerCycle | None:
@@ -109,6 +121,15 @@ def _gang_minimum(name: str, fields: dict, tasks: list, nodes: list[str | None]
     return minimum_pods(tree), is_ready(tree, ready_counts(tree))
 
 
+def kai_manifests(workflow) -> list[dict]:
+    """A workflow's PodGroup and Pod manifests: a workload's as grouped, a workflow's built
+    again from its stored spec."""
+    if workflow.manifests is not None:
+        return workflow.manifests
+    return manifests_for(spec=stored_spec(workflow), workflow_name=workflow.name,
+                         pool=workflow.pool, priority=workflow.priority)
+
+
 def podgroup_detail(*, name: str, roles, user) -> dict:
     """`GET /api/podgroups/{name}`: a workflow group's or a workload's PodGroup, its gang status
     and its pods, for the callers who can see its workflow (else 404 `podgroup_not_found`)."""
@@ -117,11 +138,7 @@ def podgroup_detail(*, name: str, roles, user) -> dict:
         if workflow is not None else None
     if group is None:
         raise NotFound("podgroup_not_found", f"PodGroup '{name}' does not exist.")
-    if workflow.manifests is not None:  # a workload: its manifests as grouped
-        manifests = workflow.manifests
-    else:
-        manifests = manifests_for(spec=stored_spec(workflow), workflow_name=workflow.name,
-                                  pool=workflow.pool, priority=workflow.priority)
+    manifests = kai_manifests(workflow)
     podgroup = next((m for m in manifests if m.get("kind") == "PodGroup"
                      and (m.get("metadata") or {}).get("name") == name), None)
     pod_manifests = [m for m in manifests if m.get("kind") == "Pod" and (

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from osmo import events
 from osmo.errors import Conflict, Forbidden, OsmoError
 from osmo.limits import input_limits
 from pools.locking import POOL_FAMILY_LOCK
@@ -29,9 +30,8 @@ from scheduler.core.kai_names import SUBGROUP_LABEL, podgroup_name, queue_name_f
 from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
-from scheduler.kai.selectors import StoredTopologies
-from scheduler.podgrouper import WorkloadError, group_workload, pod_gpus
 
+from . import ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -72,7 +72,7 @@ def parse_for_pool(pool: Pool, source, *, set_variables=(), set_string_variables
     """Parse with the pool's platforms (subpools inherit their parent's)."""
     settings_pool = pool.parent if pool.is_subpool else pool
     # Levels are checked against the stored cluster Topology, read only if the spec needs it.
-    topologies = StoredTopologies()
+    topologies = ports.scheduling().topologies()
     try:
         return parse_workflow_spec(
             source, set_variables=list(set_variables or ()),
@@ -158,7 +158,8 @@ def _unit_minimum(unit) -> int:
     spec = unit.manifests.podgroup["spec"]
     pods = [(pod["metadata"]["name"],
              (pod["metadata"].get("labels") or {}).get(SUBGROUP_LABEL)
-             if spec.get("subGroups") else None, pod_gpus(pod)) for pod in unit.manifests.pods]
+             if spec.get("subGroups") else None, ports.scheduling().pod_gpus(pod))
+            for pod in unit.manifests.pods]
     return _minimum_gpus(spec, pods)
 
 
@@ -277,6 +278,8 @@ def _locked_target(pool: Pool | str, roles=None) -> Pool:
 
 def _save(admission: Admission) -> Admission:
     insert_admitted(admission.workflow, admission.groups, admission.tasks)
+    events.publish(events.WorkflowAdmitted(workflow=admission.workflow.name,
+                                           pool=admission.workflow.pool.name))
     return admission
 
 
@@ -359,7 +362,8 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                 tasks.append(Task(
                     group=group, workflow=workflow, pool=target, priority=grouping.priority,
                     name=pod["metadata"]["name"], spec_task=pod["metadata"]["name"],
-                    position=len(tasks), status=TaskStatus.SCHEDULING, gpus=pod_gpus(pod),
+                    position=len(tasks), status=TaskStatus.SCHEDULING,
+                    gpus=ports.scheduling().pod_gpus(pod),
                     cpu_millis=cpu, memory_bytes=memory,
                     node_selector=dict(pod["spec"].get("nodeSelector") or {}),
                     subgroup=labels.get(SUBGROUP_LABEL, "") if gang.get("subGroups") else "",
@@ -369,13 +373,10 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
 
 def _group(manifest: dict, *, pool: Pool, priority: str | None, name: str):
     leaf = queue_name_for(pool.name, settings.OSMO_NAMESPACE)
-    try:
-        return group_workload(manifest, namespace=settings.OSMO_NAMESPACE, default_queue=leaf,
-                              allowed_queues={leaf}, priority=priority, name_prefix=name,
-                              max_pods=input_limits().max_pods,
-                              max_subgroups=input_limits().max_subgroups)
-    except WorkloadError as error:
-        raise OsmoError(error.code, error.detail, errors=error.errors) from error
+    return ports.scheduling().group_workload(
+        manifest, namespace=settings.OSMO_NAMESPACE, default_queue=leaf, allowed_queues={leaf},
+        priority=priority, name_prefix=name, max_pods=input_limits().max_pods,
+        max_subgroups=input_limits().max_subgroups)
 
 
 def _check_given_names(grouping) -> None:

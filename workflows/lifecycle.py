@@ -37,9 +37,9 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from osmo import events
 from osmo.errors import Conflict, NotFound
 from pools.drain import drain_check_if_deleting_on_commit
-from scheduler.backends import cluster_changed
 
 from .models import (
     ALIVE_TASK_STATUSES,
@@ -220,7 +220,7 @@ def _cancel(workflows: list[Workflow], reason: str) -> None:
         status=TaskStatus.FAILED_CANCELED, reason=reason, finished_at=now)
     Workflow.objects.filter(pk__in=ids).update(status=WorkflowStatus.FAILED_CANCELED,
                                                reason=reason, finished_at=now)
-    cluster_changed()  # kubernetes backend: delete their pods now (no-op when embedded)
+    events.publish(events.WorkflowsCanceled(workflows=tuple(w.name for w in workflows)))
 
 
 @transaction.atomic

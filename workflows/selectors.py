@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef, Prefetch, Q
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Sum
 
 from osmo.accounts.roles import Roles
 from osmo.errors import NotFound
+from pools.quota import Usage
 
 from .models import (
     ALIVE_TASK_STATUSES,
     ALIVE_WORKFLOW_STATUSES,
     HOLDS_GPUS,
+    QUOTA_PRIORITIES,
     Task,
     TaskStatus,
     Workflow,
@@ -25,6 +27,24 @@ def gpu_holding_tasks():
 
 def alive_workflows(*, pool_ids: list[int]):
     return Workflow.objects.filter(pool_id__in=pool_ids, status__in=ALIVE_WORKFLOW_STATUSES)
+
+
+def pools_with_alive_workflows(pool_ids: list[int]) -> set[int]:
+    return set(alive_workflows(pool_ids=pool_ids).values_list("pool_id", flat=True).distinct())
+
+
+def usage_by_pool(pool_ids: list[int] | None = None) -> dict[int, Usage]:
+    """GPUs held per pool, split by priority, with the workflows holding them: ONE aggregate
+    over the partial index of bound tasks."""
+    tasks = gpu_holding_tasks()
+    if pool_ids is not None:
+        tasks = tasks.filter(pool_id__in=pool_ids)
+    rows = tasks.values_list("pool_id").annotate(
+        used=Sum("gpus", filter=Q(priority__in=QUOTA_PRIORITIES), default=0),
+        total=Sum("gpus", default=0),
+        workflows=Count("workflow_id", distinct=True),
+    ).order_by()
+    return {pool_id: Usage(used, total, workflows) for pool_id, used, total, workflows in rows}
 
 
 def workflows_holding_gpus(*, pool_ids: list[int]):

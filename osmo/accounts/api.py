@@ -1,5 +1,5 @@
-"""Login-token exchange and profile settings, as the OSMO client calls them
-(docs/API-OSMO-CLIENT.md)."""
+"""Login-token exchange and personal access tokens, as the OSMO client calls them
+(docs/API-OSMO-CLIENT.md); the profile settings, which list pools, are `pools.api.profile_views`."""
 
 from __future__ import annotations
 
@@ -12,14 +12,11 @@ from rest_framework.views import APIView
 from osmo.serializers import (
     QueryBooleanField,
     RequestSerializer,
-    StrictBooleanField,
     StrictCharField,
 )
-from pools import selectors as pool_selectors
 
 from . import selectors, services
-from .models import AccessToken, UserProfile
-from .roles import roles_for
+from .models import AccessToken
 
 
 class AccessTokenExchangeSerializer(RequestSerializer):
@@ -41,71 +38,6 @@ class AccessTokenExchangeView(APIView):
         body.is_valid(raise_exception=True)
         token, expires_at = services.login_token_issue(raw_token=body.validated_data["token"])
         return Response({"token": token, "expires_at": expires_at})
-
-
-class ProfileSettingsSerializer(RequestSerializer):
-    pool = StrictCharField(required=False, allow_null=True, allow_blank=True,
-                           help_text="Default pool (canonical name); empty or null clears it.")
-    email_notification = StrictBooleanField(required=False)
-    slack_notification = StrictBooleanField(required=False)
-
-    def validate(self, attrs):
-        if attrs.get("email_notification") or attrs.get("slack_notification"):
-            raise serializers.ValidationError(
-                {"notifications": ["Notifications are not offered by this service."]})
-        return attrs
-
-
-def _settings_body(request) -> dict:
-    roles = roles_for(request.user)
-    profile = (UserProfile.objects.select_related("default_pool")
-               .filter(user=request.user).first())
-    default_pool = profile.default_pool if profile else None
-    pools = pool_selectors.submittable_pool_names(roles=roles)
-    role_names = list(roles.group_names)
-    if request.user.is_superuser:
-        role_names.insert(0, "superuser")
-    return {
-        "profile": {
-            "username": request.user.get_username(),
-            "email_notification": False,
-            "slack_notification": False,
-            # A default pool that was archived or is no longer visible is not offered.
-            "pool": default_pool.name if default_pool and default_pool.name in pools else None,
-        },
-        "pools": pools,
-        "roles": role_names,
-    }
-
-
-_SETTINGS = inline_serializer("ProfileSettings", {
-    "profile": inline_serializer("Profile", {
-        "username": serializers.CharField(),
-        "email_notification": serializers.BooleanField(),
-        "slack_notification": serializers.BooleanField(),
-        "pool": serializers.CharField(allow_null=True)}),
-    "pools": serializers.ListField(child=serializers.CharField()),
-    "roles": serializers.ListField(child=serializers.CharField())})
-
-
-class ProfileSettingsView(APIView):
-    @extend_schema(responses=_SETTINGS,
-                   summary="The caller's profile: default pool, pools it may submit to, roles")
-    def get(self, request):
-        return Response(_settings_body(request))
-
-    @extend_schema(request=ProfileSettingsSerializer, responses=_SETTINGS,
-                   summary="Set the caller's default pool")
-    def post(self, request):
-        body = ProfileSettingsSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        if "pool" in body.validated_data:
-            name = body.validated_data["pool"]
-            pool = None
-            if name:
-                pool = pool_selectors.pool_get(name=name, roles=roles_for(request.user))
-            services.profile_set_default_pool(user=request.user, pool=pool)
-        return Response(_settings_body(request))
 
 
 # --- personal access tokens --------------------------------------------------------------------

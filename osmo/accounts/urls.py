@@ -10,5 +10,4 @@ urlpatterns = [
     path("auth/access_token", api.AccessTokenListView.as_view(), name="access-tokens"),
     path("auth/access_token/<int:token_id>", api.AccessTokenDetailView.as_view(),
          name="access-token"),
-    path("profile/settings", api.ProfileSettingsView.as_view(), name="profile-settings"),
 ]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import profile_views, views
 
 urlpatterns = [
     path("configs/pool", views.PoolListView.as_view(), name="pool-list"),
@@ -14,4 +14,6 @@ urlpatterns = [
     path("pool_quota", views.PoolQuotaView.as_view(), name="pool-quota"),
     # The OSMO client's pool listing without quota: the same report.
     path("pool", views.PoolQuotaView.as_view(), name="pool-usage"),
+    path("profile/settings", profile_views.ProfileSettingsView.as_view(),
+         name="profile-settings"),
 ]

@@ -7,6 +7,7 @@ from . import cluster_views, views
 urlpatterns = [
     path("kai/queues", views.KaiQueuesView.as_view(), name="kai-queues"),
     path("podgroups/<str:name>", views.PodGroupDetailView.as_view(), name="podgroup-detail"),
+    path("workflow/<str:name>/kai", views.WorkflowKaiView.as_view(), name="workflow-kai"),
     path("kai/podgroups/validate", views.PodGroupValidateView.as_view(),
          name="kai-podgroup-validate"),
     path("cluster/nodes", cluster_views.NodeListView.as_view(), name="cluster-nodes"),

@@ -4,6 +4,8 @@
   and the queues of the pools they can view (their subpools included), so pool names and
   quotas of other tenants do not leak. ``?format=yaml`` (or ``Accept: application/yaml``)
   renders a multi-document YAML stream.
+- ``GET /api/workflow/{name}/kai``: a workflow's PodGroup and Pod manifests, for whoever can
+  see the workflow.
 - ``GET /api/podgroups/{name}``: one PodGroup (a workflow group's or a workload's) with its
   gang status and pods, for whoever can see its workflow.
 - ``POST /api/kai/podgroups/validate``: the webhook rules on a PodGroup manifest, or on
@@ -43,6 +45,8 @@ from scheduler.core.podgroup_validation import (
 )
 from scheduler.kai import selectors
 from scheduler.kai.selectors import StoredTopologies
+from workflows.api import serializers as workflow_serializers
+from workflows.selectors import workflow_get
 
 from . import serializers as s
 
@@ -127,6 +131,16 @@ class KaiQueuesView(APIView):
         namespace = query.validated_data.get("namespace") or settings.OSMO_NAMESPACE
         roles = roles_for(request.user)
         return Response(selectors.queue_manifests(namespace=namespace, roles=roles))
+
+
+class WorkflowKaiView(APIView):
+    @extend_schema(responses=workflow_serializers.DryRunSerializer,
+                   summary="The PodGroup and Pod manifests of a workflow's groups")
+    def get(self, request, name: str):
+        workflow = workflow_get(name=name, roles=roles_for(request.user), user=request.user)
+        return Response({"workflow": workflow_serializers.workflow_object(workflow,
+                                                                           request=request),
+                         "manifests": scheduler_selectors.kai_manifests(workflow)})
 
 
 class PodGroupDetailView(APIView):

@@ -18,6 +18,9 @@ LOCAL_IMPORTS_ALLOWED = {
     ("osmo.standalone", "scheduler.demo"),
     # The spawned scheduler process imports the backend only after django.setup().
     ("scheduler.backends.kubernetes.scheduler_process", "scheduler.backends.kubernetes.runner"),
+    # AppConfig.ready() connects an app's ports and subscriptions once the registry is ready.
+    ("workflows.apps", "workflows.wiring"),
+    ("scheduler.apps", "scheduler.wiring"),
 }
 
 

@@ -9,7 +9,6 @@ urlpatterns = [
     path("workflow/<str:name>", views.WorkflowDetailView.as_view(), name="workflow-detail"),
     path("workflow/<str:name>/cancel", views.WorkflowCancelView.as_view(),
          name="workflow-cancel"),
-    path("workflow/<str:name>/kai", views.WorkflowKaiView.as_view(), name="workflow-kai"),
     path("workflow/<str:name>/task/<str:task>/status", views.TaskStatusView.as_view(),
          name="task-status"),
 ]

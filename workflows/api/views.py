@@ -14,9 +14,8 @@ from osmo.errors import Forbidden, OsmoError, RequestInvalid
 from osmo.limits import input_limits
 from osmo.parsers import BoundedJSONParser
 from pools import selectors as pool_selectors
-from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 
-from .. import admission, lifecycle, selectors
+from .. import admission, lifecycle, ports, selectors
 from ..spec.limits import LimitExceeded, load_yaml_all
 from . import serializers as s
 from .filters import WorkflowFilter
@@ -62,9 +61,9 @@ class WorkflowSubmitView(APIView):
         body = s.workflow_object(result.workflow, groups=result.groups, tasks=result.tasks,
                                  request=request)
         if dry_run:
-            manifests = manifests_for(spec=result.spec, workflow_name=result.workflow.name,
-                                      pool=result.workflow.pool,
-                                      priority=result.workflow.priority)
+            manifests = ports.scheduling().workflow_manifests(
+                spec=result.spec, workflow_name=result.workflow.name, pool=result.workflow.pool,
+                priority=result.workflow.priority)
             # `name` and `spec` (the rendered YAML) are what the OSMO client reads back.
             dry = {"workflow": body, "manifests": manifests, "name": result.workflow.name,
                    "spec": result.workflow.rendered_spec or result.workflow.spec,
@@ -121,20 +120,6 @@ class WorkflowCancelView(APIView):
             raise Forbidden("Only the submitter or an admin of the pool can cancel it.")
         lifecycle.workflow_cancel(workflow=workflow)
         return Response(s.workflow_object(_workflow(request, name), request=request))
-
-
-class WorkflowKaiView(APIView):
-    @extend_schema(responses=s.DryRunSerializer,
-                   summary="The PodGroup and Pod manifests of a workflow's groups")
-    def get(self, request, name: str):
-        workflow = _workflow(request, name)
-        if workflow.manifests is not None:  # a workload: its manifests as grouped
-            manifests = workflow.manifests
-        else:
-            manifests = manifests_for(spec=stored_spec(workflow), workflow_name=workflow.name,
-                                      pool=workflow.pool, priority=workflow.priority)
-        return Response({"workflow": s.workflow_object(workflow, request=request),
-                         "manifests": manifests})
 
 
 class TaskStatusView(APIView):

@@ -1,0 +1,62 @@
+"""What the scheduler app lends the apps below it: the ports it provides and the events it
+subscribes to (`osmo.ports` and `osmo.events` list them all). Connected by
+`SchedulerConfig.ready()`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from osmo import events
+from osmo import ports as osmo_ports
+from osmo.errors import OsmoError
+from pools import ports as pool_ports
+from workflows import ports as workflow_ports
+
+from . import backends, podgrouper, selectors, tasks
+from .backends.kubernetes import health
+from .kai.selectors import StoredTopologies
+from .kai.workflow_manifests import manifests_for
+
+
+class Scheduling:
+    """`workflows.ports.Scheduling`: the Topology, the manifests and the pod grouper."""
+
+    def topologies(self) -> Mapping[str, list[dict]]:
+        return StoredTopologies()
+
+    def workflow_manifests(self, *, spec, workflow_name: str, pool, priority: str
+                           ) -> list[dict[str, Any]]:
+        return manifests_for(spec=spec, workflow_name=workflow_name, pool=pool,
+                             priority=priority)
+
+    def group_workload(self, manifest: Any, **options) -> podgrouper.WorkloadGrouping:
+        try:
+            return podgrouper.group_workload(manifest, **options)
+        except podgrouper.WorkloadError as error:
+            raise OsmoError(error.code, error.detail, errors=error.errors) from error
+
+    def pod_gpus(self, pod: Mapping[str, Any]) -> int:
+        return podgrouper.pod_gpus(pod)
+
+
+def _queues_follow(event: events.PoolChanged) -> None:
+    tasks.queue_sync_on_commit()  # delivered after commit: it queues the sync at once
+
+
+def _sweep(event: events.PoolArchived) -> None:
+    backends.pool_archived(event.pool)
+
+
+def _wake(event: events.WorkflowAdmitted | events.WorkflowsCanceled) -> None:
+    backends.cluster_changed()
+
+
+def connect() -> None:
+    osmo_ports.cluster.provide(health)
+    pool_ports.cluster.provide(selectors)
+    workflow_ports.scheduling.provide(Scheduling())
+    events.subscribe(events.PoolChanged, _queues_follow)
+    events.subscribe(events.PoolArchived, _sweep)
+    events.subscribe(events.WorkflowAdmitted, _wake)
+    events.subscribe(events.WorkflowsCanceled, _wake)

@@ -1,0 +1,59 @@
+"""What the workflows app reads from the scheduler app above it, declared here and provided by
+it (`osmo.ports` lists every port)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from osmo.ports import Port
+
+
+class GroupedPods(Protocol):
+    podgroup: dict[str, Any]
+    pods: Sequence[dict[str, Any]]
+
+
+class GroupedPodGroup(Protocol):
+    """One PodGroup of a grouped workload, with its pods."""
+
+    manifests: GroupedPods
+    gpus: int
+    grouper: str  # "given" when the workload brought its own PodGroup
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def pod_names(self) -> list[str]: ...
+
+
+class WorkloadGrouping(Protocol):
+    groups: Sequence[GroupedPodGroup]
+    priority: str
+
+    @property
+    def gpus(self) -> int: ...
+
+    def manifests(self) -> list[dict[str, Any]]: ...
+
+
+class Scheduling(Protocol):
+    def topologies(self) -> Mapping[str, list[dict]]:
+        """The Topologies a spec's constraints may name (read on first use only)."""
+
+    def workflow_manifests(self, *, spec, workflow_name: str, pool, priority: str
+                           ) -> list[dict[str, Any]]:
+        """A workflow's KAI PodGroup and Pod manifests, as they would be dispatched."""
+
+    def group_workload(self, manifest: Any, *, namespace: str, default_queue: str,
+                       allowed_queues: set[str], priority: str | None, name_prefix: str,
+                       max_pods: int, max_subgroups: int) -> WorkloadGrouping:
+        """The pod grouper: a workload's PodGroups and pods; a workload it cannot group is an
+        `OsmoError` (400)."""
+
+    def pod_gpus(self, pod: Mapping[str, Any]) -> int:
+        """Whole GPUs a pod asks for, as the scheduler counts them."""
+
+
+scheduling: Port[Scheduling] = Port("workflows.ports.scheduling")

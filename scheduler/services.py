@@ -27,7 +27,8 @@ from workflows.lifecycle import TaskEviction, TaskMove
 from workflows.models import TaskStatus
 from workflows.selectors import bound_tasks_on_node
 
-from .models import ClusterTopology, Node, SchedulerCycle
+from .cycle_record import CycleRecord, PendingGang, cycle_record_write, queue_figures
+from .models import ClusterTopology, Node
 from .snapshot import build_snapshot
 
 logger = logging.getLogger(__name__)
@@ -83,25 +84,15 @@ def _evictions(result, index) -> list[TaskEviction]:
 
 def _record(result, index, summary_at, duration_ms, bound, evicted) -> int:
     """Store the cycle's figures and explanations; returns the number of pending gangs."""
-    queues = []
-    for status in result.queues:
-        gpu = status.figures("gpu")
-        queues.append({"name": status.name, "parent": status.parent,
-                       "deserved_gpus": gpu.deserved, "fair_share_gpus": gpu.fair_share,
-                       "allocated_gpus": gpu.allocated,
-                       "allocated_non_preemptible_gpus": gpu.allocated_non_preemptible,
-                       "requested_gpus": gpu.requested})
-    pending = []
-    for explanation in result.explanations:
-        group = index.groups.get(explanation.gang)
-        if group is None:
-            continue
-        pending.append({"podgroup": explanation.gang, "workflow": group["workflow__name"],
-                        "group": group["name"], "queue": explanation.queue,
-                        "reasons": [reason.to_dict() for reason in explanation.reasons]})
-    SchedulerCycle.objects.update_or_create(pk=1, defaults={
-        "at": summary_at, "duration_ms": duration_ms, "bound": bound, "evicted": evicted,
-        "pending": len(pending), "queues": queues, "pending_gangs": pending})
+    pending = tuple(
+        PendingGang(podgroup=explanation.gang, workflow=group["workflow__name"],
+                    group=group["name"], queue=explanation.queue,
+                    reasons=[reason.to_dict() for reason in explanation.reasons])
+        for explanation in result.explanations
+        if (group := index.groups.get(explanation.gang)) is not None)
+    cycle_record_write(CycleRecord(at=summary_at, duration_ms=duration_ms, bound=bound,
+                                   evicted=evicted, queues=queue_figures(result),
+                                   pending_gangs=pending))
     return len(pending)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.backends.kubernetes.dispatch import ClusterUnavailable
-from scheduler.backends.kubernetes.status import pending_publish
+from scheduler.backends.kubernetes.reasons import pending_publish
 from workflows.models import Task
 
 from .conftest import spec, statuses, submit

@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from scheduler.backends.kubernetes.status import pending_publish
+from scheduler.backends.kubernetes.reasons import pending_publish
 from scheduler.models import GroupDispatch
 from tests.k8s.conftest import spec, statuses, submit, workflow
 from tests.workflows.test_podgroups import plural_constraints_podgroup

@@ -23,7 +23,7 @@ from django.utils import timezone
 from workflows import lifecycle, selectors
 from workflows.models import ALIVE_TASK_STATUSES, Task
 
-from . import moves, status
+from . import moves, reasons, status
 from .client import MANAGED_SELECTOR, REQUEST_TIMEOUT, Kube, raw, status_of
 from .listwatch import ListWatch
 from .objects import task_of_pod
@@ -58,7 +58,7 @@ class PodListener(ListWatch):
                 workflow_name=workflow_name, task_name=task_name, node=observation.node)
         if observation.status == "SCHEDULING":
             # KAI's reasons ride on the pods; our own scheduler publishes its reasons itself.
-            if settings.OSMO_PLACEMENT != "osmo" and status.group_reasons_record(
+            if settings.OSMO_PLACEMENT != "osmo" and reasons.group_reasons_record(
                     workflow_name=workflow_name, task_name=task_name,
                     reasons=status.reasons_of(observation)):
                 self.reasons_changed = True

@@ -88,6 +88,7 @@ from scheduler.core.kai_names import (
 )
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 from scheduler.core.results import STALE, CycleResult
+from scheduler.cycle_record import PendingGang
 from workflows.spec.units import parse_bytes, parse_millicores
 
 from .client import REQUEST_TIMEOUT, Kube, call, describe, status_of
@@ -1071,13 +1072,13 @@ class Placement:
         self._podgroup_status(figures, podgroup, [])
 
 
-def pending_rows(placement: Placement) -> list[dict[str, Any]]:
-    """The last cycle's pending gangs as ``SchedulerCycle.pending_gangs`` rows (``explain``,
+def pending_gangs(placement: Placement) -> tuple[PendingGang, ...]:
+    """The last cycle's pending gangs for the cycle record (``explain``,
     ``GET /api/scheduler/status``): the PodGroup's name, its workflow and group when it is
     ours (``osmo/*`` annotations), and the reasons in words."""
     result, index = placement.last_result, placement.last_index
     if result is None or index is None:
-        return []
+        return ()
     rows = []
     reasons = {e.gang: (e.queue, [r.to_dict() for r in e.reasons]) for e in result.explanations}
     for gang, why in index.skipped.items():
@@ -1089,23 +1090,9 @@ def pending_rows(placement: Placement) -> list[dict[str, Any]]:
     for gang, (queue, words) in sorted(reasons.items()):
         podgroup = index.podgroups.get(gang)
         annotations = ((podgroup or {}).get("metadata") or {}).get("annotations") or {}
-        rows.append({"podgroup": gang.split("/", 1)[-1],
-                     "workflow": annotations.get(WORKFLOW_NAME_ANNOTATION, ""),
-                     "group": annotations.get(GROUP_NAME_ANNOTATION, ""), "queue": queue,
-                     "reasons": words})
-    return rows
-
-
-def queue_rows(result: CycleResult | None) -> list[dict[str, Any]]:
-    if result is None:
-        return []
-    rows = []
-    for status in result.queues:
-        gpu = status.figures("gpu")
-        rows.append({"name": status.name, "parent": status.parent,
-                     "deserved_gpus": gpu.deserved, "fair_share_gpus": gpu.fair_share,
-                     "allocated_gpus": gpu.allocated,
-                     "allocated_non_preemptible_gpus": gpu.allocated_non_preemptible,
-                     "requested_gpus": gpu.requested})
-    return rows
+        rows.append(PendingGang(podgroup=gang.split("/", 1)[-1],
+                                workflow=annotations.get(WORKFLOW_NAME_ANNOTATION, ""),
+                                group=annotations.get(GROUP_NAME_ANNOTATION, ""), queue=queue,
+                                reasons=words))
+    return tuple(rows)
 

@@ -36,16 +36,16 @@ from django.conf import settings
 from django.db import connection
 
 from scheduler.backends import WAKE_CHANNEL
+from scheduler.cycle_record import CycleRecord, cycle_record_write, queue_figures
 from scheduler.leader import LeaderLock
-from scheduler.models import SchedulerCycle
 
-from . import nodes, scheduler_process, status
+from . import nodes, reasons, scheduler_process
 from .cleanup import Cleaner
 from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
 from .health import Health
 from .listener import PodListener
-from .placement import ClusterCache, Placement, pending_rows, queue_rows, wakes_scheduler
+from .placement import ClusterCache, Placement, pending_gangs, wakes_scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -57,16 +57,15 @@ CYCLE_GAP = 0.05  # seconds at least between two scheduling cycles (events arriv
 
 def publish_cycle(placement: Placement, figures) -> None:
     """The cycle's figures where ``GET /api/scheduler/status`` and ``explain`` read them."""
-    pending = pending_rows(placement)
     metrics = {**figures.to_dict(), "cycles": placement.cycles,
                "bound_total": placement.bound_total,
                "api_calls_total": dict(sorted(placement.totals.items())),
                "time_total_ms": {k: round(v, 1) for k, v in placement.time_totals.items()}}
-    SchedulerCycle.objects.update_or_create(pk=1, defaults={
-        "at": datetime.fromtimestamp(figures.at, tz=UTC), "duration_ms": figures.duration_ms,
-        "bound": figures.bound, "evicted": figures.evicted, "pending": len(pending),
-        "queues": queue_rows(placement.last_result), "pending_gangs": pending,
-        "metrics": metrics})
+    cycle_record_write(CycleRecord(
+        at=datetime.fromtimestamp(figures.at, tz=UTC), duration_ms=figures.duration_ms,
+        bound=figures.bound, evicted=figures.evicted,
+        queues=queue_figures(placement.last_result), pending_gangs=pending_gangs(placement),
+        metrics=metrics))
 
 
 CHILD_SETTINGS = ("OSMO_NAMESPACE", "OSMO_SCHEDULER_NAME", "OSMO_PLACEMENT",
@@ -259,7 +258,7 @@ class BackendRunner:
                     if self.listener is not None:
                         self.listener.reasons_changed = False
                     if not self.placing:  # with OSMO_PLACEMENT=osmo the cycle publishes
-                        published = status.pending_publish(previous=published)
+                        published = reasons.pending_publish(previous=published)
                     self.health.report("api", True)
                     delay = self.backoff_start
                 except (ClusterUnavailable, *api_errors()) as exc:

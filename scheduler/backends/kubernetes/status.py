@@ -1,4 +1,4 @@
-"""Status path, the pure half and the writes: a pod as the cluster reports it → a task status.
+"""Status path, the pure half: a pod as the cluster reports it → a task status.
 
 Mapping (OSMO's backend listener; decisions where the documents are silent are marked *):
 
@@ -22,8 +22,8 @@ Mapping (OSMO's backend listener; decisions where the documents are silent are m
 The writes are the workflow lifecycle's (:func:`workflows.lifecycle.task_observed`,
 ``task_lost``, ``group_fail_submission``), so the rules of every other status report hold
 (forward moves only, the workflow row locked, gangs settled); a report that is not a forward
-move (a re-delivered event, a re-list) is simply not applied. What stays here: the pure
-mapping, and the scheduler's own rows (KAI's unschedulable reasons for ``explain``).
+move (a re-delivered event, a re-list) is simply not applied. What stays here is the pure
+mapping; KAI's unschedulable reasons are kept by :mod:`.reasons`.
 """
 
 from __future__ import annotations
@@ -32,12 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
-from django.utils import timezone
-
-from scheduler.core.kai_names import queue_name_for
-from scheduler.models import GroupDispatch, SchedulerCycle
-from workflows.models import Task, TaskStatus
+from workflows.models import TaskStatus
 
 from .moves import PREEMPTION_REASON, is_moving, moved_by_kai
 
@@ -100,39 +95,3 @@ def reasons_of(observation: Observation) -> list[dict[str, str]]:
     if not observation.message:
         return []
     return [{"code": _snake(observation.message_reason), "message": observation.message}]
-
-
-# --- the scheduler's rows: KAI's reasons --------------------------------------------------
-
-def group_reasons_record(*, workflow_name: str, task_name: str,
-                         reasons: list[dict[str, str]]) -> bool:
-    """Keep KAI's latest unschedulable reasons on the task's group; True when they changed."""
-    group_id = Task.objects.filter(workflow__name=workflow_name, name=task_name).values_list(
-        "group_id", flat=True).first()
-    if group_id is None:
-        return False
-    return GroupDispatch.objects.filter(group_id=group_id).exclude(reasons=reasons).update(
-        reasons=reasons) > 0
-
-
-def pending_publish(*, previous: list | None = None) -> list:
-    """Write KAI's reasons of the still-pending groups where ``explain`` and
-    ``GET /api/scheduler/status`` read the scheduler's: the ``SchedulerCycle`` row (on this
-    backend the embedded loop never writes it). A group the cluster has not accepted yet shows
-    the dispatch error instead (code ``dispatch_failed``). Skipped when nothing changed since
-    ``previous``; returns what is published."""
-    rows = (GroupDispatch.objects.filter(group__status=TaskStatus.SCHEDULING,
-                                         cleaned_at__isnull=True)
-            .filter(~Q(reasons=[]) | Q(applied_at__isnull=True) & ~Q(last_error=""))
-            .select_related("group__workflow__pool").order_by("pk"))
-    pending = [{"podgroup": row.group.podgroup, "workflow": row.group.workflow.name,
-                "group": row.group.name,
-                "queue": queue_name_for(row.group.workflow.pool, row.namespace),
-                "reasons": row.reasons if row.applied_at or not row.last_error else [
-                    {"code": "dispatch_failed", "message": row.last_error}]}
-               for row in rows]
-    if pending != previous:
-        SchedulerCycle.objects.update_or_create(pk=1, defaults={
-            "at": timezone.now(), "duration_ms": 0.0, "bound": 0, "evicted": 0,
-            "pending": len(pending), "queues": [], "pending_gangs": pending})
-    return pending

@@ -1,0 +1,49 @@
+"""KAI's unschedulable reasons on the Kubernetes backend (``OSMO_PLACEMENT=kai``): the
+listener keeps each pending group's latest reasons on its ``GroupDispatch`` row
+(:func:`group_reasons_record`), and the main loop publishes them as the cycle record
+(:func:`pending_publish`), where ``explain`` and ``GET /api/scheduler/status`` read the
+scheduler's. (With ``OSMO_PLACEMENT=osmo`` our scheduler's cycle publishes its own.)"""
+
+from __future__ import annotations
+
+from django.db.models import Q
+from django.utils import timezone
+
+from scheduler.core.kai_names import queue_name_for
+from scheduler.cycle_record import CycleRecord, PendingGang, cycle_record_write
+from scheduler.models import GroupDispatch
+from workflows.models import Task, TaskStatus
+
+
+def group_reasons_record(*, workflow_name: str, task_name: str,
+                         reasons: list[dict[str, str]]) -> bool:
+    """Keep KAI's latest unschedulable reasons on the task's group; True when they changed."""
+    group_id = Task.objects.filter(workflow__name=workflow_name, name=task_name).values_list(
+        "group_id", flat=True).first()
+    if group_id is None:
+        return False
+    return GroupDispatch.objects.filter(group_id=group_id).exclude(reasons=reasons).update(
+        reasons=reasons) > 0
+
+
+def pending_publish(*, previous: tuple | None = None) -> tuple[PendingGang, ...]:
+    """Write KAI's reasons of the still-pending groups where ``explain`` and
+    ``GET /api/scheduler/status`` read the scheduler's: the ``SchedulerCycle`` row (on this
+    backend the embedded loop never writes it). A group the cluster has not accepted yet shows
+    the dispatch error instead (code ``dispatch_failed``). Skipped when nothing changed since
+    ``previous``; returns what is published."""
+    rows = (GroupDispatch.objects.filter(group__status=TaskStatus.SCHEDULING,
+                                         cleaned_at__isnull=True)
+            .filter(~Q(reasons=[]) | Q(applied_at__isnull=True) & ~Q(last_error=""))
+            .select_related("group__workflow__pool").order_by("pk"))
+    pending = tuple(
+        PendingGang(podgroup=row.group.podgroup, workflow=row.group.workflow.name,
+                    group=row.group.name,
+                    queue=queue_name_for(row.group.workflow.pool, row.namespace),
+                    reasons=row.reasons if row.applied_at or not row.last_error else [
+                        {"code": "dispatch_failed", "message": row.last_error}])
+        for row in rows)
+    if pending != previous:
+        cycle_record_write(CycleRecord(at=timezone.now(), duration_ms=0.0,
+                                       pending_gangs=pending))
+    return pending

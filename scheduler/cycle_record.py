@@ -1,0 +1,78 @@
+"""The last scheduling cycle's record (`SchedulerCycle`, one row): one typed record, one writer.
+
+Three places finish a cycle — the embedded loop (`scheduler.services.cycle_run`), our scheduler
+on Kubernetes (`backends/kubernetes/runner.publish_cycle`) and, with KAI placing pods, the
+backend publishing KAI's reasons (`backends/kubernetes/reasons.pending_publish`) — and each
+builds a `CycleRecord` and hands it to `cycle_record_write`. `GET /api/scheduler/status` and
+`explain` read the row (`scheduler.selectors`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from scheduler.core.results import CycleResult
+
+from .models import SchedulerCycle
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """A queue's GPU figures after the cycle (KAI's fair share)."""
+
+    name: str
+    parent: str | None
+    deserved_gpus: int
+    fair_share_gpus: int
+    allocated_gpus: int
+    allocated_non_preemptible_gpus: int
+    requested_gpus: int
+
+
+@dataclass(frozen=True)
+class PendingGang:
+    """A gang the cycle left pending, and why (`{code, message, ...}` each)."""
+
+    podgroup: str
+    workflow: str
+    group: str
+    queue: str
+    reasons: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class CycleRecord:
+    at: datetime
+    duration_ms: float
+    bound: int = 0
+    evicted: int = 0
+    queues: tuple[QueueFigures, ...] = ()
+    pending_gangs: tuple[PendingGang, ...] = ()
+    metrics: dict[str, Any] | None = None  # OSMO_PLACEMENT=osmo: timings and API calls
+
+
+def queue_figures(result: CycleResult | None) -> tuple[QueueFigures, ...]:
+    if result is None:
+        return ()
+    figures = []
+    for status in result.queues:
+        gpu = status.figures("gpu")
+        figures.append(QueueFigures(
+            name=status.name, parent=status.parent, deserved_gpus=gpu.deserved,
+            fair_share_gpus=gpu.fair_share, allocated_gpus=gpu.allocated,
+            allocated_non_preemptible_gpus=gpu.allocated_non_preemptible,
+            requested_gpus=gpu.requested))
+    return tuple(figures)
+
+
+def cycle_record_write(record: CycleRecord) -> None:
+    """Replace the row with ``record`` (its metrics kept when the record has none)."""
+    row = {"at": record.at, "duration_ms": record.duration_ms, "bound": record.bound,
+           "evicted": record.evicted, "pending": len(record.pending_gangs),
+           "queues": [asdict(queue) for queue in record.queues],
+           "pending_gangs": [asdict(gang) for gang in record.pending_gangs]}
+    if record.metrics is not None:
+        row["metrics"] = record.metrics
+    SchedulerCycle.objects.update_or_create(pk=1, defaults=row)

@@ -9,9 +9,9 @@ from django.db.models.functions import Coalesce
 from osmo.errors import NotFound
 from pools.node_sets import NodeCapacity
 from scheduler.core import Pod
-from scheduler.core.kai_names import PODGROUP_ANNOTATION, POOL_LABEL, SUBGROUP_LABEL
+from scheduler.core.kai_names import PODGROUP_ANNOTATION, SUBGROUP_LABEL
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, minimum_pods, ready_counts
-from scheduler.kai.selectors import queue_manifests
+from scheduler.kai.selectors import queues
 from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 from workflows.models import FINAL_TASK_STATUSES, TaskStatus
 from workflows.selectors import gpu_holding_tasks, visible_workflows
@@ -43,9 +43,8 @@ def last_cycle() -> SchedulerCycle | None:
 def visible_queue_names(*, roles) -> set[str]:
     """The queues of the pools ``roles`` may view (their pool queues and subpool queues; not
     the cluster's root queue, whose figures sum every tenant's)."""
-    return {queue["metadata"]["name"]
-            for queue in queue_manifests(namespace=settings.OSMO_NAMESPACE, roles=roles)
-            if POOL_LABEL in queue["metadata"].get("labels", {})}
+    return {queue.queue.name for queue in queues(namespace=settings.OSMO_NAMESPACE, roles=roles)
+            if queue.pool is not None}
 
 
 def scheduler_status(*, roles, user) -> dict:

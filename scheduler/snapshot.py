@@ -1,9 +1,9 @@
 """The one seam between the database and the pure core: rows → a `scheduler.core.Snapshot`.
 
 A fixed number of queries whatever the cluster size: nodes, the topology, the pool tree (for the
-queues), the gangs (groups ready to schedule or running), and their tasks. The queues are built
-from the same KAI Queue manifests the service emits, so what a real cluster would get is what
-this loop schedules.
+queues), the gangs (groups ready to schedule or running), and their tasks. The queues are the
+core `Queue` objects the KAI Queue manifests are written from (`scheduler.kai.queues`), so what
+a real cluster would get is what this loop schedules.
 """
 
 from __future__ import annotations
@@ -16,15 +16,13 @@ from django.conf import settings
 from scheduler.core import (
     Node,
     Pod,
-    Queue,
-    ResourceQuota,
     SchedulerConfig,
     Snapshot,
     Topology,
     TopologyLevel,
 )
 from scheduler.core.kai_names import PRIORITY_VALUES, queue_name_for
-from scheduler.kai.selectors import cluster_topology, queue_manifests
+from scheduler.kai.selectors import cluster_topology, queues
 from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
 
 from .gangs import gang_of
@@ -47,21 +45,6 @@ def _ts(value: datetime | None) -> float | None:
     return value.timestamp() if value else None
 
 
-def _queues(namespace: str) -> tuple[Queue, ...]:
-    queues = []
-    for manifest in queue_manifests(namespace=namespace):
-        spec = manifest["spec"]
-        resources = spec.get("resources", {})
-
-        def quota(name: str, resources=resources) -> ResourceQuota:
-            raw = resources.get(name, {})
-            return ResourceQuota(quota=int(raw.get("quota", -1)), limit=int(raw.get("limit", -1)),
-                                 over_quota_weight=int(raw.get("overQuotaWeight", 1)))
-
-        queues.append(Queue(name=manifest["metadata"]["name"], parent=spec.get("parentQueue"),
-                            priority=int(spec.get("priority", 100)), gpu=quota("gpu"),
-                            cpu=quota("cpu"), memory=quota("memory")))
-    return tuple(queues)
 
 
 def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
@@ -116,7 +99,7 @@ def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
             # A gang whose members are finishing is winding down, not stale.
             staleness_grace_seconds=-1 if group_id in finished else None,
         ))
-    snapshot = Snapshot(nodes=nodes, queues=_queues(namespace), gangs=tuple(gangs),
-                        topology=topology, now=now.timestamp(),
+    snapshot = Snapshot(nodes=nodes, queues=tuple(q.queue for q in queues(namespace=namespace)),
+                        gangs=tuple(gangs), topology=topology, now=now.timestamp(),
                         config=config or SchedulerConfig())
     return snapshot, index

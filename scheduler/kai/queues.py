@@ -8,7 +8,9 @@ Exactly SCHEDULING.md "Queue hierarchy"::
         └── osmo-pool-{ns}-{pool}--{sub}  gpu quota = subpool quota (0 while DELETING)
 
 Input is plain data (:class:`PoolData`), never the ORM, so the builder is shared by the REST
-view, the cluster sync, the benchmark and tests.
+view, the cluster sync, the benchmark and tests. The pool data becomes the scheduler core's
+``Queue`` objects (:func:`queue_tree`: what the embedded loop schedules with) and the manifests
+are written from those same objects (:func:`queue_manifest`: what a real cluster gets).
 
 Decisions where the documents are silent:
 
@@ -20,7 +22,7 @@ Decisions where the documents are silent:
 - Pool ``status`` (ONLINE/OFFLINE/MAINTENANCE) does not remove queues: running work keeps its
   queue; admission is what stops new work.
 - Names longer than 63 characters (a label value) are shortened with
-  :func:`scheduler.kai.podgroups.label_value` (truncate + ``-`` + 8 hex of sha256 of the full
+  :func:`scheduler.core.kai_names.label_value` (truncate + ``-`` + 8 hex of sha256 of the full
   name), the same function the pod labels use, so ``spec.queue``, the pods'
   ``kai.scheduler/queue`` label and the Queue name always agree. Every non-root queue carries
   annotation ``osmo/pool-name`` (the canonical pool name, never shortened); a shortened queue
@@ -64,6 +66,7 @@ from scheduler.core.kai_names import (  # noqa: F401 - also this module's public
     shared_queue_full_name,
     shared_queue_name,
 )
+from scheduler.core.model import Queue, ResourceQuota
 
 UNLIMITED = -1
 DEFAULT_QUEUE_PRIORITY = 100
@@ -99,46 +102,30 @@ class PoolData:
                                                     for s in self.subpools]))
 
 
-# --- manifests ------------------------------------------------------------------------------
+# --- the hierarchy: the scheduler core's queues, straight from the pool rows -------------------
 
-def _resources(gpu_quota: int, gpu_limit: int, gpu_weight: int) -> dict[str, dict[str, int]]:
-    unbounded = {"quota": UNLIMITED, "limit": UNLIMITED, "overQuotaWeight": 1}
-    return {
-        "gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": gpu_weight},
-        "cpu": dict(unbounded),
-        "memory": dict(unbounded),
-    }
+@dataclass(frozen=True)
+class KaiQueue:
+    """One queue of the hierarchy: the core type the scheduler reads (its name and parent
+    already as KAI spells them) and what its manifest adds."""
 
-
-def _queue(full_name: str, *, namespace: str, parent: str | None, pool: str | None,
-           resources: dict[str, Any], priority: int) -> dict[str, Any]:
-    name = label_value(full_name)
-    labels = {MANAGED_BY_LABEL: MANAGED_BY, NAMESPACE_LABEL: namespace}
-    annotations: dict[str, str] = {}
-    if pool is not None:
-        labels[POOL_LABEL] = label_value(pool)
-        annotations[POOL_NAME_ANNOTATION] = pool
-    if name != full_name:
-        annotations[QUEUE_NAME_ANNOTATION] = full_name
-    metadata: dict[str, Any] = {"name": name, "labels": labels}
-    if annotations:
-        metadata["annotations"] = annotations
-    spec: dict[str, Any] = {}
-    if parent is not None:
-        spec["parentQueue"] = parent
-    spec["priority"] = priority
-    spec["resources"] = resources
-    return {"apiVersion": QUEUE_API_VERSION, "kind": QUEUE_KIND, "metadata": metadata,
-            "spec": spec}
+    queue: Queue
+    full_name: str  # before shortening; annotated when it was shortened
+    pool: str | None  # the canonical pool name (label and annotation); None for the root
 
 
-def build_root_queue(namespace: str) -> dict[str, Any]:
-    return _queue(root_queue_full_name(namespace), namespace=namespace, parent=None, pool=None,
-                  resources=_resources(UNLIMITED, UNLIMITED, 1),
-                  priority=DEFAULT_QUEUE_PRIORITY)
+def _kai_queue(full_name: str, *, parent: str | None, pool: str | None, gpu: ResourceQuota,
+               priority: int) -> KaiQueue:
+    return KaiQueue(Queue(name=label_value(full_name), parent=parent, priority=priority,
+                          gpu=gpu), full_name=full_name, pool=pool)
 
 
-def build_pool_queues(pool: PoolData, namespace: str) -> list[dict[str, Any]]:
+def root_queue(namespace: str) -> KaiQueue:
+    return _kai_queue(root_queue_full_name(namespace), parent=None, pool=None,
+                      gpu=ResourceQuota(UNLIMITED, UNLIMITED, 1), priority=DEFAULT_QUEUE_PRIORITY)
+
+
+def pool_queues(pool: PoolData, namespace: str) -> list[KaiQueue]:
     """The container queue of a live top-level pool, its ``.shared`` leaf and its subpool
     leaves (ACTIVE and DELETING; none for ARCHIVED). ``[]`` for an archived pool."""
     if pool.archived:
@@ -146,32 +133,74 @@ def build_pool_queues(pool: PoolData, namespace: str) -> list[dict[str, Any]]:
     container = pool_queue_name(pool.name, namespace)
     limit = UNLIMITED if pool.limit_gpus is None or pool.limit_gpus < 0 else pool.limit_gpus
     queues = [
-        _queue(pool_queue_full_name(pool.name, namespace), namespace=namespace,
-               parent=root_queue_name(namespace), pool=pool.name,
-               resources=_resources(pool.quota_gpus, limit, pool.weight),
-               priority=pool.priority),
-        _queue(shared_queue_full_name(pool.name, namespace), namespace=namespace,
-               parent=container, pool=pool.name,
-               resources=_resources(pool.unallocated_gpus, UNLIMITED, pool.weight),
-               priority=pool.priority),
+        _kai_queue(pool_queue_full_name(pool.name, namespace), parent=root_queue_name(namespace),
+                   pool=pool.name, gpu=ResourceQuota(pool.quota_gpus, limit, pool.weight),
+                   priority=pool.priority),
+        _kai_queue(shared_queue_full_name(pool.name, namespace), parent=container,
+                   pool=pool.name,
+                   gpu=ResourceQuota(pool.unallocated_gpus, UNLIMITED, pool.weight),
+                   priority=pool.priority),
     ]
     for subpool in sorted(pool.subpools, key=lambda s: s.name):
         if subpool.state not in (ACTIVE, DELETING):
             continue
         quota = subpool.quota_gpus if subpool.state == ACTIVE else 0
-        queues.append(_queue(pool_queue_full_name(subpool.name, namespace), namespace=namespace,
-                             parent=container, pool=subpool.name,
-                             resources=_resources(quota, UNLIMITED, pool.weight),
-                             priority=pool.priority))
+        queues.append(_kai_queue(pool_queue_full_name(subpool.name, namespace),
+                                 parent=container, pool=subpool.name,
+                                 gpu=ResourceQuota(quota, UNLIMITED, pool.weight),
+                                 priority=pool.priority))
     return queues
+
+
+def queue_tree(pools: Iterable[PoolData], namespace: str) -> list[KaiQueue]:
+    """Root, then every live pool's queues, parents before children."""
+    queues = [root_queue(namespace)]
+    for pool in sorted(pools, key=lambda p: p.name):
+        queues.extend(pool_queues(pool, namespace))
+    return queues
+
+
+# --- manifests, from the same queues ---------------------------------------------------------
+
+def _resources(queue: Queue) -> dict[str, dict[str, int]]:
+    return {resource: {"quota": quota.quota, "limit": quota.limit,
+                       "overQuotaWeight": quota.over_quota_weight}
+            for resource, quota in (("gpu", queue.gpu), ("cpu", queue.cpu),
+                                    ("memory", queue.memory))}
+
+
+def queue_manifest(kai_queue: KaiQueue, namespace: str) -> dict[str, Any]:
+    queue = kai_queue.queue
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, NAMESPACE_LABEL: namespace}
+    annotations: dict[str, str] = {}
+    if kai_queue.pool is not None:
+        labels[POOL_LABEL] = label_value(kai_queue.pool)
+        annotations[POOL_NAME_ANNOTATION] = kai_queue.pool
+    if queue.name != kai_queue.full_name:
+        annotations[QUEUE_NAME_ANNOTATION] = kai_queue.full_name
+    metadata: dict[str, Any] = {"name": queue.name, "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    spec: dict[str, Any] = {}
+    if queue.parent is not None:
+        spec["parentQueue"] = queue.parent
+    spec["priority"] = queue.priority
+    spec["resources"] = _resources(queue)
+    return {"apiVersion": QUEUE_API_VERSION, "kind": QUEUE_KIND, "metadata": metadata,
+            "spec": spec}
+
+
+def build_root_queue(namespace: str) -> dict[str, Any]:
+    return queue_manifest(root_queue(namespace), namespace)
+
+
+def build_pool_queues(pool: PoolData, namespace: str) -> list[dict[str, Any]]:
+    return [queue_manifest(queue, namespace) for queue in pool_queues(pool, namespace)]
 
 
 def build_queue_hierarchy(pools: Iterable[PoolData], namespace: str) -> list[dict[str, Any]]:
     """Root, then every live pool's queues, parents before children."""
-    queues = [build_root_queue(namespace)]
-    for pool in sorted(pools, key=lambda p: p.name):
-        queues.extend(build_pool_queues(pool, namespace))
-    return queues
+    return [queue_manifest(queue, namespace) for queue in queue_tree(pools, namespace)]
 
 
 def build_topology(namespace: str, *, name: str = DEFAULT_TOPOLOGY_NAME,

@@ -18,7 +18,7 @@ from pools.models import Pool, SubpoolState
 from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME
 from scheduler.models import DEFAULT_TOPOLOGY_LEVELS, ClusterTopology
 
-from .queues import PoolData, SubpoolData, build_queue_hierarchy, build_topology
+from .queues import KaiQueue, PoolData, SubpoolData, build_topology, queue_manifest, queue_tree
 
 _FIELDS = ("name", "parent_id", "subpool_state", "quota_gpus", "limit_gpus", "weight",
            "priority")
@@ -55,9 +55,15 @@ def queue_pool_data(*, roles: Roles | None = None) -> list[PoolData]:
     ]
 
 
-def queue_manifests(*, namespace: str, roles: Roles | None = None) -> list[dict[str, Any]]:
+def queues(*, namespace: str, roles: Roles | None = None) -> list[KaiQueue]:
     """The Queue hierarchy of ``namespace`` (the pools ``roles`` may view; None = all)."""
-    return build_queue_hierarchy(queue_pool_data(roles=roles), namespace)
+    return queue_tree(queue_pool_data(roles=roles), namespace)
+
+
+def queue_manifests(*, namespace: str, roles: Roles | None = None) -> list[dict[str, Any]]:
+    """The Queue manifests of :func:`queues`."""
+    return [queue_manifest(queue, namespace)
+            for queue in queues(namespace=namespace, roles=roles)]
 
 
 def cluster_topology() -> list[dict]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from importlib import metadata
 
@@ -76,7 +75,7 @@ def service_version() -> dict:
     numbers = [int(part) for part in re.findall(r"\d+", version)[:3]]
     numbers += [0] * (3 - len(numbers))
     return {"major": str(numbers[0]), "minor": str(numbers[1]), "revision": str(numbers[2]),
-            "hash": os.environ.get("OSMO_BUILD_HASH", "")}
+            "hash": settings.OSMO_BUILD_HASH}
 
 
 class VersionView(APIView):

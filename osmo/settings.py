@@ -174,6 +174,8 @@ OSMO_INPUT_LIMITS = {
 
 # Product knobs (API.md "Running").
 OSMO_NAMESPACE = os.environ.get("OSMO_NAMESPACE", "osmo")
+# The build's commit, reported by GET /api/version (empty when not given).
+OSMO_BUILD_HASH = os.environ.get("OSMO_BUILD_HASH", "")
 # Login tokens (JWT) the OSMO client gets for an access token: seconds they live, and the key
 # that signs them (default: SECRET_KEY).
 OSMO_JWT_LIFETIME = env_int("OSMO_JWT_LIFETIME", 900)

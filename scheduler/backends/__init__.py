@@ -6,9 +6,10 @@
   them; pod status comes back through a watch (:mod:`scheduler.backends.kubernetes`, run by
   ``manage.py run_k8s_backend``). The embedded loop then places nothing.
 
-The hooks below are what the rest of the product calls; they are no-ops on the embedded
-backend. They only WAKE the backend: the database is the queue, so a lost wake-up costs at
-most one poll interval (``OSMO_K8S_INTERVAL``), never work.
+The hooks below run when the lower apps' events are delivered, after commit
+(:mod:`scheduler.wiring`: a workflow admitted or canceled, a pool archived); they are no-ops on
+the embedded backend. They only WAKE the backend: the database is the queue, so a lost wake-up
+costs at most one poll interval (``OSMO_K8S_INTERVAL``), never work.
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ def is_kubernetes() -> bool:
 
 
 def _notify(payload: str) -> None:
-    # NOTIFY is transactional: delivered at commit, dropped on rollback, duplicates merged.
+    # Called after the change committed; were it inside a transaction, NOTIFY would still be
+    # delivered only at its commit.
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, %s)", [WAKE_CHANNEL, payload])
 
 
 def cluster_changed() -> None:
-    """Workflow groups were released, finished or canceled: dispatch / clean up soon."""
+    """Workflows were admitted or canceled: dispatch / clean up now."""
     if is_kubernetes():
         _notify("groups")
 

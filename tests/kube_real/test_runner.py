@@ -19,10 +19,10 @@ from tests.k8s.conftest import spec, statuses, submit
 from .conftest import wait_for
 
 
-@pytest.fixture
-def runner(apiserver, k8s_settings, transactional_db):
+def run_backend(apiserver, *, interval: float, resync: float):
+    """The backend process's runner in a thread, stopped at the end of the test."""
     backend = BackendRunner(
-        interval=0.2, resync=1.0, watch_timeout=30, poll=0.1,
+        interval=interval, resync=resync, watch_timeout=30, poll=0.1,
         client_factory=lambda: api_client(kubeconfig=str(apiserver.backend_kubeconfig)),
         backoff_start=0.1, backoff_max=0.5)
     thread = threading.Thread(target=backend.run, kwargs={"install_signals": False},
@@ -32,6 +32,11 @@ def runner(apiserver, k8s_settings, transactional_db):
     backend.stop()
     thread.join(timeout=15)
     assert not thread.is_alive()
+
+
+@pytest.fixture
+def runner(apiserver, k8s_settings, transactional_db):
+    yield from run_backend(apiserver, interval=0.2, resync=1.0)
 
 
 def health(client) -> tuple[int, dict]:

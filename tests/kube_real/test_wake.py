@@ -4,18 +4,16 @@ wait for the next poll. The poll interval here is a minute; the pods must come w
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
-from scheduler.backends.kubernetes.client import api_client
-from scheduler.backends.kubernetes.runner import BackendRunner
 from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import spec, submit
 
 from .conftest import wait_for
+from .test_runner import run_backend
 
 POLL = 60.0  # OSMO_K8S_INTERVAL: a submission that waited for the poll would take this long
 PROMPT = 10.0  # what "at once" may take on a loaded machine, well before the poll
@@ -24,17 +22,7 @@ PROMPT = 10.0  # what "at once" may take on a loaded machine, well before the po
 @pytest.fixture
 def slow_runner(apiserver, k8s_settings, transactional_db):
     k8s_settings.OSMO_K8S_INTERVAL = POLL
-    backend = BackendRunner(
-        interval=POLL, resync=POLL, watch_timeout=30, poll=0.1,
-        client_factory=lambda: api_client(kubeconfig=str(apiserver.backend_kubeconfig)),
-        backoff_start=0.1, backoff_max=0.5)
-    thread = threading.Thread(target=backend.run, kwargs={"install_signals": False},
-                              daemon=True)
-    thread.start()
-    yield backend
-    backend.stop()
-    thread.join(timeout=15)
-    assert not thread.is_alive()
+    yield from run_backend(apiserver, interval=POLL, resync=POLL)
 
 
 def test_a_submission_and_a_cancel_wake_the_backend(slow_runner, cluster, client) -> None:

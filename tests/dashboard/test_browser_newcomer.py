@@ -11,9 +11,9 @@ import pytest
 from django.utils import timezone
 
 from osmo.accounts import services as accounts
-from osmo.demo import seed_demo
 from pools import services as pool_services
 from scheduler import services as scheduler_services
+from scheduler.demo import seed_demo
 from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
     broken_words,
     browser,

@@ -177,7 +177,7 @@ def workflow_cancel(request, name: str):
             "alive": found.status in (WorkflowStatus.PENDING, WorkflowStatus.RUNNING),
             "gpus_held": queries.gpus_held(found)})
     try:
-        lifecycle.workflow_cancel(workflow=found)
+        lifecycle.workflow_cancel(workflow=found, by=request.user.get_username())
         messages.success(request, f"Workflow {name} canceled: its GPUs are released.")
     except OsmoError as error:
         messages.error(request, error.detail)

@@ -211,6 +211,21 @@ OSMO_KAI_SYNC = env_bool("OSMO_KAI_SYNC", OSMO_CLUSTER_BACKEND == "kubernetes")
 OSMO_KAI_KUBECONFIG = os.environ.get("OSMO_KAI_KUBECONFIG") or None
 OSMO_KAI_SYNC_INTERVAL = env_int("OSMO_KAI_SYNC_INTERVAL", 300)
 
+# Task logs and events (workflows.logstore): a task keeps at most OSMO_LOG_TASK_MAX_BYTES of
+# log (the oldest lines go first), everything of a workflow ended OSMO_LOG_RETENTION_DAYS ago
+# is deleted (a beat task, hourly). One log response: at most OSMO_LOG_RESPONSE_MAX_BYTES, and
+# following a running task for at most OSMO_LOG_FOLLOW_SECONDS; a client that takes no bytes
+# for OSMO_LOG_SEND_TIMEOUT seconds is dropped; a web process serves at most
+# OSMO_LOG_STREAMS_PER_PROCESS followed streams at once (429 beyond).
+OSMO_LOG_TASK_MAX_BYTES = env_int("OSMO_LOG_TASK_MAX_BYTES", 128 * 1024 * 1024)
+OSMO_LOG_RETENTION_DAYS = env_int("OSMO_LOG_RETENTION_DAYS", 30)
+OSMO_LOG_RESPONSE_MAX_BYTES = env_int("OSMO_LOG_RESPONSE_MAX_BYTES", 256 * 1024 * 1024)
+OSMO_LOG_FOLLOW_SECONDS = env_int("OSMO_LOG_FOLLOW_SECONDS", 600)
+OSMO_LOG_SEND_TIMEOUT = env_int("OSMO_LOG_SEND_TIMEOUT", 30)
+OSMO_LOG_STREAMS_PER_PROCESS = env_int("OSMO_LOG_STREAMS_PER_PROCESS", 24)
+# Embedded cluster: a running simulated task prints a progress line this often (seconds).
+OSMO_SIM_LOG_INTERVAL = env_int("OSMO_SIM_LOG_INTERVAL", 10)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -234,4 +249,5 @@ CELERY_BEAT_SCHEDULE.update({
     # A safety net for missed on-commit syncs; a no-op unless OSMO_KAI_SYNC is on.
     "kai-queue-sync": {"task": "scheduler.tasks.kai_queue_sync",
                        "schedule": float(OSMO_KAI_SYNC_INTERVAL)},
+    "task-logs-purge": {"task": "workflows.tasks.logs_purge", "schedule": 3600.0},
 })

@@ -12,6 +12,7 @@ from django.db import connection
 
 from . import services
 from .leader import LeaderLock
+from .sim_logs import SimulatedOutput
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +25,7 @@ class SchedulerLoop:
         self.poll = poll
         self.stopping = False
         self.leader = LeaderLock(LEADER_LOCK, name="scheduler", poll=poll)
+        self.output = SimulatedOutput()
 
     def stop(self, *_args) -> None:
         self.stopping = True
@@ -44,6 +46,17 @@ class SchedulerLoop:
                     except Exception:  # noqa: BLE001 - a failed cycle rolls back; try again
                         logger.exception("scheduler: cycle failed")
                         connection.close()
+                    self._print()
                 pause = (self.interval if self.interval > 0 else self.poll)
                 time.sleep(max(0.0, pause - (time.monotonic() - started)))
         self.leader.release()
+
+    def _print(self) -> None:
+        """The embedded cluster's tasks print their lines (not on Kubernetes: pods do)."""
+        if settings.OSMO_CLUSTER_BACKEND != "embedded":
+            return
+        try:
+            self.output.step()
+        except Exception:  # noqa: BLE001 - output is best effort; the next step goes on
+            logger.exception("scheduler: simulated task output failed")
+            connection.close()

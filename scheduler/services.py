@@ -21,14 +21,14 @@ from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
 from scheduler.core import run_cycle
-from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME, HOSTNAME_LABEL
-from workflows import lifecycle
+from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME, HOSTNAME_LABEL, queue_name_for
+from workflows import lifecycle, logstore
 from workflows.lifecycle import TaskEviction, TaskMove
 from workflows.models import TaskStatus
 from workflows.selectors import bound_tasks_on_node
 
 from .cycle_record import CycleRecord, PendingGang, cycle_record_write, queue_figures
-from .models import ClusterTopology, Node
+from .models import ClusterTopology, Node, SchedulerCycle
 from .snapshot import build_snapshot
 
 logger = logging.getLogger(__name__)
@@ -74,11 +74,25 @@ def _check_capacity() -> None:
         raise OverCommitError(f"cycle would over-commit node(s) {', '.join(over)}")
 
 
+def _eviction_words(eviction, index) -> str:
+    """Who took the GPUs, in words (the task's events)."""
+    winner = index.groups.get(eviction.by_gang or "")
+    if eviction.reason == "stale":
+        return "its gang stayed below its minimum too long"
+    if winner is None:
+        return eviction.reason
+    if eviction.reason == "reclaimed":
+        queue = queue_name_for(winner["workflow__pool__name"], settings.OSMO_NAMESPACE)
+        return f"reclaimed by queue {queue} (workflow {winner['workflow__name']})"
+    return f"preempted by workflow {winner['workflow__name']}"
+
+
 def _evictions(result, index) -> list[TaskEviction]:
     return [TaskEviction(task_id=index.tasks[e.pod]["id"], node=index.tasks[e.pod]["node_name"],
                          group_id=index.tasks[e.pod]["group_id"],
                          workflow_id=index.tasks[e.pod]["workflow_id"],
-                         reason=EVICTION_REASONS.get(e.reason, e.reason), by=e.by_gang or "")
+                         reason=EVICTION_REASONS.get(e.reason, e.reason), by=e.by_gang or "",
+                         words=_eviction_words(e, index))
             for e in result.evictions]
 
 
@@ -90,10 +104,33 @@ def _record(result, index, summary_at, duration_ms, bound, evicted) -> int:
                     reasons=[reason.to_dict() for reason in explanation.reasons])
         for explanation in result.explanations
         if (group := index.groups.get(explanation.gang)) is not None)
+    previous = SchedulerCycle.objects.filter(pk=1).values_list("pending_gangs", flat=True).first()
+    _record_waiting(pending, previous or [], index, summary_at)
     cycle_record_write(CycleRecord(at=summary_at, duration_ms=duration_ms, bound=bound,
                                    evicted=evicted, queues=queue_figures(result),
                                    pending_gangs=pending))
     return len(pending)
+
+
+def waiting_words(reasons: list[dict]) -> tuple[str, str]:
+    """(event reason, message) of a pending gang: queued, or unschedulable and why."""
+    if not reasons:
+        return "Queued", "waiting for its turn in the queue"
+    return "Unschedulable", "; ".join(r.get("message") or r.get("code", "") for r in reasons)
+
+
+def _record_waiting(pending: tuple[PendingGang, ...], previous: list[dict], index, at) -> None:
+    """An event for each pending group whose reasons changed since the last cycle."""
+    before = {gang["podgroup"]: gang["reasons"] for gang in previous}
+    events = []
+    for gang in pending:
+        if before.get(gang.podgroup, None) == gang.reasons:
+            continue
+        reason, message = waiting_words(gang.reasons)
+        events.append(logstore.Event(index.groups[gang.podgroup]["workflow_id"], None,
+                                     reason, f"group {gang.group} in queue {gang.queue}: "
+                                     f"{message}", at))
+    logstore.events_record(events)
 
 
 def _below_min_changes(result, index) -> dict[int, datetime | None]:

@@ -31,7 +31,7 @@ from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
-from . import ports
+from . import logstore, ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -278,8 +278,15 @@ def _locked_target(pool: Pool | str, roles=None) -> Pool:
 
 def _save(admission: Admission) -> Admission:
     insert_admitted(admission.workflow, admission.groups, admission.tasks)
-    events.publish(events.WorkflowAdmitted(workflow=admission.workflow.name,
-                                           pool=admission.workflow.pool.name))
+    workflow = admission.workflow
+    by = workflow.user.get_username() if workflow.user else "an anonymous caller"
+    now = workflow.submitted_at
+    logstore.events_record([
+        logstore.Event(workflow.pk, None, "Submitted", f"by {by} to pool {workflow.pool.name} "
+                       f"at {workflow.priority} priority, {workflow.gpus_requested} GPU(s)", now),
+        logstore.Event(workflow.pk, None, "Admitted", f"within the quota of pool "
+                       f"{workflow.pool.name}; {len(admission.groups)} group(s) queued", now)])
+    events.publish(events.WorkflowAdmitted(workflow=workflow.name, pool=workflow.pool.name))
     return admission
 
 

@@ -41,6 +41,8 @@ from osmo import events
 from osmo.errors import Conflict, NotFound
 from pools.drain import drain_check_if_deleting_on_commit
 
+from . import logstore
+from .logstore import Event
 from .models import (
     ALIVE_TASK_STATUSES,
     FINAL_TASK_STATUSES,
@@ -89,9 +91,49 @@ def _settle_all(workflow_ids: Iterable[int], now) -> None:
         settle(workflow, now)
 
 
+# Events in words (GET /api/workflow/{name}/events) for the reasons tasks end with.
+REASON_WORDS = {"group_failed": "another task of its group failed",
+                "upstream_failed": "a group it depends on failed",
+                "lead_completed": "its group's lead task completed",
+                "canceled_by_user": "the workflow was canceled",
+                "subpool_deleted": "its subpool was deleted",
+                "submission_failed": "the cluster refused the group's objects",
+                "pod_deleted": "its pod was deleted", "node_deleted": "its node was removed",
+                "evicted": "evicted by the kubelet", "stale_gang": "its gang stayed below its "
+                "minimum", "preempted": "its GPUs went to another workload"}
+
+
+def _words(reason: str | None) -> str:
+    return REASON_WORDS.get(reason or "", reason or "")
+
+
+def final_event(task_id: int, workflow_id: int, status: str, *, exit_code: int | None = None,
+                reason: str | None = None, at=None) -> Event:
+    """A task's end, as the events endpoint tells it."""
+    code = f"exit code {exit_code}" if exit_code is not None else ""
+    if status == TaskStatus.COMPLETED:
+        reason_word, message = "Completed", code or "exit code 0"
+    elif status == TaskStatus.FAILED:
+        reason_word, message = "Failed", ", ".join(x for x in (code, _words(reason)) if x)
+    elif status == TaskStatus.FAILED_PREEMPTED:
+        reason_word, message = "Preempted", _words(reason or "preempted")
+    elif status == TaskStatus.FAILED_EVICTED:
+        reason_word, message = "Evicted", _words(reason or "evicted")
+    else:
+        reason_word, message = "Canceled", _words(reason)
+    if status == TaskStatus.COMPLETED and reason:
+        message = f"{message} ({_words(reason)})"
+    return Event(workflow_id, task_id, reason_word, message, at)
+
+
 def _end_tasks(tasks, status: str, reason: str | None, now) -> None:
-    tasks.filter(status__in=ALIVE_TASK_STATUSES).update(status=status, reason=reason,
-                                                        finished_at=now)
+    ending = list(tasks.filter(status__in=ALIVE_TASK_STATUSES).values_list("id", "workflow_id"))
+    if not ending:
+        return
+    Task.objects.filter(pk__in=[pk for pk, _ in ending], status__in=ALIVE_TASK_STATUSES
+                        ).update(status=status, reason=reason, finished_at=now)
+    logstore.events_record([final_event(pk, workflow_id, status, reason=reason, at=now)
+                            for pk, workflow_id in ending])
 
 
 def _after_finish(workflow: Workflow) -> None:
@@ -207,13 +249,22 @@ def task_report_status(*, workflow: Workflow, task_name: str, status: str,
         task.reason = reason or ("preempted" if status == TaskStatus.FAILED_PREEMPTED else
                                  "evicted" if status == TaskStatus.FAILED_EVICTED else None)
     task.save()
+    if status == TaskStatus.RUNNING:
+        logstore.events_record([Event(workflow.pk, task.pk, "Running",
+                                      f"on node {task.node_name}" if task.node_name else "",
+                                      now)])
+    elif status in FINAL_TASK_STATUSES:
+        logstore.events_record([final_event(task.pk, workflow.pk, status, exit_code=exit_code,
+                                            reason=task.reason, at=now)])
     settle(workflow, now)
     return task
 
 
-def _cancel(workflows: list[Workflow], reason: str) -> None:
+def _cancel(workflows: list[Workflow], reason: str, by: str = "") -> None:
     now = timezone.now()
     ids = [w.pk for w in workflows]
+    logstore.events_record([Event(pk, None, "Canceled", f"by {by}" if by else _words(reason),
+                                  now) for pk in ids])
     _end_tasks(Task.objects.filter(workflow_id__in=ids), TaskStatus.FAILED_CANCELED, reason,
                now)
     WorkflowGroup.objects.filter(workflow_id__in=ids, status__in=ALIVE_TASK_STATUSES).update(
@@ -224,13 +275,15 @@ def _cancel(workflows: list[Workflow], reason: str) -> None:
 
 
 @transaction.atomic
-def workflow_cancel(*, workflow: Workflow, reason: str = "canceled_by_user") -> Workflow:
-    """Cancel an alive workflow: its alive tasks end FAILED_CANCELED and release their GPUs."""
+def workflow_cancel(*, workflow: Workflow, reason: str = "canceled_by_user",
+                    by: str = "") -> Workflow:
+    """Cancel an alive workflow: its alive tasks end FAILED_CANCELED and release their GPUs.
+    ``by``: who canceled it (the events tell)."""
     workflow = _lock_workflow(workflow)
     if workflow.status not in (WorkflowStatus.PENDING, WorkflowStatus.RUNNING):
         raise Conflict("invalid_transition",
                        f"Workflow '{workflow.name}' already ended ({workflow.status}).")
-    _cancel([workflow], reason)
+    _cancel([workflow], reason, by)
     workflow.refresh_from_db()
     _after_finish(workflow)
     return workflow
@@ -265,6 +318,7 @@ class TaskEviction:
     workflow_id: int
     reason: str
     by: str = ""  # the PodGroup that won the GPUs ("" for a stale gang)
+    words: str = ""  # for the events: "preempted by workflow Y", "reclaimed by queue Z"
 
 
 def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
@@ -274,13 +328,20 @@ def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
     if not bindings:
         return 0
     with connection.cursor() as cursor:
+        # The events (bound, running) are written by the same statement.
         cursor.execute(
-            "UPDATE workflows_task t SET node_name = v.node, status = %s, started_at = %s "
-            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
-            "WHERE t.id = v.id AND t.node_name = '' AND t.status = %s",
+            "WITH bound AS (UPDATE workflows_task t SET node_name = v.node, status = %s, "
+            "started_at = %s FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
+            "WHERE t.id = v.id AND t.node_name = '' AND t.status = %s "
+            "RETURNING t.id, t.workflow_id, t.node_name), "
+            "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
+            "message) SELECT workflow_id, id, %s, e.reason, e.prefix || node_name "
+            "FROM bound, (VALUES (1, 'Bound', 'bound to node '), (2, 'Running', 'on node ')) "
+            "AS e(n, reason, prefix) ORDER BY id, e.n) "
+            "SELECT count(*) FROM bound",
             [TaskStatus.RUNNING, now, [b[0] for b in bindings], [b[1] for b in bindings],
-             TaskStatus.SCHEDULING])
-        return cursor.rowcount
+             TaskStatus.SCHEDULING, now])
+        return cursor.fetchone()[0]
 
 
 def tasks_mark_running(task_ids: Sequence[int], now: datetime) -> None:
@@ -309,15 +370,24 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
     for eviction in evictions:
         victims.setdefault(eviction.group_id, set()).add(eviction.task_id)
     evicted = 0
+    events = []
     for eviction in evictions:
         whole = victims[eviction.group_id] >= bound.get(eviction.group_id, set())
-        evicted += Task.objects.filter(
+        done = Task.objects.filter(
             pk=eviction.task_id, node_name=eviction.node, status=TaskStatus.RUNNING,
         ).update(preempted_by=eviction.by, **(
             {"status": TaskStatus.FAILED_PREEMPTED, "reason": eviction.reason,
              "finished_at": now} if whole else
             {"status": TaskStatus.SCHEDULING, "node_name": "", "reason": REQUEUED,
              "started_at": None}))
+        evicted += done
+        if done:
+            words = eviction.words or _words(eviction.reason)
+            events.append(Event(eviction.workflow_id, eviction.task_id,
+                                "Preempted" if eviction.reason != "stale_gang" else "Evicted",
+                                f"{words}; off node {eviction.node}"
+                                + ("" if whole else ", pending again"), now))
+    logstore.events_record(events)
     _settle_all({e.workflow_id for e in evictions}, now)
     return evicted
 
@@ -339,12 +409,17 @@ def tasks_move(moves: Sequence[TaskMove]) -> int:
         return 0
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE workflows_task t SET node_name = v.target, reason = %s "
+            "WITH moved AS (UPDATE workflows_task t SET node_name = v.target, reason = %s "
             "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, source, target) "
-            "WHERE t.id = v.id AND t.node_name = v.source AND t.status = %s",
+            "WHERE t.id = v.id AND t.node_name = v.source AND t.status = %s "
+            "RETURNING t.id, t.workflow_id, v.source, v.target), "
+            "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
+            "message) SELECT workflow_id, id, now(), 'Moved', 'moved by consolidation from '"
+            " || source || ' to ' || target FROM moved) "
+            "SELECT count(*) FROM moved",
             [CONSOLIDATED, [m.task_id for m in moves], [m.source for m in moves],
              [m.target for m in moves], TaskStatus.RUNNING])
-        return cursor.rowcount
+        return cursor.fetchone()[0]
 
 
 def groups_record_below_min(since: Mapping[int, datetime | None]) -> None:
@@ -368,9 +443,11 @@ def tasks_complete_due(*, now: datetime, default_seconds: int) -> int:
         return 0
     workflow_ids = {workflow_id for _, workflow_id in due}
     lock_workflows(workflow_ids)
-    changed = Task.objects.filter(pk__in=[pk for pk, _ in due], status=TaskStatus.RUNNING
-                                  ).update(status=TaskStatus.COMPLETED, exit_code=0,
-                                           finished_at=now)
+    ended = list(Task.objects.filter(pk__in=[pk for pk, _ in due], status=TaskStatus.RUNNING)
+                 .values_list("id", flat=True))
+    changed = Task.objects.filter(pk__in=ended).update(status=TaskStatus.COMPLETED,
+                                                       exit_code=0, finished_at=now)
+    logstore.events_record_tasks(ended, "Completed", "exit code 0", now)
     _settle_all(workflow_ids, now)
     return changed
 
@@ -381,7 +458,10 @@ def tasks_evict_from_node(*, node_name: str, reason: str, now: datetime) -> int:
                                 status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
     workflow_ids = set(bound.values_list("workflow_id", flat=True))
     lock_workflows(workflow_ids)
-    count = bound.update(status=TaskStatus.FAILED_EVICTED, reason=reason, finished_at=now)
+    ids = list(bound.values_list("id", flat=True))
+    count = Task.objects.filter(pk__in=ids).update(status=TaskStatus.FAILED_EVICTED,
+                                                   reason=reason, finished_at=now)
+    logstore.events_record_tasks(ids, "Evicted", f"{_words(reason)} (node {node_name})", now)
     _settle_all(workflow_ids, now)
     return count
 
@@ -404,10 +484,11 @@ def task_observed(*, workflow_name: str, task_name: str, status: str, node: str 
     if task is None or task.status in FINAL_TASK_STATUSES:
         return False
     if status == TaskStatus.SCHEDULING:
-        if node and not task.node_name:
-            return bool(Task.objects.filter(pk=task.pk, node_name="",
-                                            status__in=ALIVE_TASK_STATUSES)
-                        .update(node_name=node))
+        if node and not task.node_name and Task.objects.filter(
+                pk=task.pk, node_name="", status__in=ALIVE_TASK_STATUSES).update(node_name=node):
+            logstore.events_record([Event(workflow.pk, task.pk, "Bound",
+                                          f"bound to node {node}")])
+            return True
         return False
     if status not in FINAL_TASK_STATUSES and status_rank(status) <= status_rank(task.status):
         return False
@@ -424,9 +505,14 @@ def task_moved(*, workflow_name: str, task_name: str, node: str) -> bool:
     workflow = Workflow.objects.select_for_update().filter(name=workflow_name).first()
     if workflow is None or not node:
         return False
-    return bool(Task.objects.filter(workflow=workflow, name=task_name,
-                                    status__in=ALIVE_TASK_STATUSES)
-                .exclude(node_name=node).update(node_name=node, reason=CONSOLIDATED))
+    task = Task.objects.filter(workflow=workflow, name=task_name,
+                               status__in=ALIVE_TASK_STATUSES).exclude(node_name=node).first()
+    if task is None:
+        return False
+    Task.objects.filter(pk=task.pk).update(node_name=node, reason=CONSOLIDATED)
+    logstore.events_record([Event(workflow.pk, task.pk, "Moved", "moved by consolidation "
+                                  f"from {task.node_name or 'no node'} to {node}")])
+    return True
 
 
 @transaction.atomic
@@ -451,6 +537,10 @@ def group_fail_submission(*, group_id: int) -> None:
     workflow_id = WorkflowGroup.objects.values_list("workflow_id", flat=True).get(pk=group_id)
     workflow = Workflow.objects.select_for_update().select_related("pool").get(pk=workflow_id)
     now = timezone.now()
+    group = WorkflowGroup.objects.values_list("name", flat=True).get(pk=group_id)
+    logstore.events_record([Event(workflow_id, None, "Refused",
+                                  f"group {group}: the cluster refused its objects "
+                                  "(code submission_failed)", now)])
     _end_tasks(Task.objects.filter(group_id=group_id), TaskStatus.FAILED,
                "submission_failed", now)
     settle(workflow, now)

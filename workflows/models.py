@@ -183,3 +183,49 @@ class WorkflowNameCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.spec_name}: {self.value}"
+
+
+class TaskLogChunk(models.Model):
+    """A run of one task's log lines, already in OSMO's line format
+    (``YYYY/MM/DD HH:MM:SS [task] text``), in the order they were appended (``id``).
+
+    Both cluster backends write here (``workflows.logstore``): the embedded cluster's simulated
+    lines as the task runs, the Kubernetes backend a pod's log read through ``pods/log``. A
+    task's chunks are bounded in bytes; the oldest go first."""
+
+    id = models.BigAutoField(primary_key=True)
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="+",
+                                 db_index=False)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+", db_index=False)
+    lines = models.PositiveIntegerField()
+    size = models.PositiveIntegerField(help_text="Bytes of `text` (UTF-8).")
+    text = models.TextField()
+
+    class Meta:
+        indexes = [models.Index(fields=["task", "id"], name="tasklog_task_id"),
+                   models.Index(fields=["workflow", "id"], name="tasklog_workflow_id")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}#{self.id} ({self.lines} lines)"
+
+
+class TaskEvent(models.Model):
+    """One thing that happened to a workflow or one of its tasks (``task`` null: the whole
+    workflow), told in words: ``reason`` is a one-word kind (Submitted, Bound, Preempted...),
+    ``message`` the rest. From our own lifecycle and, on Kubernetes, the pods' Events."""
+
+    id = models.BigAutoField(primary_key=True)
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="+",
+                                 db_index=False)
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+", db_index=False)
+    at = models.DateTimeField()
+    reason = models.CharField(max_length=40)
+    message = models.CharField(max_length=1000, blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["workflow", "at", "id"], name="taskevent_workflow_at"),
+                   models.Index(fields=["task"], name="taskevent_task")]
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import log_views, views
 
 urlpatterns = [
     path("pool/<str:pool>/workflow", views.WorkflowSubmitView.as_view(), name="workflow-submit"),
@@ -9,6 +9,11 @@ urlpatterns = [
     path("workflow/<str:name>", views.WorkflowDetailView.as_view(), name="workflow-detail"),
     path("workflow/<str:name>/cancel", views.WorkflowCancelView.as_view(),
          name="workflow-cancel"),
+    path("workflow/<str:name>/logs", log_views.WorkflowLogsView.as_view(), name="workflow-logs"),
+    path("workflow/<str:name>/error_logs", log_views.WorkflowErrorLogsView.as_view(),
+         name="workflow-error-logs"),
+    path("workflow/<str:name>/events", log_views.WorkflowEventsView.as_view(),
+         name="workflow-events"),
     path("workflow/<str:name>/task/<str:task>/status", views.TaskStatusView.as_view(),
          name="task-status"),
 ]

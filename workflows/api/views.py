@@ -118,7 +118,7 @@ class WorkflowCancelView(APIView):
         roles = roles_for(request.user)
         if not selectors.can_cancel(workflow=workflow, roles=roles, user=request.user):
             raise Forbidden("Only the submitter or an admin of the pool can cancel it.")
-        lifecycle.workflow_cancel(workflow=workflow)
+        lifecycle.workflow_cancel(workflow=workflow, by=request.user.get_username())
         return Response(s.workflow_object(_workflow(request, name), request=request))
 
 

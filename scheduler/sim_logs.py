@@ -1,0 +1,130 @@
+"""The embedded cluster's simulated tasks print real log lines into the task log store.
+
+A task that starts running prints where it runs (node, GPU indices on that node) and its
+command; every ``OSMO_SIM_LOG_INTERVAL`` seconds a progress line; when it ends, its exit code
+(or why it was stopped). Written by the scheduling loop's leader after each cycle, through
+``workflows.logstore`` (the same store the Kubernetes backend archives pods' logs into), so
+``GET /api/workflow/{name}/logs`` behaves the same on both clusters.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+
+from django.conf import settings
+from django.utils import timezone
+
+from workflows import logstore
+from workflows.manifests import stored_spec
+from workflows.models import Task, TaskLogChunk, TaskStatus, Workflow
+from workflows.selectors import gpu_holding_tasks
+
+BATCH = 5000  # tasks looked at per step
+
+
+@dataclass
+class _Running:
+    workflow_id: int
+    name: str
+    started_at: datetime
+    seconds: int
+    last_progress: datetime
+
+
+@lru_cache(maxsize=512)
+def _commands(workflow_id: int) -> dict[str, str]:
+    """Spec task name → its command line (a workflow's spec never changes)."""
+    workflow = Workflow.objects.only("spec", "rendered_spec").get(pk=workflow_id)
+    try:
+        spec = stored_spec(workflow)
+    except Exception:  # noqa: BLE001 - a workload (manifests, no spec): no command to show
+        return {}
+    return {task.name: shlex.join([*task.command, *task.args]) for task in spec.tasks}
+
+
+def _gpu_indices(node: str, task_id: int, holders: list[tuple[int, str, int]]) -> str:
+    """The task's GPUs on its node, counted in task order from 0 ("0-3", "4", "none")."""
+    offset = 0
+    for pk, on, gpus in holders:
+        if on != node:
+            continue
+        if pk == task_id:
+            if not gpus:
+                return "none"
+            return f"{offset}" if gpus == 1 else f"{offset}-{offset + gpus - 1}"
+        offset += gpus
+    return "none"
+
+
+class SimulatedOutput:
+    """What the simulated tasks print; one per scheduling loop (its leader)."""
+
+    def __init__(self):
+        self.running: dict[int, _Running] = {}
+
+    def step(self, now: datetime | None = None) -> int:
+        """Write the lines due now; returns how many were written."""
+        now = now or timezone.now()
+        rows = list(gpu_holding_tasks().filter(status=TaskStatus.RUNNING).order_by("id")
+                    .values_list("id", "workflow_id", "name", "spec_task", "node_name", "gpus",
+                                 "started_at", "run_seconds")[:BATCH])
+        lines: list[tuple[int, int, str]] = []
+        current = {row[0] for row in rows}
+        new = [row for row in rows if row[0] not in self.running]
+        if new:
+            lines += self._started(new, now)
+        interval = settings.OSMO_SIM_LOG_INTERVAL
+        for pk, running in self.running.items():
+            if pk in current and interval > 0 and \
+                    (now - running.last_progress).total_seconds() >= interval:
+                running.last_progress = now
+                elapsed = int((now - running.started_at).total_seconds())
+                share = min(99, 100 * elapsed // running.seconds) if running.seconds else 0
+                lines.append((running.workflow_id, pk, logstore.format_line(
+                    now, running.name, f"progress: {share}% ({elapsed} s elapsed)")))
+        ended = [pk for pk in self.running if pk not in current]
+        if ended:
+            lines += self._ended(ended, now)
+        logstore.log_append_lines(lines)
+        return len(lines)
+
+    def _started(self, rows, now: datetime) -> list[tuple[int, int, str]]:
+        ids = [row[0] for row in rows]
+        printed = set(TaskLogChunk.objects.filter(task_id__in=ids).values_list("task_id",
+                                                                               flat=True))
+        nodes = {row[4] for row in rows}
+        holders = list(gpu_holding_tasks().filter(node_name__in=nodes).order_by("id")
+                       .values_list("id", "node_name", "gpus"))
+        lines = []
+        for pk, workflow_id, name, spec_task, node, gpus, started, run_seconds in rows:
+            seconds = run_seconds or settings.OSMO_SIM_TASK_SECONDS
+            self.running[pk] = _Running(workflow_id, name, started, seconds, started)
+            if pk in printed:
+                continue  # printed before this process started
+            command = _commands(workflow_id).get(spec_task, "")
+            for text in (f"started on node {node} with GPUs "
+                         f"{_gpu_indices(node, pk, holders)} ({gpus} GPU(s))",
+                         f"$ {command}" if command else "running its pod's command"):
+                lines.append((workflow_id, pk, logstore.format_line(started, name, text)))
+        return lines
+
+    def _ended(self, ids: list[int], now: datetime) -> list[tuple[int, int, str]]:
+        lines = []
+        for pk, status, exit_code, reason, finished in Task.objects.filter(
+                pk__in=ids).values_list("id", "status", "exit_code", "reason", "finished_at"):
+            running = self.running[pk]
+            if status == TaskStatus.COMPLETED:
+                texts = ["progress: 100%", f"exited with code {exit_code or 0}"]
+            elif status in (TaskStatus.RUNNING, TaskStatus.SCHEDULING, TaskStatus.WAITING):
+                texts = [f"stopped ({reason or 'rescheduled'}); it will start again"]
+            else:
+                texts = [f"terminated: {status} ({reason or 'no reason given'})"]
+            lines += [(running.workflow_id, pk, logstore.format_line(finished or now,
+                                                                     running.name, text))
+                      for text in texts]
+        for pk in ids:
+            self.running.pop(pk, None)
+        return lines

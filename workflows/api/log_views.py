@@ -1,0 +1,102 @@
+"""A workflow's logs, error logs and events (docs/API-OSMO-CLIENT.md "Logs and events"):
+plain text in OSMO's line formats, visible to whoever can see the workflow (else 404)."""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework.views import APIView
+
+from osmo.errors import NotFound
+from osmo.streaming import text_stream
+
+from .. import logreads
+from ..models import Task, TaskStatus, Workflow
+from . import log_serializers as s
+from .views import _workflow
+
+# OSMO keeps error logs for tasks that failed by themselves (not canceled, not evicted).
+ERROR_LOG_STATUSES = (TaskStatus.FAILED, TaskStatus.FAILED_PREEMPTED)
+ERROR_LOG_LINES = 100
+
+
+def _task(workflow: Workflow, name: str | None, retry_id: int | None) -> Task | None:
+    if name is None:
+        return None
+    task = Task.objects.filter(workflow=workflow, name=name).first()
+    if task is None or retry_id not in (None, 0):
+        attempt = f" (retry {retry_id})" if retry_id else ""
+        raise NotFound("task_not_found",
+                       f"Workflow '{workflow.name}' has no task '{name}'{attempt}.")
+    return task
+
+
+def _query(serializer_class, request) -> dict:
+    query = serializer_class(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return query.validated_data
+
+
+class WorkflowLogsView(APIView):
+    @extend_schema(parameters=[s.LogsQuerySerializer], responses={(200, "text/plain"): str},
+                   summary="The workflow's (or one task's) log, followed while it runs")
+    def get(self, request, name: str):
+        workflow = _workflow(request, name)
+        query = _query(s.LogsQuerySerializer, request)
+        task = _task(workflow, query.get("task_name"), query.get("retry_id"))
+        selection = logreads.LogSelection(workflow, task)
+        pattern = logreads.compile_query(query["query"]) if query.get("query") else None
+        follow = query.get("follow")
+        if follow is None:
+            follow = not query["download"] and selection.alive()
+        follow = follow and not query["download"]
+        chunks = logreads.log_stream(
+            selection, last_n_lines=query.get("last_n_lines"), pattern=pattern, follow=follow,
+            max_bytes=settings.OSMO_LOG_RESPONSE_MAX_BYTES,
+            max_seconds=settings.OSMO_LOG_FOLLOW_SECONDS)
+        filename = f"{workflow.name}{'-' + task.name if task else ''}.log" \
+            if query["download"] else None
+        return text_stream(request, chunks, long=follow, filename=filename)
+
+
+class WorkflowErrorLogsView(APIView):
+    @extend_schema(parameters=[s.LogsQuerySerializer], responses={(200, "text/plain"): str},
+                   summary="A failed task's last log lines; without a task, which tasks have "
+                           "them")
+    def get(self, request, name: str):
+        workflow = _workflow(request, name)
+        query = _query(s.LogsQuerySerializer, request)
+        task = _task(workflow, query.get("task_name"), query.get("retry_id"))
+        if task is None:
+            base = request.build_absolute_uri(f"/api/workflow/{workflow.name}/error_logs")
+            table = {f"{t.name} retry-0": (f"{base}?task_name={t.name}&retry_id=0"
+                                           if t.status in ERROR_LOG_STATUSES else None)
+                     for t in Task.objects.filter(workflow=workflow).order_by("group__position",
+                                                                              "position")}
+            text = "Specify task for error logs.\n\n" + json.dumps(table, indent=4)
+            return text_stream(request, iter([text.encode()]), long=False)
+        pattern = logreads.compile_query(query["query"]) if query.get("query") else None
+        lines = query.get("last_n_lines") or ERROR_LOG_LINES
+        chunks = iter(()) if task.status not in ERROR_LOG_STATUSES else logreads.log_stream(
+            logreads.LogSelection(workflow, task), last_n_lines=lines, pattern=pattern,
+            max_bytes=settings.OSMO_LOG_RESPONSE_MAX_BYTES, max_seconds=0)
+        return text_stream(request, chunks, long=False)
+
+
+class WorkflowEventsView(APIView):
+    @extend_schema(parameters=[s.EventsQuerySerializer], responses={(200, "text/plain"): str},
+                   summary="What happened to the workflow and its tasks, one line per event, "
+                           "oldest first")
+    def get(self, request, name: str):
+        workflow = _workflow(request, name)
+        query = _query(s.EventsQuerySerializer, request)
+        task = _task(workflow, query.get("task_name"), query.get("retry_id"))
+
+        def lines():
+            for event in logreads.events_of(workflow, task).iterator(chunk_size=1000):
+                yield logreads.event_line(event, workflow.name).encode()
+
+        return text_stream(request, lines(), long=False)
+

@@ -1,0 +1,130 @@
+"""Writes of the task log and event store, used by both cluster backends.
+
+Logs: lines are kept in OSMO's format (``YYYY/MM/DD HH:MM:SS [task] text``, the format its
+service and client filter on) in chunks of at most ``CHUNK_BYTES``; after an append the task's
+oldest chunks go until it holds at most ``OSMO_LOG_TASK_MAX_BYTES`` (so the oldest lines are
+dropped, a chunk at a time). Events: one row per thing that happened, in words.
+Retention: :func:`purge` deletes both for workflows that ended ``OSMO_LOG_RETENTION_DAYS`` ago.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from .models import Task, TaskEvent, TaskLogChunk, Workflow
+
+CHUNK_BYTES = 256 * 1024
+MAX_LINE_BYTES = 16 * 1024  # a longer line is cut (a binary blob printed by mistake)
+
+
+def log_time(at: datetime) -> str:
+    """OSMO's log timestamp: naive UTC with slashes, to the second."""
+    return at.astimezone(dt.UTC).strftime("%Y/%m/%d %H:%M:%S")
+
+
+def format_line(at: datetime, task_name: str, text: str) -> str:
+    text = text.replace("\r", "").replace("\n", " ")
+    if len(text) > MAX_LINE_BYTES:
+        text = text[:MAX_LINE_BYTES]
+    return f"{log_time(at)} [{task_name}] {text}\n"
+
+
+def _chunks(text: str) -> Iterable[tuple[str, int, int]]:
+    """Split formatted text at line ends into (text, lines, bytes) of at most CHUNK_BYTES."""
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + CHUNK_BYTES)
+        if end < len(text):
+            cut = text.rfind("\n", start, end)
+            end = cut + 1 if cut >= start else end
+        piece = text[start:end]
+        yield piece, piece.count("\n"), len(piece.encode("utf-8"))
+        start = end
+
+
+def log_append(*, task: Task, text: str) -> int:
+    """Append already formatted lines (each ending in a newline) to a task's log, then trim
+    it to its bound; returns how many chunks were written."""
+    if not text:
+        return 0
+    chunks = [TaskLogChunk(workflow_id=task.workflow_id, task_id=task.pk, lines=lines,
+                           size=size, text=piece) for piece, lines, size in _chunks(text)]
+    TaskLogChunk.objects.bulk_create(chunks)
+    _trim([task.pk])
+    return len(chunks)
+
+
+def log_append_lines(rows: Sequence[tuple[int, int, str]]) -> int:
+    """Many tasks' lines at once: ``(workflow_id, task_id, formatted line)``, one chunk each,
+    in one statement (the embedded cluster writes a line for every running task)."""
+    if not rows:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO workflows_tasklogchunk (workflow_id, task_id, lines, size, text) "
+            "SELECT w, t, 1, octet_length(x), x FROM unnest(%s::bigint[], %s::bigint[], "
+            "%s::text[]) AS v(w, t, x)",
+            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]])
+    _trim({r[1] for r in rows})
+    return len(rows)
+
+
+def _trim(task_ids: Iterable[int]) -> None:
+    """Drop each task's oldest chunks beyond OSMO_LOG_TASK_MAX_BYTES (newest kept)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM workflows_tasklogchunk c USING ("
+            "  SELECT id FROM (SELECT id, sum(size) OVER (PARTITION BY task_id ORDER BY id DESC)"
+            "  AS kept FROM workflows_tasklogchunk WHERE task_id = ANY(%s)) s WHERE kept > %s"
+            ") old WHERE c.id = old.id",
+            [list(task_ids), settings.OSMO_LOG_TASK_MAX_BYTES])
+
+
+# --- events ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Event:
+    workflow_id: int
+    task_id: int | None
+    reason: str
+    message: str = ""
+    at: datetime | None = None
+
+
+def events_record(events: Sequence[Event]) -> None:
+    """Store events (``at`` defaults to now) in one statement."""
+    if not events:
+        return
+    now = timezone.now()
+    TaskEvent.objects.bulk_create(
+        TaskEvent(workflow_id=e.workflow_id, task_id=e.task_id, at=e.at or now,
+                  reason=e.reason[:40], message=e.message[:1000]) for e in events)
+
+
+def events_record_tasks(task_ids: Iterable[int], reason: str, message: str,
+                        at: datetime | None = None) -> None:
+    """The same event for several tasks (their workflow looked up in the same statement)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, message) "
+            "SELECT workflow_id, id, %s, %s, %s FROM workflows_task WHERE id = ANY(%s)",
+            [at or timezone.now(), reason[:40], message[:1000], list(task_ids)])
+
+
+# --- retention -------------------------------------------------------------------------------
+
+def purge(*, now: datetime | None = None) -> tuple[int, int]:
+    """Delete the logs and events of workflows that ended more than OSMO_LOG_RETENTION_DAYS
+    ago; returns (chunks, events) deleted."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.OSMO_LOG_RETENTION_DAYS)
+    ended = Workflow.objects.filter(finished_at__lt=cutoff).values("pk")
+    chunks, _ = TaskLogChunk.objects.filter(workflow__in=ended).delete()
+    events, _ = TaskEvent.objects.filter(workflow__in=ended).delete()
+    return chunks, events

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import re2
@@ -50,11 +50,20 @@ class LogSelection:
 
     workflow: Workflow
     task: Task | None = None
+    # Called at every poll while following (the view keeps the backend copying live lines).
+    on_poll: Callable[[], None] | None = None
 
     def chunks(self):
         if self.task is not None:
             return TaskLogChunk.objects.filter(task_id=self.task.pk)
         return TaskLogChunk.objects.filter(workflow_id=self.workflow.pk)
+
+    def alive_bound_task_ids(self, limit: int = 100) -> list[int]:
+        tasks = Task.objects.filter(workflow_id=self.workflow.pk, status__in=ALIVE_TASK_STATUSES,
+                                    node_name__gt="")
+        if self.task is not None:
+            tasks = tasks.filter(pk=self.task.pk)
+        return list(tasks.values_list("id", flat=True)[:limit])
 
     def alive(self) -> bool:
         if self.task is not None:
@@ -109,6 +118,8 @@ def log_stream(selection: LogSelection, *, last_n_lines: int | None = None,
             yield data
         if not alive or time.monotonic() - started > max_seconds:
             return
+        if selection.on_poll is not None:
+            selection.on_poll()
         time.sleep(FOLLOW_POLL_SECONDS)
 
 

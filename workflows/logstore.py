@@ -16,9 +16,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Max
 from django.utils import timezone
 
-from .models import Task, TaskEvent, TaskLogChunk, Workflow
+from .models import Task, TaskEvent, TaskLogChunk, TaskLogInterest, Workflow
 
 CHUNK_BYTES = 256 * 1024
 MAX_LINE_BYTES = 16 * 1024  # a longer line is cut (a binary blob printed by mistake)
@@ -49,13 +50,15 @@ def _chunks(text: str) -> Iterable[tuple[str, int, int]]:
         start = end
 
 
-def log_append(*, task: Task, text: str) -> int:
+def log_append(*, task: Task, text: str, source_ns: int = 0) -> int:
     """Append already formatted lines (each ending in a newline) to a task's log, then trim
-    it to its bound; returns how many chunks were written."""
+    it to its bound; returns how many chunks were written. ``source_ns``: where a read of the
+    pod's log stopped (:func:`log_cursor` returns it)."""
     if not text:
         return 0
     chunks = [TaskLogChunk(workflow_id=task.workflow_id, task_id=task.pk, lines=lines,
-                           size=size, text=piece) for piece, lines, size in _chunks(text)]
+                           size=size, text=piece, source_ns=source_ns)
+              for piece, lines, size in _chunks(text)]
     TaskLogChunk.objects.bulk_create(chunks)
     _trim([task.pk])
     return len(chunks)
@@ -74,6 +77,24 @@ def log_append_lines(rows: Sequence[tuple[int, int, str]]) -> int:
             [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]])
     _trim({r[1] for r in rows})
     return len(rows)
+
+
+def log_cursor(task_id: int) -> int:
+    """Where the last read of the task's pod log stopped (0: never read)."""
+    return TaskLogChunk.objects.filter(task_id=task_id).aggregate(
+        last=Max("source_ns"))["last"] or 0
+
+
+LOG_INTEREST_SECONDS = 60
+
+
+def log_wanted(task_ids: Iterable[int]) -> None:
+    """Someone reads these running tasks' logs: the Kubernetes backend copies their new lines
+    for the next LOG_INTEREST_SECONDS."""
+    until = timezone.now() + timedelta(seconds=LOG_INTEREST_SECONDS)
+    TaskLogInterest.objects.bulk_create(
+        [TaskLogInterest(task_id=pk, until=until) for pk in task_ids],
+        update_conflicts=True, unique_fields=["task"], update_fields=["until"])
 
 
 def _trim(task_ids: Iterable[int]) -> None:
@@ -125,6 +146,7 @@ def purge(*, now: datetime | None = None) -> tuple[int, int]:
     ago; returns (chunks, events) deleted."""
     cutoff = (now or timezone.now()) - timedelta(days=settings.OSMO_LOG_RETENTION_DAYS)
     ended = Workflow.objects.filter(finished_at__lt=cutoff).values("pk")
+    TaskLogInterest.objects.filter(until__lt=cutoff).delete()
     chunks, _ = TaskLogChunk.objects.filter(workflow__in=ended).delete()
     events, _ = TaskEvent.objects.filter(workflow__in=ended).delete()
     return chunks, events

@@ -200,6 +200,9 @@ class TaskLogChunk(models.Model):
     lines = models.PositiveIntegerField()
     size = models.PositiveIntegerField(help_text="Bytes of `text` (UTF-8).")
     text = models.TextField()
+    source_ns = models.BigIntegerField(
+        default=0, help_text="Kubernetes: the pod log's timestamp (ns since the epoch) of the "
+                             "chunk's last line, where the next read resumes.")
 
     class Meta:
         indexes = [models.Index(fields=["task", "id"], name="tasklog_task_id"),
@@ -229,3 +232,16 @@ class TaskEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.message}"
+
+
+class TaskLogInterest(models.Model):
+    """Someone reads a running task's log: until ``until``, the Kubernetes backend copies new
+    lines from its pod's ``pods/log`` into the store as they come (the web tier has no
+    access to the API server)."""
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, primary_key=True,
+                                related_name="+")
+    until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.task_id} until {self.until}"

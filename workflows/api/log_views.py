@@ -4,6 +4,7 @@ plain text in OSMO's line formats, visible to whoever can see the workflow (else
 from __future__ import annotations
 
 import json
+import time
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
@@ -12,7 +13,7 @@ from rest_framework.views import APIView
 from osmo.errors import NotFound
 from osmo.streaming import text_stream
 
-from .. import logreads
+from .. import logreads, logstore
 from ..models import Task, TaskStatus, Workflow
 from . import log_serializers as s
 from .views import _workflow
@@ -33,6 +34,22 @@ def _task(workflow: Workflow, name: str | None, retry_id: int | None) -> Task | 
     return task
 
 
+def _live_copy(workflow: Workflow, task: Task | None):
+    """On Kubernetes, running pods' logs reach the store while someone reads them: a reader
+    renews the backend's interest (at most every 20 s). None on the embedded cluster."""
+    if settings.OSMO_CLUSTER_BACKEND != "kubernetes":
+        return None
+    selection = logreads.LogSelection(workflow, task)
+    renewed = [0.0]
+
+    def renew() -> None:
+        if time.monotonic() - renewed[0] >= 20:
+            renewed[0] = time.monotonic()
+            logstore.log_wanted(selection.alive_bound_task_ids())
+
+    return renew
+
+
 def _query(serializer_class, request) -> dict:
     query = serializer_class(data=request.query_params)
     query.is_valid(raise_exception=True)
@@ -46,7 +63,9 @@ class WorkflowLogsView(APIView):
         workflow = _workflow(request, name)
         query = _query(s.LogsQuerySerializer, request)
         task = _task(workflow, query.get("task_name"), query.get("retry_id"))
-        selection = logreads.LogSelection(workflow, task)
+        selection = logreads.LogSelection(workflow, task, on_poll=_live_copy(workflow, task))
+        if selection.on_poll is not None:
+            selection.on_poll()
         pattern = logreads.compile_query(query["query"]) if query.get("query") else None
         follow = query.get("follow")
         if follow is None:

@@ -75,25 +75,32 @@ def call(kube: Kube, method: str, path: str, body: Any = None, *,
     for the hot paths (a pod's create, its binding), where that overhead was the larger part
     of the CPU a call costs. Errors raise ``ApiException`` with the status, as the client
     does; the JSON answer comes back as a dict."""
+    data = call_raw(kube, method, path, None if body is None else json.dumps(body),
+                    content_type=content_type, timeout=timeout)
+    return json.loads(data) if data else {}
+
+
+def call_raw(kube: Kube, method: str, path: str, body: str | None = None, *,
+             content_type: str = "application/json", accept: str = "application/json",
+             timeout: tuple[float, float] = REQUEST_TIMEOUT) -> bytes:
+    """As :func:`call`, the answer's bytes as they come (``path`` may carry a query)."""
     from kubernetes.client.exceptions import ApiException
 
     api = kube.api_client
     configuration = api.configuration
-    headers = {"Accept": "application/json", "Content-Type": content_type,
-               "User-Agent": api.user_agent}
+    headers = {"Accept": accept, "Content-Type": content_type, "User-Agent": api.user_agent}
     for setting in configuration.auth_settings().values():
         if setting.get("in") == "header" and setting.get("value"):
             headers[setting["key"]] = setting["value"]
     response = api.rest_client.pool_manager.request(
-        method, configuration.host + path, headers=headers,
-        body=None if body is None else json.dumps(body),
+        method, configuration.host + path, headers=headers, body=body,
         timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]), retries=False,
         preload_content=True)
     if response.status >= 400:
         exc = ApiException(status=response.status, reason=response.reason)
         exc.body = response.data.decode("utf-8", "replace") if response.data else ""
         raise exc
-    return json.loads(response.data) if response.data else {}
+    return response.data
 
 
 def raw(response: Any) -> dict:

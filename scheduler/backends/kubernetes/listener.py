@@ -21,12 +21,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from workflows import lifecycle, selectors
-from workflows.models import ALIVE_TASK_STATUSES, Task
+from workflows.models import ALIVE_TASK_STATUSES, FINAL_TASK_STATUSES, Task
 
 from . import moves, reasons, status
 from .client import MANAGED_SELECTOR, REQUEST_TIMEOUT, Kube, raw, status_of
 from .listwatch import ListWatch
 from .objects import task_of_pod
+from .pod_logs import PodLogs
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class PodListener(ListWatch):
         self.watch_timeout = settings.OSMO_K8S_WATCH_TIMEOUT if watch_timeout is None \
             else watch_timeout
         self.reasons_changed = False
+        self.logs = PodLogs(kube, namespace=self.namespace)
 
     # --- one pod -----------------------------------------------------------------------------
     def handle(self, pod: dict[str, Any], *, deleted: bool = False) -> bool:
@@ -58,12 +60,16 @@ class PodListener(ListWatch):
                 workflow_name=workflow_name, task_name=task_name, node=observation.node)
         if observation.status == "SCHEDULING":
             # KAI's reasons ride on the pods; our own scheduler publishes its reasons itself.
+            why = status.reasons_of(observation)
             if settings.OSMO_PLACEMENT != "osmo" and reasons.group_reasons_record(
-                    workflow_name=workflow_name, task_name=task_name,
-                    reasons=status.reasons_of(observation)):
+                    workflow_name=workflow_name, task_name=task_name, reasons=why):
                 self.reasons_changed = True
+                reasons.unschedulable_event(workflow_name=workflow_name, task_name=task_name,
+                                            reasons=why)
             if not observation.node:
                 return moved
+        if observation.status in FINAL_TASK_STATUSES:
+            self.logs.archive(pod)  # before the final status: then the cleaner may delete it
         return lifecycle.task_observed(
             workflow_name=workflow_name, task_name=task_name, status=observation.status,
             node=observation.node, exit_code=observation.exit_code,

@@ -12,6 +12,8 @@ from django.utils import timezone
 from scheduler.core.kai_names import queue_name_for
 from scheduler.cycle_record import CycleRecord, PendingGang, cycle_record_write
 from scheduler.models import GroupDispatch
+from scheduler.services import waiting_words
+from workflows import logstore
 from workflows.models import Task, TaskStatus
 
 
@@ -24,6 +26,16 @@ def group_reasons_record(*, workflow_name: str, task_name: str,
         return False
     return GroupDispatch.objects.filter(group_id=group_id).exclude(reasons=reasons).update(
         reasons=reasons) > 0
+
+
+def unschedulable_event(*, workflow_name: str, task_name: str,
+                        reasons: list[dict[str, str]]) -> None:
+    """The scheduler's reasons for a pending pod, as the task's event (when they change)."""
+    task = Task.objects.filter(workflow__name=workflow_name, name=task_name).values_list(
+        "id", "workflow_id").first()
+    if task is not None:
+        reason, message = waiting_words(reasons)
+        logstore.events_record([logstore.Event(task[1], task[0], reason, message)])
 
 
 def pending_publish(*, previous: tuple | None = None) -> tuple[PendingGang, ...]:

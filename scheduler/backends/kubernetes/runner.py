@@ -46,6 +46,7 @@ from .dispatch import ClusterUnavailable, Dispatcher
 from .health import Health
 from .listener import PodListener
 from .placement import ClusterCache, Placement, pending_gangs, wakes_scheduler
+from .pod_logs import PodLogs
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ class BackendRunner:
             placer = threading.Thread(target=self._place, name="osmo-scheduler", daemon=True)
             placer.start()
         kube = Kube(self.client_factory())
-        dispatcher, cleaner = Dispatcher(kube), Cleaner(kube)
+        dispatcher, cleaner, logs = Dispatcher(kube), Cleaner(kube), PodLogs(kube)
         next_resync, delay, published = 0.0, self.backoff_start, None
         pools: set[str] = set()
         try:
@@ -255,6 +256,7 @@ class BackendRunner:
                     for pool in sorted(pools):
                         cleaner.sweep_pool(pool)
                         pools.discard(pool)
+                    logs.copy_wanted()  # live lines of the running tasks someone reads
                     if self.listener is not None:
                         self.listener.reasons_changed = False
                     if not self.placing:  # with OSMO_PLACEMENT=osmo the cycle publishes

@@ -1,0 +1,150 @@
+"""Pods' logs and Events into the task log and event store (``workflows.logstore``).
+
+The web tier has no access to the API server (deploy/kubernetes/rbac.yaml), so the backend
+copies: while someone reads a running task's log (a ``TaskLogInterest`` row the web renews), its
+pod's new lines every pass; and when a pod ends — before the task's final status is written, so
+the cleaner cannot delete the pod first — the rest of its log and its Events (kubelet,
+scheduler). Reads go through ``pods/log`` with ``timestamps=true`` and ``sinceTime``, resuming
+after the last line stored (``source_ns``); each read is bounded (``limitBytes``, the request
+timeout) and the store keeps a task's newest ``OSMO_LOG_TASK_MAX_BYTES``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.utils import timezone
+
+from scheduler.kai.podgroups import pod_name
+from workflows import logstore
+from workflows.models import ALIVE_TASK_STATUSES, Task, TaskLogInterest, WorkflowKind
+
+from .client import REQUEST_TIMEOUT, Kube, api_errors, call_raw, describe, raw, status_of
+from .objects import task_of_pod
+
+logger = logging.getLogger(__name__)
+
+READ_BYTES = 8 * 1024 * 1024  # one pods/log read
+MAX_READS = 16  # reads of one pod per pass (a long log is taken in pieces, newest kept)
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z ")
+
+
+def stamp_ns(line: str) -> tuple[int, dt.datetime] | None:
+    """The kubelet's RFC 3339 timestamp of a ``timestamps=true`` line, in ns and as a time."""
+    match = STAMP.match(line)
+    if match is None:
+        return None
+    at = dt.datetime.fromisoformat(match[1]).replace(tzinfo=dt.UTC)
+    fraction = int((match[2] or "0").ljust(9, "0"))
+    return int(at.timestamp()) * 1_000_000_000 + fraction, at
+
+
+class PodLogs:
+    def __init__(self, kube: Kube, *, namespace: str | None = None):
+        self.kube = kube
+        self.namespace = namespace or settings.OSMO_NAMESPACE
+
+    def _read(self, pod: str, since_ns: int) -> bytes:
+        query = [("timestamps", "true"), ("limitBytes", str(READ_BYTES))]
+        if since_ns:
+            since = dt.datetime.fromtimestamp(since_ns // 1_000_000_000, dt.UTC)
+            query.append(("sinceTime", since.strftime("%Y-%m-%dT%H:%M:%SZ")))
+        return call_raw(self.kube, "GET", f"/api/v1/namespaces/{self.namespace}/pods/{pod}/log?"
+                        + urlencode(query), accept="*/*")
+
+    def copy(self, pod: str, task: Task) -> int:
+        """Append the pod's lines newer than the task's stored ones; returns how many. A pod
+        that is gone (404) or has no log yet (400: container not started) gives none."""
+        cursor = logstore.log_cursor(task.pk)
+        copied = 0
+        for _ in range(MAX_READS):
+            try:
+                data = self._read(pod, cursor)
+            except api_errors() as exc:
+                if status_of(exc) in (400, 404):
+                    return copied
+                raise
+            lines, last = [], cursor
+            for line in data.decode("utf-8", "replace").splitlines():
+                stamp = stamp_ns(line)
+                if stamp is None or stamp[0] <= cursor:
+                    continue  # before the resume point (sinceTime has whole seconds)
+                last = stamp[0]
+                lines.append(logstore.format_line(stamp[1], task.name,
+                                                  line[STAMP.match(line).end():]))
+            if not lines:
+                return copied
+            logstore.log_append(task=task, text="".join(lines), source_ns=last)
+            copied += len(lines)
+            cursor = last
+            if len(data) < READ_BYTES:
+                return copied
+        return copied
+
+    def events(self, pod: str, task: Task) -> int:
+        """The pod's Events (newest state of each), as the task's events."""
+        body = raw(self.kube.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.kind=Pod,involvedObject.name={pod}",
+            _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
+        events = []
+        for event in body.get("items") or []:
+            stamp = event.get("lastTimestamp") or event.get("eventTime") or \
+                event.get("firstTimestamp")
+            at = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+            source = (event.get("source") or {}).get("component") or \
+                event.get("reportingComponent") or ""
+            count = event.get("count") or 1
+            message = (event.get("message") or "").strip()
+            message += f" ({source}{f', {count} times' if count > 1 else ''})" if source else ""
+            events.append(logstore.Event(task.workflow_id, task.pk,
+                                         event.get("reason") or "Event", message, at))
+        logstore.events_record(sorted(events, key=lambda e: e.at or timezone.now()))
+        return len(events)
+
+    # --- the listener's call: a pod ended ------------------------------------------------
+    def archive(self, pod: dict[str, Any]) -> None:
+        """Keep an ending pod's log and Events (its task still alive: once per pod). A failed
+        read is logged, never raised: the task's status must still be written."""
+        key = task_of_pod(pod)
+        if key is None:
+            return
+        task = Task.objects.filter(workflow__name=key[0], name=key[1],
+                                   status__in=ALIVE_TASK_STATUSES).first()
+        if task is None:
+            return
+        name = pod["metadata"]["name"]
+        try:
+            self.copy(name, task)
+            self.events(name, task)
+        except api_errors() as exc:
+            logger.warning("k8s backend: archiving the log of %s failed: %s", name,
+                           describe(exc))
+
+    # --- the leader's pass: live lines for readers -----------------------------------------
+    def copy_wanted(self) -> int:
+        """New lines of every running task someone reads; returns how many were copied."""
+        now = timezone.now()
+        wanted = list(Task.objects.filter(
+            pk__in=TaskLogInterest.objects.filter(until__gt=now).values("task_id"),
+            status__in=ALIVE_TASK_STATUSES, node_name__gt="",
+            group__dispatches__namespace=self.namespace).select_related("group", "workflow")
+            .distinct())
+        copied = 0
+        for task in wanted:
+            try:
+                copied += self.copy(self._pod_name(task), task)
+            except api_errors() as exc:
+                logger.warning("k8s backend: reading the log of %s failed: %s", task,
+                               describe(exc))
+        return copied
+
+    @staticmethod
+    def _pod_name(task: Task) -> str:
+        if task.workflow.kind == WorkflowKind.WORKLOAD:
+            return task.name  # a workload's pods keep their own names
+        return pod_name(task.group.podgroup, task.name)

@@ -57,6 +57,14 @@ class Api:
                 raise CliError(f"{self.url} answered {response.status_code} without JSON: is it "
                                f"an OSMO server?", EXIT_UNAVAILABLE, status=response.status_code)
             return response.status_code, body
+        self._raise(response, body)
+
+    def _raise(self, response, body=None):
+        if body is None:
+            try:
+                body = response.json() if response.content else None
+            except ValueError:
+                body = None
         code = body.get("code") if isinstance(body, dict) else None
         detail = body.get("detail") if isinstance(body, dict) else None
         detail = _one_line(detail or f"HTTP {response.status_code} {response.reason_phrase}")
@@ -68,6 +76,23 @@ class Api:
             message += "; log in again with `osmo login`"
         raise CliError(message, EXIT_API_ERROR, status=response.status_code, code=code,
                        body=body)
+
+    def stream(self, path: str, **params):
+        """The lines of a plain-text answer as they arrive (a followed log waits as long as
+        the server keeps it open: the server bounds it); raises CliError like `request`."""
+        params = {k: v for k, v in params.items() if v not in (None, [], "")}
+        try:
+            with self._client.stream("GET", path.lstrip("/"), params=params,
+                                     timeout=httpx.Timeout(TIMEOUT_SECONDS, read=None)
+                                     ) as response:
+                if not response.is_success:
+                    response.read()
+                    self._raise(response)
+                yield from response.iter_lines()
+        except httpx.HTTPError as error:
+            raise CliError(f"the stream from {self.url} broke: "
+                           f"{_one_line(error) or type(error).__name__}; run the command "
+                           f"again to go on", EXIT_UNAVAILABLE) from error
 
     def get(self, path: str, **params):
         return self.request("GET", path, params={k: v for k, v in params.items()

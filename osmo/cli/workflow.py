@@ -1,4 +1,4 @@
-"""`osmo workflow submit|list|query|explain|cancel`."""
+"""`osmo workflow submit|list|query|explain|cancel|logs|events`."""
 
 from __future__ import annotations
 
@@ -146,6 +146,24 @@ def cancel(args) -> int:
     return 0
 
 
+def logs(args) -> int:
+    """Print a workflow's (or a task's) log; with -f, keep printing while it runs."""
+    with connect(args) as api:
+        for line in api.stream(f"api/workflow/{segment(args.name)}/logs", task_name=args.task,
+                               last_n_lines=args.lines, query=args.query,
+                               follow="true" if args.follow else "false"):
+            print(line, flush=True)
+    return 0
+
+
+def events(args) -> int:
+    with connect(args) as api:
+        for line in api.stream(f"api/workflow/{segment(args.name)}/events",
+                               task_name=args.task):
+            print(line, flush=True)
+    return 0
+
+
 def build_parser(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="workflow_command", required=True, metavar="COMMAND")
 
@@ -183,3 +201,17 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         command.add_argument("name", metavar="NAME", help="the workflow's name")
         add_format_option(command)
         command.set_defaults(handler=handler)
+
+    log = commands.add_parser("logs", help="a workflow's log (every task's, or one task's)")
+    log.add_argument("name", metavar="NAME", help="the workflow's name")
+    log.add_argument("-t", "--task", help="only this task's lines")
+    log.add_argument("-n", dest="lines", type=int, metavar="N", help="only the last N lines")
+    log.add_argument("-f", "--follow", action="store_true",
+                     help="keep printing new lines while the task runs")
+    log.add_argument("--query", metavar="REGEX", help="only lines matching REGEX (RE2)")
+    log.set_defaults(handler=logs)
+
+    event = commands.add_parser("events", help="what happened to a workflow and its tasks")
+    event.add_argument("name", metavar="NAME", help="the workflow's name")
+    event.add_argument("-t", "--task", help="only this task's events (and the workflow's)")
+    event.set_defaults(handler=events)

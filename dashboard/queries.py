@@ -13,7 +13,8 @@ from pools.models import SUBPOOL_DELIMITER, Pool, PoolUsageSample
 from pools.selectors import pool_history, pool_not_found, pool_tree
 from scheduler.models import Node
 from scheduler.selectors import scheduler_status
-from workflows.models import ALIVE_WORKFLOW_STATUSES, Workflow, WorkflowStatus
+from workflows import logreads
+from workflows.models import ALIVE_WORKFLOW_STATUSES, Task, Workflow, WorkflowStatus
 from workflows.selectors import gpu_holding_tasks
 
 from .presenters import (
@@ -137,3 +138,33 @@ def usage_history(*, roles: Roles, since, now) -> list[UsageChart]:
                       quota=Sum("quota_gpus", filter=Q(pool__parent__isnull=True)))
             .order_by("top", "at"))
     return usage_charts(rows, sorted(current, key=lambda row: row["top"]))
+
+
+# --- a workflow's logs and events ---------------------------------------------------------
+
+TAIL_LINES = 100
+TAILED_TASKS = 20  # past this many tasks, logs load when a task's log is opened
+TIMELINE_EVENTS = 200
+
+
+def workflow_timeline(workflow: Workflow) -> list[dict]:
+    """The newest TIMELINE_EVENTS events, oldest first."""
+    events = list(logreads.events_of(workflow).reverse()[:TIMELINE_EVENTS])[::-1]
+    return [{"at": e.at, "source": e.task.name if e.task_id else workflow.name,
+             "reason": e.reason, "message": e.message} for e in events]
+
+
+def task_logs(workflow: Workflow) -> list[dict]:
+    """Each task's name and, for the first TAILED_TASKS, the last TAIL_LINES of its log."""
+    tasks = list(Task.objects.filter(workflow=workflow).order_by("group__position", "position")
+                 .values_list("id", "name", "status"))
+    logs = []
+    for index, (pk, name, status) in enumerate(tasks):
+        tail = None
+        if index < TAILED_TASKS:
+            tail = logreads.log_tail_text(
+                logreads.LogSelection(workflow, Task(pk=pk, name=name)), TAIL_LINES,
+                max_bytes=1024 * 1024)
+        logs.append({"name": name, "tail": tail,
+                     "alive": status in ("WAITING", "SCHEDULING", "RUNNING")})
+    return logs

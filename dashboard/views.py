@@ -155,7 +155,9 @@ def workflow(request, name: str):
         "duration": duration(found.started_at, found.finished_at or (
             timezone.now() if found.started_at else None)),
         "can_cancel": alive and workflow_selectors.can_cancel(workflow=found, roles=roles,
-                                                              user=request.user)})
+                                                              user=request.user),
+        "timeline": queries.workflow_timeline(found), "logs": queries.task_logs(found),
+        "tail_lines": queries.TAIL_LINES})
 
 
 @login_required

@@ -47,3 +47,62 @@
 
   document.querySelectorAll("[data-refresh-url]").forEach(watch);
 })();
+
+// A task's log on the workflow page: a tail on demand, Follow streams new lines as they come
+// (the API's chunked text), Stop ends it. Without JavaScript: the server's tail and Download.
+(function () {
+  "use strict";
+
+  async function load(details, follow, controller) {
+    const pre = details.querySelector("pre.log");
+    const state = details.querySelector("[data-log-state]");
+    const lines = details.dataset.tailLines;
+    const url = `${details.dataset.logUrl}&last_n_lines=${lines}&follow=${follow}`;
+    const response = await fetch(url, { credentials: "same-origin", signal: controller.signal });
+    if (!response.ok) {
+      state.textContent = `could not load the log (${response.status})`;
+      return;
+    }
+    pre.textContent = "";
+    state.textContent = follow ? "following…" : `last ${lines} lines`;
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.textContent += decoder.decode(value, { stream: true });
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+    }
+    if (follow) state.textContent = "the log ended";
+  }
+
+  document.querySelectorAll("details[data-log-url]").forEach((details) => {
+    const button = details.querySelector("[data-log-follow]");
+    let controller = null;
+    details.addEventListener("toggle", () => {
+      if (details.open && details.dataset.loaded === "false") {
+        details.dataset.loaded = "true";
+        load(details, false, new AbortController()).catch(() => {});
+      }
+    });
+    button.addEventListener("click", () => {
+      if (controller) {
+        controller.abort();
+        controller = null;
+        button.textContent = "Follow";
+        details.querySelector("[data-log-state]").textContent = "stopped";
+        return;
+      }
+      controller = new AbortController();
+      button.textContent = "Stop";
+      const mine = controller;
+      load(details, true, mine).catch(() => {}).finally(() => {
+        if (controller === mine) {
+          controller = null;
+          button.textContent = "Follow";
+        }
+      });
+    });
+  });
+})();

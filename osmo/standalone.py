@@ -38,6 +38,9 @@ from . import embedded
 from .supervisor import Child, Supervisor, Watched, end_leftovers
 
 STOP_GRACE_SECONDS = 15
+# gunicorn's threaded workers: a followed log holds a thread while it lasts, so each process
+# has room for OSMO_LOG_STREAMS_PER_PROCESS (32) of them and 8 threads for everything else.
+WEB_THREADS = 40
 LISTEN_BACKLOG = 2048
 
 
@@ -176,7 +179,7 @@ class Standalone:
         listener = self.listener.fileno()
         self.spawn("web", [python, "-m", "gunicorn", "osmo.wsgi:application",
                            "--config", "python:osmo.gunicorn_config", "--bind", f"fd://{listener}",
-                           "--workers", str(self.args.web_workers), "--threads", "4",
+                           "--workers", str(self.args.web_workers), "--threads", str(WEB_THREADS),
                            "--timeout", "120", "--graceful-timeout", "10"], env,
                    pass_fds=(listener,))
         self.spawn("worker", [python, "-m", "celery", "-A", "osmo", "worker", "--loglevel",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import re2
+from django.db import connection
 from django.db.models import Q
 
 from osmo.errors import RequestInvalid
@@ -120,6 +121,8 @@ def log_stream(selection: LogSelection, *, last_n_lines: int | None = None,
             return
         if selection.on_poll is not None:
             selection.on_poll()
+        if not connection.in_atomic_block:
+            connection.close()  # a follower holds no database connection while it waits
         time.sleep(FOLLOW_POLL_SECONDS)
 
 

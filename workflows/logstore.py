@@ -72,8 +72,8 @@ def log_append_lines(rows: Sequence[tuple[int, int, str]]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO workflows_tasklogchunk (workflow_id, task_id, lines, size, text, "
-            "source_ns) SELECT w, t, 1, octet_length(x), x, 0 FROM unnest(%s::bigint[], %s::bigint[], "
-            "%s::text[]) AS v(w, t, x)",
+            "source_ns) SELECT w, t, 1, octet_length(x), x, 0 "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS v(w, t, x)",
             [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]])
     _trim({r[1] for r in rows})
     return len(rows)

@@ -10,6 +10,7 @@ the next write fail and frees the thread instead of holding it forever.
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 from collections.abc import Iterator
@@ -51,6 +52,19 @@ class _Held:
         close = getattr(self.chunks, "close", None)
         if close is not None:
             close()
+
+
+def client_gone(request) -> bool:
+    """Has the client closed its connection? (Readable with nothing to read: its FIN.) A
+    follower that waits for lines would otherwise notice only at its next write."""
+    sock = request.META.get("gunicorn.socket")
+    if not isinstance(sock, socket.socket):
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 def text_stream(request, chunks: Iterator[bytes], *, long: bool,

@@ -85,11 +85,12 @@ def _first_chunk_of_tail(selection: LogSelection, last_n: int) -> tuple[int, int
 
 
 def log_stream(selection: LogSelection, *, last_n_lines: int | None = None,
-               pattern=None, follow: bool = False, max_bytes: int,
-               max_seconds: float) -> Iterator[bytes]:
+               pattern=None, follow: bool = False, max_bytes: int, max_seconds: float,
+               gone: Callable[[], bool] | None = None) -> Iterator[bytes]:
     """The log as bytes: everything (or the last ``last_n_lines`` lines), lines not matching
     ``pattern`` left out, then — with ``follow`` — new lines as they come while the task (or
-    the workflow) is alive. Ends after ``max_bytes`` or ``max_seconds`` of following."""
+    the workflow) is alive. Ends after ``max_bytes`` or ``max_seconds`` of following, or when
+    ``gone()`` says the reader left."""
     started = time.monotonic()
     sent = 0
     after, skip = 0, 0
@@ -117,8 +118,8 @@ def log_stream(selection: LogSelection, *, last_n_lines: int | None = None,
                 return
             sent += len(data)
             yield data
-        if not alive or time.monotonic() - started > max_seconds:
-            return
+        if not alive or time.monotonic() - started > max_seconds or (gone and gone()):
+            return  # ended, out of time, or the reader went away
         if selection.on_poll is not None:
             selection.on_poll()
         if not connection.in_atomic_block:

@@ -11,7 +11,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
 from osmo.errors import NotFound
-from osmo.streaming import text_stream
+from osmo.streaming import client_gone, text_stream
 
 from .. import logreads, logstore
 from ..models import Task, TaskStatus, Workflow
@@ -74,7 +74,7 @@ class WorkflowLogsView(APIView):
         chunks = logreads.log_stream(
             selection, last_n_lines=query.get("last_n_lines"), pattern=pattern, follow=follow,
             max_bytes=settings.OSMO_LOG_RESPONSE_MAX_BYTES,
-            max_seconds=settings.OSMO_LOG_FOLLOW_SECONDS)
+            max_seconds=settings.OSMO_LOG_FOLLOW_SECONDS, gone=lambda: client_gone(request))
         filename = f"{workflow.name}{'-' + task.name if task else ''}.log" \
             if query["download"] else None
         return text_stream(request, chunks, long=follow, filename=filename)

@@ -223,6 +223,9 @@ OSMO_LOG_RESPONSE_MAX_BYTES = env_int("OSMO_LOG_RESPONSE_MAX_BYTES", 256 * 1024 
 OSMO_LOG_FOLLOW_SECONDS = env_int("OSMO_LOG_FOLLOW_SECONDS", 600)
 OSMO_LOG_SEND_TIMEOUT = env_int("OSMO_LOG_SEND_TIMEOUT", 30)
 OSMO_LOG_STREAMS_PER_PROCESS = env_int("OSMO_LOG_STREAMS_PER_PROCESS", 32)
+# Tags workflows may carry (`osmo workflow tag`), comma-separated; none by default.
+OSMO_WORKFLOW_TAGS = [t.strip() for t in os.environ.get("OSMO_WORKFLOW_TAGS", "").split(",")
+                      if t.strip()]
 # Embedded cluster: a running simulated task prints a progress line this often (seconds).
 OSMO_SIM_LOG_INTERVAL = env_int("OSMO_SIM_LOG_INTERVAL", 10)
 

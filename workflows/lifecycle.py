@@ -290,6 +290,16 @@ def workflow_cancel(*, workflow: Workflow, reason: str = "canceled_by_user",
 
 
 @transaction.atomic
+def workflow_tag(*, workflow: Workflow, add: Sequence[str] = (),
+                 remove: Sequence[str] = ()) -> list[str]:
+    """Remove, then add tags (OSMO's order); returns the tags, sorted."""
+    workflow = _lock_workflow(workflow)
+    tags = sorted((set(workflow.tags or []) - set(remove)) | set(add))
+    Workflow.objects.filter(pk=workflow.pk).update(tags=tags)
+    return tags
+
+
+@transaction.atomic
 def workflows_cancel_not_started(*, pool, reason: str) -> list[str]:
     """Cancel the pool's alive workflows that hold no GPUs yet (FAILED_CANCELED, `reason`).
 

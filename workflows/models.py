@@ -77,6 +77,8 @@ class Workflow(models.Model):
     labels = models.JSONField(default=dict, blank=True,
                               help_text="Label name → value: the spec's `labels`, overridden "
                                         "by those given at submission.")
+    tags = models.JSONField(default=list, blank=True,
+                            help_text="Tags from the admins' list (OSMO_WORKFLOW_TAGS).")
     submitted_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -78,6 +78,7 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None
         "finished_at": _iso(workflow.finished_at),
         "groups": group_bodies,
         "labels": dict(workflow.labels or {}),
+        "tags": list(workflow.tags or []),
         "submitted_by": workflow.user.get_username() if workflow.user else None,
         "submit_time": client_time(workflow.submitted_at),
         "start_time": client_time(workflow.started_at),
@@ -210,6 +211,8 @@ class WorkflowSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
     groups = GroupSerializer(many=True)
     labels = serializers.DictField(child=serializers.CharField())
+    tags = serializers.ListField(child=serializers.CharField(),
+                                 help_text="Tags from the admins' list (`osmo workflow tag`).")
     submitted_by = serializers.CharField(allow_null=True, help_text="Same as `user`.")
     submit_time = serializers.CharField(help_text="Naive UTC ISO 8601, as the OSMO client "
                                                   "parses it (`2026-11-23T23:19:40.858691`).")

@@ -42,12 +42,21 @@ class AccessTokenExchangeView(APIView):
 
 # --- personal access tokens --------------------------------------------------------------------
 
+# OSMO's client reads a day from `expires_at`; a token that never expires shows this one.
+NEVER = "9999-12-31T00:00:00"
+
+
 def token_object(token: AccessToken) -> dict:
     return {"id": token.pk, "name": token.name, "prefix": token.prefix,
             "user": token.user.get_username(),
             "created_at": token.created_at.isoformat().replace("+00:00", "Z"),
             "revoked_at": token.revoked_at.isoformat().replace("+00:00", "Z")
-            if token.revoked_at else None}
+            if token.revoked_at else None,
+            # OSMO's shape beside ours (`osmo token list`)
+            "token_name": token.name, "description": token.description,
+            "expires_at": token.expires_at.replace(tzinfo=None).isoformat()
+            if token.expires_at else NEVER,
+            "roles": list(roles_for(token.user).group_names)}
 
 
 class AccessTokenSerializer(serializers.Serializer):
@@ -57,6 +66,11 @@ class AccessTokenSerializer(serializers.Serializer):
     user = serializers.CharField()
     created_at = serializers.DateTimeField()
     revoked_at = serializers.DateTimeField(allow_null=True)
+    token_name = serializers.CharField(help_text="Same as `name` (the OSMO client's key).")
+    description = serializers.CharField()
+    expires_at = serializers.CharField(help_text=f"Naive UTC; `{NEVER}`: never.")
+    roles = serializers.ListField(child=serializers.CharField(),
+                                  help_text="Its user's roles (groups).")
 
 
 class AccessTokenCreateSerializer(RequestSerializer):

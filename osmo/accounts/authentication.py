@@ -38,8 +38,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         except login_tokens.InvalidLoginToken as exc:
             raise exceptions.AuthenticationFailed("Expired or invalid login token.") from exc
         token = (AccessToken.objects.select_related("user")
-                 .filter(pk=claims.token_id, user_id=claims.user_id, revoked_at__isnull=True)
-                 .first())
+                 .live().filter(pk=claims.token_id, user_id=claims.user_id).first())
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed(
                 "The access token behind this login token was revoked.")

@@ -1,5 +1,13 @@
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
+
+
+class AccessTokenQuerySet(models.QuerySet):
+    def live(self):
+        """Neither revoked nor expired."""
+        return self.filter(models.Q(expires_at__isnull=True)
+                           | models.Q(expires_at__gt=timezone.now()), revoked_at__isnull=True)
 
 
 class AccessToken(models.Model):
@@ -11,8 +19,13 @@ class AccessToken(models.Model):
     prefix = models.CharField(max_length=12, help_text="First characters, to tell tokens apart.")
     name = models.CharField(max_length=100, blank=True, default="",
                             help_text="What its owner calls it (e.g. `laptop`, `ci`).")
+    description = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="After this it no longer signs in (null: never).")
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AccessTokenQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

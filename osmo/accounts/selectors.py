@@ -12,7 +12,7 @@ from .roles import roles_for
 def tokens_visible(*, actor, username: str | None = None, include_revoked: bool = False):
     tokens = AccessToken.objects.select_related("user").order_by("-created_at")
     if not include_revoked:
-        tokens = tokens.filter(revoked_at__isnull=True)
+        tokens = tokens.live()
     if username and username != actor.get_username():
         if not roles_for(actor).platform_admin:
             raise Forbidden("Only platform admins see other users' tokens.")
@@ -24,4 +24,13 @@ def token_get(*, actor, token_id: int) -> AccessToken:
     token = AccessToken.objects.select_related("user").filter(pk=token_id).first()
     if token is None or (token.user_id != actor.pk and not roles_for(actor).platform_admin):
         raise NotFound("token_not_found", f"No access token {token_id}.")
+    return token
+
+
+def token_by_name(*, actor, name: str, username: str | None = None) -> AccessToken:
+    """The newest live token of that name of the actor (or, for a platform admin, of
+    ``username``); 404 ``token_not_found`` otherwise."""
+    token = tokens_visible(actor=actor, username=username).filter(name=name).first()
+    if token is None:
+        raise NotFound("token_not_found", f"No access token named '{name}'.")
     return token

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from osmo.errors import Forbidden, OsmoError
+from osmo.errors import Conflict, Forbidden, OsmoError
 
 from . import login_tokens
 from .models import AccessToken, UserProfile
@@ -38,10 +38,11 @@ def user_ensure(*, username: str, superuser: bool = False, groups: list[str] = (
 
 
 @transaction.atomic
-def token_issue(*, user, name: str = "") -> str:
+def token_issue(*, user, name: str = "", description: str = "", expires_at=None) -> str:
     """Create a token for `user` and return the raw value; it is never stored or shown again."""
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    AccessToken.objects.create(user=user, digest=token_digest(raw), prefix=raw[:12], name=name)
+    AccessToken.objects.create(user=user, digest=token_digest(raw), prefix=raw[:12], name=name,
+                               description=description, expires_at=expires_at)
     return raw
 
 
@@ -54,8 +55,8 @@ def tokens_revoke_all(*, user) -> int:
 
 def token_lookup(raw: str) -> AccessToken | None:
     """The unrevoked access token of an active user with this raw value, else None."""
-    token = (AccessToken.objects.select_related("user")
-             .filter(digest=token_digest(raw), revoked_at__isnull=True).first())
+    token = (AccessToken.objects.select_related("user").live()
+             .filter(digest=token_digest(raw)).first())
     if token is None or not token.user.is_active:
         return None
     return token
@@ -82,16 +83,24 @@ def profile_set_default_pool(*, user, pool) -> UserProfile:
 
 
 @transaction.atomic
-def token_create(*, actor, username: str | None = None, name: str = ""
+def token_create(*, actor, username: str | None = None, name: str = "",
+                 description: str = "", expires_at=None, unique_name: bool = False
                  ) -> tuple[AccessToken, str]:
     """A new token for the actor, or for ``username`` (created if missing, as `issue_token`
-    does) when a platform admin asks; returns the row and the raw value, shown once."""
+    does) when a platform admin asks; returns the row and the raw value, shown once.
+    ``unique_name``: refuse (409) a name the user's live tokens already have (OSMO's tokens
+    are known by name)."""
     user = actor
     if username and username != actor.get_username():
         if not roles_for(actor).platform_admin:
             raise Forbidden("Only platform admins manage other users' tokens.")
         user = user_ensure(username=username)
-    raw = token_issue(user=user, name=name)
+    if unique_name:
+        # one writer per user at a time: two requests cannot both take the name
+        type(user).objects.select_for_update().filter(pk=user.pk).exists()
+        if AccessToken.objects.live().filter(user=user, name=name).exists():
+            raise Conflict("token_exists", f"An access token named '{name}' exists.")
+    raw = token_issue(user=user, name=name, description=description, expires_at=expires_at)
     return AccessToken.objects.get(digest=token_digest(raw)), raw
 
 

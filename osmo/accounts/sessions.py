@@ -24,7 +24,7 @@ class TokenSessionMiddleware:
 
     def __call__(self, request):
         token_id = request.session.get(SESSION_TOKEN_KEY)
-        if token_id is not None and not AccessToken.objects.filter(
-                pk=token_id, revoked_at__isnull=True, user__is_active=True).exists():
+        if token_id is not None and not AccessToken.objects.live().filter(
+                pk=token_id, user__is_active=True).exists():
             logout(request)  # flushes the session: the request goes on signed out
         return self.get_response(request)

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import api
+from . import api, osmo_api
 
 urlpatterns = [
     path("auth/jwt/access_token", api.AccessTokenExchangeView.as_view(),
@@ -10,4 +10,13 @@ urlpatterns = [
     path("auth/access_token", api.AccessTokenListView.as_view(), name="access-tokens"),
     path("auth/access_token/<int:token_id>", api.AccessTokenDetailView.as_view(),
          name="access-token"),
+    # NVIDIA's client: tokens by name, users (docs/API-OSMO-CLIENT.md)
+    path("auth/access_token/<str:name>", osmo_api.NamedTokenView.as_view(),
+         name="access-token-named"),
+    path("auth/user", osmo_api.UserListView.as_view(), name="users"),
+    path("auth/user/<str:user_id>", osmo_api.UserDetailView.as_view(), name="user"),
+    path("auth/user/<str:user_id>/access_token", osmo_api.UserTokenListView.as_view(),
+         name="user-access-tokens"),
+    path("auth/user/<str:user_id>/access_token/<str:name>", osmo_api.NamedTokenView.as_view(),
+         name="user-access-token-named"),
 ]

@@ -111,7 +111,7 @@ def main() -> None:
                                  json={"file": RUNNING.format(name=f"run{index}")})
             assert response.status_code == 201, response.text
             names.append(response.json()["name"])
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline:  # running, and printed their first lines
             text = http.get(f"/api/workflow/{names[-1]}/logs",
                             params={"follow": "false"}).content

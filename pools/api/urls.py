@@ -13,7 +13,7 @@ urlpatterns = [
          name="subpool-detail"),
     path("pool_quota", views.PoolQuotaView.as_view(), name="pool-quota"),
     # The OSMO client's pool listing without quota: the same report.
-    path("pool", views.PoolQuotaView.as_view(), name="pool-usage"),
+    path("pool", views.PoolConfigView.as_view(), name="pool-usage"),
     path("profile/settings", profile_views.ProfileSettingsView.as_view(),
          name="profile-settings"),
 ]

@@ -172,3 +172,17 @@ class PoolQuotaView(APIView):
         only = () if query.validated_data["all_pools"] else query.validated_data["pools"]
         return Response(s.quota_report(tree, include_archived=include_archived,
                                        nodes=node_sets.schedulable_nodes(), only=only))
+
+
+class PoolConfigView(PoolQuotaView):
+    """`GET /api/pool`: the quota report, its `pools` keyed by name (every pool and subpool of
+    the node sets), as OSMO's pool listing (the client's `resource list` looks names up in
+    it)."""
+
+    @extend_schema(responses=dict, parameters=[s.PoolQuotaQuerySerializer],
+                   summary="Visible pools by name, with their node sets")
+    def get(self, request):
+        report = super().get(request).data
+        report["pools"] = {row["name"]: row for node_set in report["node_sets"]
+                           for row in node_set["pools"]}
+        return Response(report)

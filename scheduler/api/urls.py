@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import cluster_views, views
+from . import cluster_views, resource_views, views
 
 urlpatterns = [
     path("kai/queues", views.KaiQueuesView.as_view(), name="kai-queues"),
@@ -17,6 +17,9 @@ urlpatterns = [
     path("scheduler/cycle", cluster_views.CycleView.as_view(), name="scheduler-cycle"),
     path("scheduler/status", cluster_views.SchedulerStatusView.as_view(),
          name="scheduler-status"),
+    path("resources", resource_views.ResourceListView.as_view(), name="resources"),
+    path("resources/<str:name>", resource_views.ResourceDetailView.as_view(),
+         name="resource"),
     path("workflow/<str:name>/explain", cluster_views.ExplainView.as_view(),
          name="workflow-explain"),
 ]

@@ -143,7 +143,7 @@ class WorkflowRestartView(APIView):
     labels. The whole workflow runs again: OSMO keeps the outputs of groups that completed,
     and this service keeps no outputs."""
 
-    @extend_schema(request=None, responses={201: dict},
+    @extend_schema(request=None, responses={200: dict},
                    summary="Submit a failed workflow again")
     def post(self, request, pool: str, name: str):
         workflow = _workflow(request, name)
@@ -162,7 +162,7 @@ class WorkflowRestartView(APIView):
         new = result.workflow
         return Response({"name": new.name, "overview": overview_url(new.name, request),
                          "logs": request.build_absolute_uri(f"/api/workflow/{new.name}/logs"),
-                         "dashboard_url": None, "warnings": []}, status=201)
+                         "dashboard_url": None, "warnings": []})
 
 
 class TagQuerySerializer(RequestSerializer):

@@ -107,7 +107,8 @@ def main() -> None:
     try:
         names = []
         for index in range(args.followers):
-            response = http.post("/api/pool/team/workflow",
+            # LOW: opportunistic, so all of them run beside the demo pool's quota
+            response = http.post("/api/pool/team/workflow", params={"priority": "LOW"},
                                  json={"file": RUNNING.format(name=f"run{index}")})
             assert response.status_code == 201, response.text
             names.append(response.json()["name"])

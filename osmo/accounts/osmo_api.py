@@ -67,13 +67,24 @@ class UserDetailView(APIView):
                                            "for platform admins)")
     def get(self, request, user_id: str):
         user = _user_or_404(request.user, user_id)
-        names = sorted(user.groups.values_list("name", flat=True))
-        if user.is_superuser:
-            names.insert(0, "superuser")
         return Response({"id": user.get_username(), "created_at": _iso(user.date_joined),
-                         "created_by": None,
-                         "roles": [{"role_name": name, "assigned_by": None, "assigned_at": None}
-                                   for name in names]})
+                         "created_by": None, "roles": _roles(user)})
+
+
+def _roles(user) -> list[dict]:
+    """The user's groups as OSMO's role assignments (who and when are not recorded here)."""
+    names = sorted(user.groups.values_list("name", flat=True))
+    if user.is_superuser:
+        names.insert(0, "superuser")
+    return [{"role_name": name, "assigned_by": None, "assigned_at": None} for name in names]
+
+
+class TokenRolesView(APIView):
+    @extend_schema(responses=dict, summary="The roles a named token carries (its user's)")
+    def get(self, request, name: str):
+        token = selectors.token_by_name(actor=request.user, name=name)
+        return Response({"token_name": token.name, "user_name": token.user.get_username(),
+                         "roles": _roles(token.user)})
 
 
 class TokenSetQuerySerializer(RequestSerializer):

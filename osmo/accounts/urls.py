@@ -13,6 +13,8 @@ urlpatterns = [
     # NVIDIA's client: tokens by name, users (docs/API-OSMO-CLIENT.md)
     path("auth/access_token/<str:name>", osmo_api.NamedTokenView.as_view(),
          name="access-token-named"),
+    path("auth/access_token/<str:name>/roles", osmo_api.TokenRolesView.as_view(),
+         name="access-token-roles"),
     path("auth/user", osmo_api.UserListView.as_view(), name="users"),
     path("auth/user/<str:user_id>", osmo_api.UserDetailView.as_view(), name="user"),
     path("auth/user/<str:user_id>/access_token", osmo_api.UserTokenListView.as_view(),

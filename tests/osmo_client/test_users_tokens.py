@@ -38,6 +38,10 @@ def test_set_list_use_and_delete_a_named_token(osmo_as, api_client=None):
     mine = next(t for t in listed if t["token_name"] == "ci-runner")
     assert (mine["description"], mine["expires_at"], mine["roles"]) == (
         "for CI", f"{in_days(31)}T00:00:00", ["osmo-team-user"])
+    roles = osmo.request("GET", "api/auth/access_token/ci-runner/roles")  # `token roles`
+    assert (roles["token_name"], roles["user_name"], roles["roles"]) == (
+        "ci-runner", "alice",
+        [{"role_name": "osmo-team-user", "assigned_by": None, "assigned_at": None}])
     again = token_set(osmo, "ci-runner")
     assert (again.status_code, again.json()["code"]) == (409, "token_exists")
     assert osmo.raw("DELETE", "api/auth/access_token/ci-runner").status_code == 200

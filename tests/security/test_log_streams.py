@@ -4,20 +4,16 @@ threads and stream slots come back, and other requests are served meanwhile."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
 from osmo.accounts import services as accounts
-from osmo.embedded import free_port
 from tests import factories
-from tests.background.conftest import session_database_url, wait_for
+from tests.background.conftest import wait_for
+from tests.security.gunicorn import gunicorn
 from workflows import logstore
 from workflows.models import Task
 
@@ -34,37 +30,15 @@ def server(transactional_db, tmp_path):
         logstore.log_append(task=task, text=line * 1024)
     user = accounts.user_ensure(username="alice", groups=["osmo-team-user"])
     token = accounts.token_issue(user=user)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OSMO_")}
-    env.update(DATABASE_URL=session_database_url(), OSMO_DB_CONN_MAX_AGE="0",
-               OSMO_DATA_DIR=str(tmp_path), OSMO_LOG_LEVEL="WARNING",
-               OSMO_LOG_SEND_TIMEOUT="2", OSMO_LOG_STREAMS_PER_PROCESS="1")
-    log = open(tmp_path / "web.log", "wb")  # noqa: SIM115 - closed in the finalizer
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application", "--bind",
-         f"127.0.0.1:{port}", "--workers", "1", "--threads", "3", "--timeout", "60"],
-        env=env, stdout=log, stderr=log, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{base}/api/health", timeout=1).status_code in (200, 503)
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, 30, "gunicorn to answer")
-        yield port, token, workflow.name
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(15)
-        log.close()
+    with gunicorn(tmp_path, threads=3, env={"OSMO_LOG_SEND_TIMEOUT": "2",
+                                            "OSMO_LOG_STREAMS_PER_PROCESS": "1"}) as (base, _):
+        yield base, token, workflow.name
 
 
 def test_a_client_that_stops_reading_frees_its_thread_and_slot(server):
-    port, token, name = server
-    base, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
-    stalled = socket.create_connection(("127.0.0.1", port))
+    base, token, name = server
+    auth = {"Authorization": f"Bearer {token}"}
+    stalled = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])))
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stalled.sendall(f"GET /api/workflow/{name}/logs HTTP/1.1\r\nHost: x\r\n"
                     f"Authorization: Bearer {token}\r\n\r\n".encode())
@@ -84,8 +58,8 @@ def test_a_client_that_stops_reading_frees_its_thread_and_slot(server):
 
 
 def test_a_client_that_hangs_up_while_waiting_frees_its_slot(server):
-    port, token, name = server
-    base, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
+    base, token, name = server
+    auth = {"Authorization": f"Bearer {token}"}
     with httpx.stream("GET", f"{base}/api/workflow/{name}/logs", headers=auth,
                       params={"last_n_lines": 1}, timeout=10) as response:
         assert response.status_code == 200

@@ -4,10 +4,6 @@ briefly) grow by 256 MiB or costs it 5 s of CPU."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import httpx
@@ -15,9 +11,8 @@ import psutil
 import pytest
 
 from osmo.accounts import services as accounts
-from osmo.embedded import free_port
 from tests import factories
-from tests.background.conftest import session_database_url, wait_for
+from tests.security.gunicorn import gunicorn
 from tests.security.test_hostile_input import ALIAS_BOMB, chain, job, spec, task
 
 MAX_PEAK_GROWTH = 256 * 1024**2
@@ -37,31 +32,8 @@ def server(transactional_db, tmp_path):
     factories.pool("team", 100)
     user = accounts.user_ensure(username="alice", groups=["osmo-team-user"])
     token = accounts.token_issue(user=user)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OSMO_")}
-    env.update(DATABASE_URL=session_database_url(), OSMO_DB_CONN_MAX_AGE="0",
-               OSMO_DATA_DIR=str(tmp_path), OSMO_LOG_LEVEL="WARNING")
-    log = open(tmp_path / "web.log", "wb")  # noqa: SIM115 - closed in the finalizer
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application",
-         "--config", "python:osmo.gunicorn_config", "--bind",
-         f"127.0.0.1:{port}", "--workers", "1", "--threads", "2", "--timeout", "60"],
-        env=env, stdout=log, stderr=log, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{base}/api/health", timeout=1).status_code in (200, 503)
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, 30, "gunicorn to answer")
-        yield base, {"Authorization": f"Bearer {token}"}, psutil.Process(process.pid)
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(15)
-        log.close()
+    with gunicorn(tmp_path) as (base, pid):
+        yield base, {"Authorization": f"Bearer {token}"}, psutil.Process(pid)
 
 
 HOSTILE = [

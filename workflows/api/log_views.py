@@ -50,23 +50,28 @@ def _live_copy(workflow: Workflow, task: Task | None):
     return renew
 
 
-def _query(serializer_class, request) -> dict:
+def _target(request, name: str, serializer_class) -> tuple[Workflow, dict, Task | None]:
+    """The visible workflow (else 404), the valid query, and the task it names (or None)."""
+    workflow = _workflow(request, name)
     query = serializer_class(data=request.query_params)
     query.is_valid(raise_exception=True)
-    return query.validated_data
+    data = query.validated_data
+    return workflow, data, _task(workflow, data.get("task_name"), data.get("retry_id"))
+
+
+def _pattern(query: dict):
+    return logreads.compile_query(query["query"]) if query.get("query") else None
 
 
 class WorkflowLogsView(APIView):
     @extend_schema(parameters=[s.LogsQuerySerializer], responses={(200, "text/plain"): str},
                    summary="The workflow's (or one task's) log, followed while it runs")
     def get(self, request, name: str):
-        workflow = _workflow(request, name)
-        query = _query(s.LogsQuerySerializer, request)
-        task = _task(workflow, query.get("task_name"), query.get("retry_id"))
+        workflow, query, task = _target(request, name, s.LogsQuerySerializer)
         selection = logreads.LogSelection(workflow, task, on_poll=_live_copy(workflow, task))
         if selection.on_poll is not None:
             selection.on_poll()
-        pattern = logreads.compile_query(query["query"]) if query.get("query") else None
+        pattern = _pattern(query)
         follow = query.get("follow")
         if follow is None:
             follow = not query["download"] and selection.alive()
@@ -85,9 +90,7 @@ class WorkflowErrorLogsView(APIView):
                    summary="A failed task's last log lines; without a task, which tasks have "
                            "them")
     def get(self, request, name: str):
-        workflow = _workflow(request, name)
-        query = _query(s.LogsQuerySerializer, request)
-        task = _task(workflow, query.get("task_name"), query.get("retry_id"))
+        workflow, query, task = _target(request, name, s.LogsQuerySerializer)
         if task is None:
             base = request.build_absolute_uri(f"/api/workflow/{workflow.name}/error_logs")
             table = {f"{t.name} retry-0": (f"{base}?task_name={t.name}&retry_id=0"
@@ -96,10 +99,9 @@ class WorkflowErrorLogsView(APIView):
                                                                               "position")}
             text = "Specify task for error logs.\n\n" + json.dumps(table, indent=4)
             return text_stream(request, iter([text.encode()]), long=False)
-        pattern = logreads.compile_query(query["query"]) if query.get("query") else None
         lines = query.get("last_n_lines") or ERROR_LOG_LINES
         chunks = iter(()) if task.status not in ERROR_LOG_STATUSES else logreads.log_stream(
-            logreads.LogSelection(workflow, task), last_n_lines=lines, pattern=pattern,
+            logreads.LogSelection(workflow, task), last_n_lines=lines, pattern=_pattern(query),
             max_bytes=settings.OSMO_LOG_RESPONSE_MAX_BYTES, max_seconds=0)
         return text_stream(request, chunks, long=False)
 
@@ -109,9 +111,7 @@ class WorkflowEventsView(APIView):
                    summary="What happened to the workflow and its tasks, one line per event, "
                            "oldest first")
     def get(self, request, name: str):
-        workflow = _workflow(request, name)
-        query = _query(s.EventsQuerySerializer, request)
-        task = _task(workflow, query.get("task_name"), query.get("retry_id"))
+        workflow, query, task = _target(request, name, s.EventsQuerySerializer)
 
         def lines():
             for event in logreads.events_of(workflow, task).iterator(chunk_size=1000):

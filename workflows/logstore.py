@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Max, Sum
 from django.utils import timezone
 
 from .models import Task, TaskEvent, TaskLogChunk, TaskLogInterest, Workflow
@@ -66,7 +66,8 @@ def log_append(*, task: Task, text: str, source_ns: int = 0) -> int:
 
 def log_append_lines(rows: Sequence[tuple[int, int, str]]) -> int:
     """Many tasks' lines at once: ``(workflow_id, task_id, formatted line)``, one chunk each,
-    in one statement (the embedded cluster writes a line for every running task)."""
+    in one statement (the embedded cluster writes a line for every running task). Single
+    lines grow a log slowly: the hourly :func:`purge` trims these tasks to their bound."""
     if not rows:
         return 0
     with connection.cursor() as cursor:
@@ -75,7 +76,6 @@ def log_append_lines(rows: Sequence[tuple[int, int, str]]) -> int:
             "source_ns) SELECT w, t, 1, octet_length(x), x, 0 "
             "FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS v(w, t, x)",
             [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]])
-    _trim({r[1] for r in rows})
     return len(rows)
 
 
@@ -143,10 +143,13 @@ def events_record_tasks(task_ids: Iterable[int], reason: str, message: str,
 
 def purge(*, now: datetime | None = None) -> tuple[int, int]:
     """Delete the logs and events of workflows that ended more than OSMO_LOG_RETENTION_DAYS
-    ago; returns (chunks, events) deleted."""
+    ago, and trim every log over its bound; returns (chunks, events) deleted."""
     cutoff = (now or timezone.now()) - timedelta(days=settings.OSMO_LOG_RETENTION_DAYS)
     ended = Workflow.objects.filter(finished_at__lt=cutoff).values("pk")
     TaskLogInterest.objects.filter(until__lt=cutoff).delete()
     chunks, _ = TaskLogChunk.objects.filter(workflow__in=ended).delete()
     events, _ = TaskEvent.objects.filter(workflow__in=ended).delete()
+    over = (TaskLogChunk.objects.values("task_id").annotate(total=Sum("size"))
+            .filter(total__gt=settings.OSMO_LOG_TASK_MAX_BYTES).values_list("task_id", flat=True))
+    _trim(list(over))
     return chunks, events

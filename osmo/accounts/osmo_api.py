@@ -17,7 +17,7 @@ from osmo.errors import Forbidden, NotFound, RequestInvalid
 from osmo.serializers import RequestSerializer
 
 from . import selectors, services
-from .api import token_object
+from .api import AccessTokenSerializer, token_object
 from .roles import roles_for
 
 TOKEN_NAME = r"^[a-zA-Z]([a-zA-Z0-9_-]*[a-zA-Z0-9])?$"  # OSMO's TOKEN_NAME_REGEX
@@ -45,6 +45,7 @@ class UserListQuerySerializer(RequestSerializer):
 
 class UserListView(APIView):
     @extend_schema(parameters=[UserListQuerySerializer], responses=dict,
+                   operation_id="api_auth_user_list",
                    summary="Users (platform admins), the OSMO client's `user list`")
     def get(self, request):
         if not roles_for(request.user).platform_admin:
@@ -114,6 +115,7 @@ class NamedTokenView(APIView):
     """`osmo token set|delete NAME [--user U]`."""
 
     @extend_schema(request=None, parameters=[TokenSetQuerySerializer], responses=str,
+                   operation_id="api_auth_access_token_named_create",
                    summary="Create a named access token; the answer is the token (shown once)")
     def post(self, request, name: str, user_id: str | None = None):
         _check_name(name)
@@ -126,15 +128,34 @@ class NamedTokenView(APIView):
             expires_at=dt.datetime.combine(expires, dt.time(), dt.UTC) if expires else None)
         return Response(raw)
 
-    @extend_schema(request=None, responses=dict, summary="Revoke the named access token")
+    @extend_schema(request=None, responses=dict,
+                   operation_id="api_auth_access_token_named_destroy",
+                   summary="Revoke the named access token")
     def delete(self, request, name: str, user_id: str | None = None):
         token = selectors.token_by_name(actor=request.user, username=user_id, name=name)
         services.token_revoke(actor=request.user, token=token)
         return Response({"name": name, "revoked": True})
 
 
+class UserNamedTokenView(NamedTokenView):
+    """The same for another user's tokens (platform admins)."""
+
+    @extend_schema(request=None, parameters=[TokenSetQuerySerializer], responses=str,
+                   operation_id="api_auth_user_access_token_named_create",
+                   summary="Create a named access token for a user (platform admins)")
+    def post(self, request, name: str, user_id: str | None = None):
+        return super().post(request, name, user_id)
+
+    @extend_schema(request=None, responses=dict,
+                   operation_id="api_auth_user_access_token_named_destroy",
+                   summary="Revoke a user's named access token (platform admins)")
+    def delete(self, request, name: str, user_id: str | None = None):
+        return super().delete(request, name, user_id)
+
+
 class UserTokenListView(APIView):
-    @extend_schema(responses=dict, summary="A user's live access tokens (platform admins)")
+    @extend_schema(responses=AccessTokenSerializer(many=True),
+                   summary="A user's live access tokens (platform admins)")
     def get(self, request, user_id: str):
         tokens = selectors.tokens_visible(actor=request.user, username=user_id)
         return Response([token_object(token) for token in tokens])

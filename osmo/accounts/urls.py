@@ -19,6 +19,7 @@ urlpatterns = [
     path("auth/user/<str:user_id>", osmo_api.UserDetailView.as_view(), name="user"),
     path("auth/user/<str:user_id>/access_token", osmo_api.UserTokenListView.as_view(),
          name="user-access-tokens"),
-    path("auth/user/<str:user_id>/access_token/<str:name>", osmo_api.NamedTokenView.as_view(),
+    path("auth/user/<str:user_id>/access_token/<str:name>",
+         osmo_api.UserNamedTokenView.as_view(),
          name="user-access-token-named"),
 ]

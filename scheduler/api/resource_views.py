@@ -116,6 +116,7 @@ def _resources(request, *, pools: list[str], platforms: list[str],
 
 class ResourceListView(APIView):
     @extend_schema(parameters=[ResourceQuerySerializer], responses=dict,
+                   operation_id="api_resources_list",
                    summary="Nodes of the visible pools (the OSMO client's `resource list`)")
     def get(self, request):
         query = ResourceQuerySerializer(data=request.query_params)

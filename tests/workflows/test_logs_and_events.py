@@ -319,3 +319,15 @@ def test_retention_purges_ended_workflows_logs_and_events(admin, alice, settings
     assert (chunks, count) != (0, 0)
     assert logstore.purge(now=later) == (chunks, count)
     assert not TaskEvent.objects.filter(workflow=workflow).exists()
+
+
+def test_single_lines_are_trimmed_by_the_hourly_purge(admin, alice, settings):
+    name = running(admin, alice)
+    task = Task.objects.get(workflow__name=name)
+    line = logstore.format_line(timezone.now(), "t0", "x" * 70)  # 96 bytes
+    for _ in range(30):
+        logstore.log_append_lines([(task.workflow_id, task.pk, line)])
+    settings.OSMO_LOG_TASK_MAX_BYTES = 1000
+    assert logstore.purge() == (0, 0)  # nothing ended; the log is trimmed all the same
+    assert list(TaskLogChunk.objects.filter(task=task).values_list("size", flat=True)) == \
+        [96] * 10  # the newest 960 bytes

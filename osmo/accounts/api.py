@@ -16,6 +16,7 @@ from osmo.serializers import (
 )
 
 from . import selectors, services
+from .roles import roles_for
 from .models import AccessToken
 
 

@@ -16,8 +16,8 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.utils import timezone
-from workflows.manifests import stored_spec
 
+from scheduler.kai.workflow_manifests import stored_spec
 from workflows import logstore
 from workflows.models import Task, TaskLogChunk, TaskStatus, Workflow
 from workflows.selectors import gpu_holding_tasks

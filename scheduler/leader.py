@@ -14,6 +14,8 @@ from collections.abc import Callable
 import psycopg
 from django.db import connection
 
+from . import metrics
+
 logger = logging.getLogger(__name__)
 
 
@@ -42,6 +44,7 @@ class LeaderLock:
                     if self.listen:
                         self.connection.execute(f"LISTEN {self.listen}")
                     logger.info("%s: this instance is the leader", self.name)
+                    metrics.record_leader(self.name, True)
                     return True
             except psycopg.Error as error:
                 logger.warning("%s: leader election failed: %s", self.name, error)
@@ -60,8 +63,10 @@ class LeaderLock:
 
     def lost(self) -> None:
         self.connection = None
+        metrics.record_leader(self.name, False)
 
     def release(self) -> None:
         if self.connection is not None and not self.connection.closed:
             self.connection.close()
         self.connection = None
+        metrics.record_leader(self.name, False)

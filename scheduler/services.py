@@ -27,6 +27,7 @@ from workflows.lifecycle import TaskEviction, TaskMove
 from workflows.models import TaskStatus
 from workflows.selectors import bound_tasks_on_node
 
+from . import metrics
 from .cycle_record import CycleRecord, PendingGang, cycle_record_write, queue_figures
 from .models import ClusterTopology, Node, SchedulerCycle
 from .snapshot import build_snapshot
@@ -156,29 +157,52 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
         return CycleSummary(at=now or timezone.now(), duration_ms=0.0, bound=0, evicted=0,
                             pending=0)
     started = time.perf_counter()
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CYCLE_LOCK])
-        now = now or timezone.now()
-        completed = complete_due_tasks(now=now)
-        snapshot, index = build_snapshot(now=now)
-        result = run_cycle(snapshot)
-        workflows = {index.tasks[b.pod]["workflow_id"] for b in result.bindings}
-        workflows |= {index.tasks[e.pod]["workflow_id"] for e in result.evictions}
-        workflows |= {index.tasks[m.pod]["workflow_id"] for m in result.moves}
-        lifecycle.lock_workflows(workflows)
-        evicted = lifecycle.tasks_evict(_evictions(result, index), now)
-        lifecycle.tasks_move([TaskMove(task_id=index.tasks[m.pod]["id"], source=m.source,
-                                       target=m.target) for m in result.moves])
-        bindings = [(index.tasks[b.pod]["id"], b.node) for b in result.bindings]
-        bound = lifecycle.tasks_bind(bindings, now)
-        lifecycle.tasks_mark_running([task_id for task_id, _ in bindings], now)
-        lifecycle.groups_record_below_min(_below_min_changes(result, index))
-        _check_capacity()
-        duration_ms = (time.perf_counter() - started) * 1000
-        pending = _record(result, index, now, duration_ms, bound, evicted)
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CYCLE_LOCK])
+            now = now or timezone.now()
+            completed = complete_due_tasks(now=now)
+            snapshot, index = build_snapshot(now=now)
+            decide = time.perf_counter()
+            result = run_cycle(snapshot)
+            apply = time.perf_counter()
+            workflows = {index.tasks[b.pod]["workflow_id"] for b in result.bindings}
+            workflows |= {index.tasks[e.pod]["workflow_id"] for e in result.evictions}
+            workflows |= {index.tasks[m.pod]["workflow_id"] for m in result.moves}
+            lifecycle.lock_workflows(workflows)
+            evicted = lifecycle.tasks_evict(_evictions(result, index), now)
+            lifecycle.tasks_move([TaskMove(task_id=index.tasks[m.pod]["id"], source=m.source,
+                                           target=m.target) for m in result.moves])
+            bindings = [(index.tasks[b.pod]["id"], b.node) for b in result.bindings]
+            bound = lifecycle.tasks_bind(bindings, now)
+            lifecycle.tasks_mark_running([task_id for task_id, _ in bindings], now)
+            lifecycle.groups_record_below_min(_below_min_changes(result, index))
+            _check_capacity()
+            duration_ms = (time.perf_counter() - started) * 1000
+            pending = _record(result, index, now, duration_ms, bound, evicted)
+    except Exception:
+        metrics.record_cycle_failed()
+        raise
+    metrics.record_cycle(snapshot=decide - started, decide=apply - decide,
+                         apply=time.perf_counter() - apply, bound=bound,
+                         evicted=[e.reason for e in result.evictions],
+                         moved=[m.reason for m in result.moves],
+                         first_binds=_first_binds(result, index, now))
     return CycleSummary(at=now, duration_ms=duration_ms, bound=bound, evicted=evicted,
                         pending=pending, completed=completed)
+
+
+def _first_binds(result, index, now: datetime) -> list[tuple[str, float]]:
+    """(priority, seconds since submission) of each workflow this cycle started."""
+    first: dict[int, tuple[str, float]] = {}
+    for binding in result.bindings:
+        group = index.groups[binding.gang]
+        if group["workflow__started_at"] is None and group["workflow_id"] not in first:
+            first[group["workflow_id"]] = (
+                group["workflow__priority"],
+                (now - group["workflow__submitted_at"]).total_seconds())
+    return list(first.values())
 
 
 # --- the embedded cluster: task completion ---------------------------------------------------

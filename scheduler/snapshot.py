@@ -65,7 +65,8 @@ def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
             workflow__status__in=(WorkflowStatus.PENDING, WorkflowStatus.RUNNING),
         ).values("id", "podgroup", "gang", "started_at", "below_min_since",
                  "workflow_id", "workflow__name", "workflow__priority",
-                 "workflow__submitted_at", "workflow__pool__name", "name")
+                 "workflow__submitted_at", "workflow__started_at", "workflow__pool__name",
+                 "name")
     }
     pods: dict[int, list[Pod]] = {group_id: [] for group_id in groups}
     finished: set[int] = set()

@@ -31,7 +31,7 @@ from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
-from . import logstore, ports
+from . import logstore, metrics, ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -290,6 +290,7 @@ def _save(admission: Admission) -> Admission:
     return admission
 
 
+@metrics.counted("workflow")
 def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = None,
                     set_variables=(), set_string_variables=(), dry_run: bool = False,
                     roles=None, labels: dict[str, str] | None = None) -> Admission:
@@ -318,6 +319,7 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
         return admission if dry_run else _save(admission)
 
 
+@metrics.counted("workload")
 def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None) -> Admission:
     """Admit a Kubernetes workload: the pod grouper makes its PodGroups and pods, tracked as a
     workflow of kind "workload" (one group per PodGroup, one task per pod). The pods are named

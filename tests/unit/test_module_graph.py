@@ -21,6 +21,13 @@ LOCAL_IMPORTS_ALLOWED = {
     # AppConfig.ready() connects an app's ports and subscriptions once the registry is ready.
     ("workflows.apps", "workflows.wiring"),
     ("scheduler.apps", "scheduler.wiring"),
+    # Scrape-time metric collectors read models: registered in AppConfig.ready, once loaded.
+    ("pools.apps", "pools.collectors"),
+    ("workflows.apps", "workflows.collectors"),
+    ("scheduler.apps", "scheduler.collectors"),
+    # The Celery app is imported with the osmo package, before Django is set up; its metrics
+    # server (token checks: models) starts once the worker or beat is ready.
+    ("osmo.celery", "osmo.observability.server"),
 }
 
 

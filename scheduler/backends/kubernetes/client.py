@@ -24,6 +24,8 @@ from kubernetes import client, config
 
 from scheduler.core.kai_names import MANAGED_BY, MANAGED_BY_LABEL
 
+from . import metrics
+
 REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds for ordinary calls
 PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 QUEUES = ("scheduling.run.ai", "v2", "queues")
@@ -43,7 +45,7 @@ def api_client(*, kubeconfig: str | None = None, context: str | None = None) -> 
         config.load_kube_config(config_file=path, context=context,
                                 client_configuration=configuration, persist_config=False)
     configuration.retries = False
-    return client.ApiClient(configuration)
+    return metrics.instrument(client.ApiClient(configuration))
 
 
 @dataclass

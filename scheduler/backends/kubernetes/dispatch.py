@@ -44,6 +44,7 @@ from scheduler.models import GroupDispatch
 from workflows import lifecycle
 from workflows.models import ALIVE_WORKFLOW_STATUSES, TaskStatus, WorkflowGroup
 
+from . import metrics
 from .client import (
     PODGROUPS,
     QUEUES,
@@ -224,8 +225,15 @@ class Dispatcher:
                 applied.append(row.pk)
                 summary.applied.append(group.podgroup)
         if applied:
+            now = timezone.now()
             GroupDispatch.objects.filter(pk__in=applied).update(
-                applied_at=timezone.now(), last_error="", next_attempt_at=None)
+                applied_at=now, last_error="", next_attempt_at=None)
+            # Lag of the groups runnable from their submission (not those that waited for
+            # inputs).
+            metrics.record_dispatched([
+                (now - group.workflow.submitted_at).total_seconds()
+                for row, group, _objects in prepared
+                if row.pk in applied and not group.depends_on])
         prepared.clear()
         if unavailable is not None:
             if summary.applied:

@@ -41,7 +41,7 @@ class Informer(ListWatch):
                  label_selector: str | None = None, watch_timeout: int = 300,
                  on_change: Callable[[str, str, dict | None], None] | None = None):
         super().__init__()
-        self.name = name
+        self.name = self.resource = name
         self.log_name = f"informer {name}"
         self.lister = lister
         self.args = args

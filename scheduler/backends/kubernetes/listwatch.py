@@ -13,6 +13,7 @@ from typing import Any
 
 from kubernetes import watch
 
+from . import metrics
 from .client import REQUEST_TIMEOUT, status_of
 
 logger = logging.getLogger(__name__)
@@ -20,12 +21,14 @@ logger = logging.getLogger(__name__)
 
 class ListWatch:
     log_name = "k8s backend"
+    resource = "pods"  # the metrics' label
 
     def __init__(self) -> None:
         self.resource_version: str | None = None
         self.relist_requested = False
         self._watch: Any = None
         self._stopping = False
+        self._relist_reason = "initial"
 
     def relist(self) -> int:
         raise NotImplementedError
@@ -63,15 +66,23 @@ class ListWatch:
     def step(self) -> int:
         """One LIST (first time, after 410 or when asked) or one WATCH."""
         if self.resource_version is None or self.relist_requested:
-            return self.relist()
+            metrics.record_relist(self.resource, self._relist_reason)
+            counted = self.relist()
+            self._relist_reason = "requested"
+            return counted
         try:
-            return self.watch_once()
+            counted = self.watch_once()
         except Exception as exc:
             if status_of(exc) == 410:
                 logger.info("%s: watch expired (410 Gone), re-listing", self.log_name)
+                metrics.record_watch_restart(self.resource, "expired")
                 self.resource_version = None
+                self._relist_reason = "expired"
                 return 0
+            metrics.record_watch_restart(self.resource, "error")
             raise
+        metrics.record_watch_restart(self.resource, "timeout")
+        return counted
 
     def stop(self) -> None:
         """End a watch that is blocked reading: ``Watch.stop`` only takes effect at the next

@@ -543,6 +543,7 @@ class CycleFigures:
     undone: int = 0
     pending: int = 0
     api_calls: Counter = field(default_factory=Counter)
+    eviction_reasons: list[str] = field(default_factory=list)  # one per evicted pod
 
     def to_dict(self) -> dict[str, Any]:
         return {"duration_ms": round(self.duration_ms, 2),
@@ -749,6 +750,7 @@ class Placement:
                            f"{eviction.by_gang or 'a waiting gang'}")
             if self._evict(figures, pod, reason=reason, message=message):
                 figures.evicted += 1
+                figures.eviction_reasons.append(eviction.reason)
 
     def _apply_moves(self, figures: CycleFigures, result: CycleResult,
                      index: SnapshotIndex) -> list[Replacement]:

@@ -35,6 +35,7 @@ import psycopg
 from django.conf import settings
 from django.db import connection
 
+from scheduler import metrics as scheduler_metrics
 from scheduler.backends import WAKE_CHANNEL
 from scheduler.cycle_record import CycleRecord, cycle_record_write, queue_figures
 from scheduler.leader import LeaderLock
@@ -67,6 +68,11 @@ def publish_cycle(placement: Placement, figures) -> None:
         bound=figures.bound, evicted=figures.evicted,
         queues=queue_figures(placement.last_result), pending_gangs=pending_gangs(placement),
         metrics=metrics))
+    scheduler_metrics.record_cycle(
+        snapshot=figures.snapshot_ms / 1000, decide=figures.decide_ms / 1000,
+        apply=figures.apply_ms / 1000, bound=figures.bound,
+        evicted=figures.eviction_reasons + ["incomplete"] * figures.undone,
+        moved=["consolidated"] * figures.moved)
 
 
 CHILD_SETTINGS = ("OSMO_NAMESPACE", "OSMO_SCHEDULER_NAME", "OSMO_PLACEMENT",
@@ -114,6 +120,7 @@ def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interv
                 delay = backoff[0]
             except Exception:  # noqa: BLE001 - the next cycle reads everything again
                 logger.exception("osmo scheduler: cycle failed")
+                scheduler_metrics.record_cycle_failed()
                 connection.close()
                 sleep(delay)
                 delay = min(backoff[1], delay * 2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from osmo.observability.server import serve_if_configured
 from scheduler.backends.kubernetes.client import api_client
 from scheduler.backends.kubernetes.runner import BackendRunner
 
@@ -34,5 +35,6 @@ class Command(BaseCommand):
             api_client(kubeconfig=kubeconfig).close()  # fail fast on a missing kubeconfig
         except Exception as exc:  # noqa: BLE001 - any configuration error
             raise CommandError(f"cannot configure the Kubernetes client: {exc}") from exc
+        serve_if_configured()
         BackendRunner(interval=interval, client_factory=lambda: api_client(kubeconfig=kubeconfig),
                       placement_process=True, kubeconfig=kubeconfig).run()

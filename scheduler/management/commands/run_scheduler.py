@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand
 
+from osmo.observability.server import serve_if_configured
 from scheduler.loop import SchedulerLoop
 
 
@@ -11,4 +12,5 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=None)
 
     def handle(self, *args, interval, **options):
+        serve_if_configured()
         SchedulerLoop(interval=interval).run()

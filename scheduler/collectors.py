@@ -1,0 +1,68 @@
+"""Scheduling gauges read at scrape time (registered in ``SchedulerConfig.ready``): the queue
+figures and pending gangs of the last cycle, from the row ``GET /api/scheduler/status`` reads,
+and the backend leader's last API-server contact, as ``/api/health`` judges it. The web tier
+exports them wherever the scheduler runs, and a queue that is gone leaves no series behind."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+
+from django.conf import settings
+from prometheus_client.core import GaugeMetricFamily
+
+from scheduler.backends.kubernetes.health import cluster_ok
+from scheduler.core.kai_names import POOL_LABEL
+from scheduler.kai.selectors import queue_manifests
+from scheduler.models import ClusterBackendStatus
+from scheduler.selectors import last_cycle
+
+QUEUE_FIGURES = (
+    ("deserved_gpus", "GPUs the queue deserves (its quota; -1: unlimited)."),
+    ("fair_share_gpus", "The queue's fair share of GPUs after the last cycle."),
+    ("allocated_gpus", "GPUs allocated to the queue's pods after the last cycle."),
+    ("allocated_non_preemptible_gpus", "GPUs of the queue's non-preemptible pods."),
+    ("requested_gpus", "GPUs the queue's running and pending pods request."),
+)
+
+
+class SchedulerCollector:
+    """Gauges from the last cycle's stored figures (``SchedulerCycle``, the same row as
+    ``GET /api/scheduler/status``) and the backend leader's last API-server contact."""
+
+    def collect(self):
+        cycle = last_cycle()
+        if cycle is not None:
+            pools = {q["metadata"]["name"]: q["metadata"].get("labels", {}).get(POOL_LABEL, "")
+                     for q in queue_manifests(namespace=settings.OSMO_NAMESPACE)}
+            for key, text in QUEUE_FIGURES:
+                family = GaugeMetricFamily(f"osmo_queue_{key}", text,
+                                           labels=["queue_name", "parent_queue", "pool"])
+                for queue in cycle.queues:
+                    family.add_metric([queue["name"], queue.get("parent") or "",
+                                       pools.get(queue["name"], "")], queue[key])
+                yield family
+            pending = GaugeMetricFamily(
+                "osmo_scheduler_pending_gangs",
+                "Gangs the last cycle left pending, by their first reason.", labels=["reason"])
+            for reason, count in sorted(Tally(
+                    (gang["reasons"][0]["code"] if gang["reasons"] else "unknown")
+                    for gang in cycle.pending_gangs).items()):
+                pending.add_metric([reason], count)
+            yield pending
+            yield GaugeMetricFamily("osmo_scheduler_last_cycle_timestamp_seconds",
+                                    "When the last scheduling cycle ran (Unix time).",
+                                    value=cycle.at.timestamp())
+        if settings.OSMO_CLUSTER_BACKEND == "kubernetes":
+            yield from _backend_families()
+
+
+def _backend_families():
+    yield GaugeMetricFamily(
+        "osmo_backend_apiserver_reachable",
+        "1 when the backend leader reached the Kubernetes API server recently (as "
+        "/api/health's cluster), else 0.", value=1 if cluster_ok() else 0)
+    row = ClusterBackendStatus.objects.filter(pk=1).first()
+    if row is not None:
+        yield GaugeMetricFamily("osmo_backend_last_contact_timestamp_seconds",
+                                "When the backend leader last reported (Unix time).",
+                                value=row.checked_at.timestamp())

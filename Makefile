@@ -9,7 +9,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-.PHONY: install browser standalone test lint benchmarks
+.PHONY: install browser prometheus standalone test lint benchmarks
 install: $(BIN)/.installed
 
 # The dashboard's browser tests drive Debian's Chromium (never a downloaded browser).
@@ -19,13 +19,20 @@ browser:
 	    apt-get update -qq && apt-get install -y -qq chromium; \
 	  else echo "chromium is missing: install Debian's chromium to run the browser tests"; fi; }
 
+# The metrics tests scrape the product with a real Prometheus server (Debian's package).
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then echo "make test: installing Debian's prometheus for the metrics tests (apt-get, as root)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
+	  else echo "prometheus is missing: install Debian's prometheus to run the metrics tests"; fi; }
+
 # make standalone PORT=8001 ARGS="--no-demo --host 0.0.0.0"
 PORT ?= 8000
 ARGS ?= --demo
 standalone: install
 	$(BIN)/osmo standalone --port $(PORT) $(ARGS)
 
-test: install browser
+test: install browser prometheus
 	$(BIN)/python -m pytest
 
 lint: install

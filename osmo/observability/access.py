@@ -35,7 +35,8 @@ def denial(remote_addr: str, authorization: str | None) -> tuple[int, str, str] 
         return 401, "not_authenticated", (
             f"A token of a user in '{METRICS_GROUP}' (or a platform admin), or a scrape from "
             "an address in OSMO_METRICS_ALLOWED_ADDRESSES.")
-    shim = SimpleNamespace(META={"HTTP_AUTHORIZATION": authorization})
+    shim = SimpleNamespace(headers={"authorization": authorization},
+                           META={"HTTP_AUTHORIZATION": authorization})
     try:
         found = BearerTokenAuthentication().authenticate(shim)
     except exceptions.AuthenticationFailed as failed:

@@ -26,6 +26,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, mult
 logger = logging.getLogger(__name__)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# The text format generate_latest() writes, as every Prometheus 2.x and 3.x reads it.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LIVE_GAUGE_FILE = re.compile(r"^gauge_live\w*?_(\d+)\.db$")
 _scrape_collectors: list = []
 

@@ -14,7 +14,6 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from django.conf import settings
 from django.db import connection
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from osmo.errors import error_body
 
@@ -40,7 +39,7 @@ def application(environ, start_response):
             status, body, kind = code, error_body(denied[1], denied[2]), "application/json"
         else:
             status, body, kind = "200 OK", metrics.exposition(scrape_collectors=False), \
-                CONTENT_TYPE_LATEST
+                metrics.CONTENT_TYPE
     finally:
         connection.close()  # this thread's, if the token was looked up
     data = body if isinstance(body, bytes) else json.dumps(body).encode()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from osmo.errors import error_body, json_not_found
 
@@ -20,4 +19,4 @@ def metrics_view(request):
     if denied:
         status, code, detail = denied
         return JsonResponse(error_body(code, detail), status=status)
-    return HttpResponse(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(metrics.exposition(), content_type=metrics.CONTENT_TYPE)

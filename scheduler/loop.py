@@ -42,7 +42,7 @@ class SchedulerLoop:
                     try:
                         summary = services.cycle_run()
                         if summary.bound or summary.evicted or summary.completed:
-                            logger.info("cycle: %s", summary.as_dict())
+                            logger.info("cycle", extra={"event": summary.as_dict()})
                     except Exception:  # noqa: BLE001 - a failed cycle rolls back; try again
                         logger.exception("scheduler: cycle failed")
                         connection.close()

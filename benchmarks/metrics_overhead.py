@@ -2,15 +2,17 @@
 off (``OSMO_METRICS``), measured in alternation because the machine may be shared.
 
 - Submissions: two ``osmo standalone --no-demo`` side by side, one with ``OSMO_METRICS=on``
-  (its /metrics scraped every 5 s, as Prometheus would), one with ``off``; rounds of
-  concurrent ``POST /api/pool/bench/workflow`` alternate between them. Checked before any
-  figure: every submission admitted, the admitted count on /metrics equal to what was sent,
-  and the other side's /metrics a 404.
-- Cycle: 4,000 nodes × 8 GPUs registered through the services; each repetition admits 1,000
+  (its /metrics scraped every 5 s, as Prometheus would), one with ``off``; concurrent clients
+  send ``POST /api/pool/bench/workflow`` to one and the other in turn, request by request, so
+  both see the same moment's load; also the CPU their web servers spent per submission.
+  Checked before any figure: every submission admitted, the admitted count on /metrics equal
+  to what was sent, and the other side's /metrics a 404.
+- Cycle: 4,000 nodes × 8 GPUs registered through the services; each repetition admits 500
   single-GPU workflows (untimed) and times one ``scheduler.services.cycle_run`` binding them all,
-  metrics on and off in ABBA order, in multiprocess mode as the standalone's scheduler runs.
+  metrics on and off in ABBA order, in multiprocess mode as the standalone's scheduler runs;
+  then the recording call alone, which the cycle's own noise cannot hide.
 
-    python benchmarks/metrics_overhead.py [--rounds 10] [--per-round 200] [--cycles 8]
+    python benchmarks/metrics_overhead.py [--requests 2000] [--cycles 16]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -79,7 +82,22 @@ class Standalone:
         self.process.wait(60)
 
 
-def submissions(rounds: int, per_round: int, clients: int) -> dict[str, list[float]]:
+def _web_cpu(side: Standalone) -> float:
+    """CPU seconds the side's web server (gunicorn and its workers) has used so far."""
+    total = 0.0
+    for process in psutil.Process(side.process.pid).children(recursive=True):
+        try:
+            if "gunicorn" in " ".join(process.cmdline()):
+                times = process.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def submissions(requests: int, clients: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Each client alternates between the two sides request by request, so both see the same
+    moment's load; returns the latencies (ms) and the web tier's CPU ms per submission."""
     work = Path(tempfile.mkdtemp(prefix="osmo-bench-metrics-"))
     sides = {"on": Standalone(work, True), "off": Standalone(work, False)}
     stop = threading.Event()
@@ -95,22 +113,40 @@ def submissions(rounds: int, per_round: int, clients: int) -> dict[str, list[flo
         threading.Thread(target=scrape, daemon=True).start()
         for side in sides.values():  # warm-up: imports, connections
             drive(clients, 5, side.submit)
+        cpu = {name: _web_cpu(side) for name, side in sides.items()}
         samples: dict[str, list[float]] = {"on": [], "off": []}
-        sent = {"on": clients * 5, "off": clients * 5}
-        for index in range(rounds):
-            for name in (("on", "off") if index % 2 == 0 else ("off", "on")):
-                _rate, times, failed = drive(clients, per_round // clients, sides[name].submit)
-                assert failed == 0, f"{failed} submissions refused ({name})"
-                samples[name] += times
-                sent[name] += len(times)
+        failures: list[str] = []
+        lock = threading.Lock()
+
+        def client(index: int) -> None:
+            with httpx.Client(timeout=60) as http:
+                for number in range(requests // clients):
+                    order = ("on", "off") if (number + index) % 2 == 0 else ("off", "on")
+                    for name in order:
+                        started = time.perf_counter()
+                        ok = sides[name].submit(http)
+                        elapsed = (time.perf_counter() - started) * 1000
+                        with lock:
+                            samples[name].append(elapsed)
+                            if not ok:
+                                failures.append(name)
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        cpu = {name: (_web_cpu(side) - cpu[name]) * 1000 / len(samples[name])
+               for name, side in sides.items()}
         stop.set()
+        assert not failures, f"{len(failures)} submissions refused"
         text = httpx.get(f"{sides['on'].url}/metrics", headers=sides["on"].headers).text
         admitted = sum(float(value) for value in re.findall(
             r'^osmo_admission_attempts_total\{[^}]*result="admitted"[^}]*\} (\S+)$', text, re.M))
-        assert admitted == sent["on"], (admitted, sent["on"])
+        assert admitted == len(samples["on"]) + clients * 5, (admitted, len(samples["on"]))
         assert httpx.get(f"{sides['off'].url}/metrics",
                          headers=sides["off"].headers).status_code == 404
-        return samples
+        return samples, cpu
     finally:
         stop.set()
         for side in sides.values():
@@ -126,6 +162,7 @@ def cycles(repetitions: int, per_cycle: int) -> dict[str, list[float]]:
 
     from osmo.accounts import services as accounts
     from pools import services as pools
+    from scheduler import metrics as scheduler_metrics
     from scheduler import services as scheduler
     from workflows.admission import workflow_submit
 
@@ -148,29 +185,37 @@ def cycles(repetitions: int, per_cycle: int) -> dict[str, list[float]]:
         times[name].append(time.perf_counter() - started)
         settings.OSMO_METRICS = True
         assert summary.bound == per_cycle, (summary, per_cycle)
+    # What recording itself costs, without the cycle's noise: the same call with the same
+    # figures (per_cycle workflows bound a first time), timed alone.
+    first_binds = [("NORMAL", 1.0)] * per_cycle
+    started = time.perf_counter()
+    for _ in range(20):
+        scheduler_metrics.record_cycle(snapshot=0.1, decide=0.1, apply=0.1, bound=per_cycle,
+                                       first_binds=first_binds)
+    times["recording"] = [(time.perf_counter() - started) / 20]
     return times
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--per-round", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=2000, help="per side")
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--cycles", type=int, default=8)
-    parser.add_argument("--per-cycle", type=int, default=1000)
+    parser.add_argument("--cycles", type=int, default=16)
+    parser.add_argument("--per-cycle", type=int, default=500)
     args = parser.parse_args()
     print(f"load before: {load()}")
-    samples = submissions(args.rounds, args.per_round, args.clients)
-    print(f"submissions: {args.rounds} alternating rounds × {args.per_round} per side, "
-          f"{args.clients} clients, two standalones side by side")
-    print(f"{'metrics':<9}{'n':>6}{'p50 ms':>9}{'p99 ms':>9}")
+    samples, cpu = submissions(args.requests, args.clients)
+    print(f"submissions: {args.requests} per side, {args.clients} clients each alternating "
+          f"between two standalones side by side (metrics on: scraped every 5 s)")
+    print(f"{'metrics':<9}{'n':>6}{'p50 ms':>9}{'p99 ms':>9}{'web CPU ms/req':>16}")
     figures = {}
     for name in ("on", "off"):
         figures[name] = (statistics.median(samples[name]), percentile(samples[name], 0.99))
         print(f"{name:<9}{len(samples[name]):>6}{figures[name][0]:>9.1f}"
-              f"{figures[name][1]:>9.1f}")
+              f"{figures[name][1]:>9.1f}{cpu[name]:>16.2f}")
     print(f"overhead: p50 {overhead(figures['on'][0], figures['off'][0])}, "
-          f"p99 {overhead(figures['on'][1], figures['off'][1])} (target < 5% each)")
+          f"p99 {overhead(figures['on'][1], figures['off'][1])}, web CPU "
+          f"{overhead(cpu['on'], cpu['off'])} (target < 5% each)")
     times = cycles(args.cycles, args.per_cycle)
     on, off = statistics.median(times["on"]), statistics.median(times["off"])
     print(f"cycle: 4,000 nodes × 8 GPUs, {args.per_cycle} workflows bound per cycle, "
@@ -179,6 +224,9 @@ def main() -> None:
         each = ", ".join(f"{t * 1000:.0f}" for t in times[name])
         print(f"metrics {name:<3} median {median * 1000:.0f} ms  ({each})")
     print(f"overhead: {overhead(on, off)} (target < 5%)")
+    recording = times["recording"][0]
+    print(f"recording a cycle's metrics alone: {recording * 1000:.2f} ms "
+          f"({recording / off * 100:.2f}% of the median cycle without metrics)")
     print(f"load after: {load()}")
 
 

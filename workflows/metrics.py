@@ -35,7 +35,7 @@ def _pool_name(pool) -> str:
 def counted(kind: str):
     """Decorates a submit service (keyword ``pool``, optional ``dry_run``; returns an
     Admission): counts and times each real attempt, and binds the pool and the admitted
-    workflow to the request's log lines."""
+    workflow to the log lines of the request being served."""
 
     def decorate(submit):
         @functools.wraps(submit)
@@ -54,7 +54,8 @@ def counted(kind: str):
             else:
                 result, outcome = "admitted", "admitted"
                 pool = admission.workflow.pool.name
-                logs.bind(pool=pool, workflow=admission.workflow.name)
+                if "request_id" in logs.current():  # the request's own lines; reset after it
+                    logs.bind(pool=pool, workflow=admission.workflow.name)
                 return admission
             finally:
                 ADMISSION_ATTEMPTS.labels(result, kind, pool).inc()

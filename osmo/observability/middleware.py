@@ -21,7 +21,7 @@ from . import logs, metrics
 logger = logging.getLogger("osmo.request")
 
 REQUEST_ID_HEADER = "X-Request-ID"
-_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 HTTP_REQUESTS = Counter(
@@ -35,7 +35,7 @@ HTTP_DURATION = Histogram(
 
 def request_id_of(request) -> str:
     incoming = request.META.get("HTTP_X_REQUEST_ID", "")
-    return incoming if _SANE_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+    return incoming if _SANE_REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
 
 
 def route_of(request) -> str:

@@ -79,7 +79,7 @@ def test_the_request_id_is_returned_taken_when_sane_and_made_otherwise():
     client = make_client("someone")
     assert client.get("/api/whoami", HTTP_X_REQUEST_ID="trace-42.a:b")["X-Request-ID"] == \
         "trace-42.a:b"
-    for bad in ("has space", "x" * 129, "<script>", "-leading-dash", ""):
+    for bad in ("has space", "x" * 129, "<script>", "-leading-dash", "", "trailing\n"):
         made = client.get("/api/whoami", HTTP_X_REQUEST_ID=bad)["X-Request-ID"]
         assert re.fullmatch(r"[0-9a-f]{32}", made), (bad, made)
     # Refused before any view (the body limit) and not found: an id all the same.

@@ -46,6 +46,7 @@ def test_requests_watches_relists_and_dispatch_lag_are_counted(backend, cluster,
     }
     before = {key: counts(name, **labels) for key, (name, labels) in series.items()}
     name = submit(alice, "team", spec("m"))
+    cluster.add_node("n1", gpus=8)
     assert backend.dispatch().applied == [f"{name}-g"]
     backend.listen()  # the first LIST
     cluster.run(f"{name}-g-t0", "n1")

@@ -70,6 +70,9 @@ class Queue:
     """A KAI queue. Only leaf queues hold gangs; `parent=None` marks a top-level queue.
 
     `created_at` orders otherwise equal queues (older first), then the name does.
+    `usage`: the queue's own historical GPU usage, decayed and normalized to the cluster's
+    capacity (0..1, KAI's time-based fair share; 0 when it is off). A parent's usage is its
+    own plus its children's (the core sums the tree).
     """
 
     name: str
@@ -79,6 +82,7 @@ class Queue:
     cpu: ResourceQuota = ResourceQuota()
     memory: ResourceQuota = ResourceQuota()
     created_at: float = 0.0
+    usage: float = 0.0
 
     def resource(self, resource: str) -> ResourceQuota:
         return getattr(self, resource)
@@ -166,6 +170,13 @@ class Gang:
     - `below_min_since`: since when a running gang has been below its required members (the
       Django layer keeps it from `CycleResult.stale`); None when not known to be stale.
     - `staleness_grace_seconds`: per-gang override of the stale grace period; negative disables.
+    - `exec_timeout`: seconds the gang may run (OSMO's per-group `exec_timeout`), None for none:
+      a running gang ends by `running_since + exec_timeout` at the latest, a pending one placed
+      now by `now + exec_timeout`. Reservations and start estimates are built on it.
+    - `queued_since`: since when the gang waits to be placed (None: `created_at`); a gang
+      waiting `SchedulerConfig.reserve_after_seconds` gets a reservation.
+    - `workload`: what the gang belongs to, as users name it (e.g. `workflow 'train-3'`), for
+      explanations; None names the gang.
     """
 
     name: str
@@ -182,6 +193,16 @@ class Gang:
     running_since: float | None = None
     below_min_since: float | None = None
     staleness_grace_seconds: float | None = None
+    exec_timeout: float | None = None
+    queued_since: float | None = None
+    workload: str | None = None
+
+    @property
+    def deadline(self) -> float | None:
+        """When a running gang ends at the latest (its exec_timeout), None if unbounded."""
+        if self.exec_timeout is None or self.running_since is None:
+            return None
+        return self.running_since + self.exec_timeout
 
     @property
     def preemptibility(self) -> str:
@@ -202,6 +223,11 @@ class SchedulerConfig:
       the group are skipped without counting.
     - `consolidate` / `reclaim` / `preempt`: enable the actions that move or evict running
       pods.
+    - `reserve_after_seconds`: a gang first in its queue that has waited this long and still
+      does not fit gets a reservation (EASY backfill, see `reservation`); negative: never.
+    - `max_reservations`: reservations one cycle keeps (at most one per leaf queue).
+    - `usage_k_value`: how strongly historical usage lowers a queue's over-quota share
+      (KAI's `kValue`; only matters when queues carry `usage`).
     """
 
     placement: str = BINPACK
@@ -210,6 +236,9 @@ class SchedulerConfig:
     consolidate: bool = True
     reclaim: bool = True
     preempt: bool = True
+    reserve_after_seconds: float = 10.0
+    max_reservations: int = 4
+    usage_k_value: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ class ResourceFigures:
     allocated: int
     allocated_non_preemptible: int
     requested: int
+    reserved: int = 0
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,27 @@ class QueueStatus:
                 "resources": {figures.resource: {key: value for key, value in
                                                  asdict(figures).items() if key != "resource"}
                               for figures in self.resources}}
+
+
+@dataclass(frozen=True)
+class StartEstimate:
+    """A waiting gang's reservation: the nodes it will get and when it is expected to start.
+
+    `at` is the time by which the work in the way reaches its exec_timeout (an upper bound:
+    work usually ends sooner), None when work without an exec_timeout is in the way
+    (`untimed` names it). `waits_for` names the work whose deadline `at` is.
+    """
+
+    gang: str
+    queue: str
+    at: float | None
+    nodes: tuple[str, ...]
+    waits_for: tuple[str, ...] = ()
+    untimed: tuple[str, ...] = ()
+    gpus: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -131,6 +153,10 @@ class CycleResult:
     queues: tuple[QueueStatus, ...]
     stale: tuple[StaleGang, ...]
     moves: tuple[Move, ...] = ()
+    estimates: tuple[StartEstimate, ...] = ()
+
+    def estimate(self, gang: str) -> StartEstimate | None:
+        return next((estimate for estimate in self.estimates if estimate.gang == gang), None)
 
     def explanation(self, gang: str) -> tuple[Reason, ...]:
         for explanation in self.explanations:
@@ -150,4 +176,5 @@ class CycleResult:
             "queues": [status.to_dict() for status in self.queues],
             "stale": [asdict(stale) for stale in self.stale],
             "moves": [asdict(move) for move in self.moves],
+            "estimates": [estimate.to_dict() for estimate in self.estimates],
         }

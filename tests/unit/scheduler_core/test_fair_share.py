@@ -9,8 +9,8 @@ from scheduler.core.fair_share import Claimant, fair_shares, split
 from tests.unit.scheduler_core.builders import queue
 
 
-def claim(name, requested, quota=0, weight=1, limit=-1, priority=100):
-    return Claimant(name, priority, quota, limit, weight, requested)
+def claim(name, requested, quota=0, weight=1, limit=-1, priority=100, usage=0.0):
+    return Claimant(name, priority, quota, limit, weight, requested, usage)
 
 
 def test_spec_vector_70_30():
@@ -70,7 +70,44 @@ def test_oversubscribed_quotas_keep_deserved_unscaled():
         "hi": 8, "lo": 8}
     assert split(8, [claim("q0", 8, quota=6, weight=6), claim("q1", 5, quota=5, weight=5)]) == {
         "q0": 6, "q1": 5}
-    assert split(2, [claim("lone", 4, quota=4)]) == {"lone": 2}
+    assert split(2, [claim("lone", 4, quota=4)]) == {"lone": 4}
+
+
+def test_lone_queue_keeps_its_deserved_above_the_cluster():
+    """KAI resource_division_test.go, SetResourcesShare "one queue", "Not enough resources -
+    should gets all cluster": GPU deserved 2 asking 3 on 1 GPU -> 2 (deserved kept); CPU
+    deserved 20000 asking 2500 on 1000 -> 2500 (its request); memory deserved 1000 asking
+    5000 on 3000 -> 3000 (deserved, then the rest of the cluster over quota)."""
+    assert split(1, [claim("1", 3, quota=2)]) == {"1": 2}
+    assert split(1000, [claim("1", 2500, quota=20000)]) == {"1": 2500}
+    assert split(3000, [claim("1", 5000, quota=1000)]) == {"1": 3000}
+
+
+def test_usage_lowers_the_over_quota_share():
+    """KAI time-based fair share (resource_division.go calcShareWeights): weight
+    max(0, w + k(w - usage)), w normalized over the siblings still asking. 100 GPUs, both
+    quota 10 weight 1 asking 100, q1 used half the cluster, q2 nothing: the 80 over quota go
+    0.5 : 1.0 -> 26.67 / 53.33, the lost unit to the larger remainder -> 37 / 63."""
+    shares = split(100, [claim("q1", 100, quota=10, usage=0.5), claim("q2", 100, quota=10)])
+    assert shares == {"q1": 37, "q2": 63}
+    assert split(100, [claim("q1", 100, quota=10, usage=0.5), claim("q2", 100, quota=10)],
+                 k_value=0) == {"q1": 50, "q2": 50}
+
+
+def test_usage_above_its_weight_twice_over_gets_nothing_over_quota():
+    """w = 0.5, usage 1.0, k 1: 0.5 + (0.5 - 1.0) = 0 -> only the deserved part."""
+    shares = split(100, [claim("q1", 100, quota=10, usage=1.0), claim("q2", 100, quota=10)])
+    assert shares == {"q1": 10, "q2": 90}
+
+
+def test_equal_usage_favours_the_heavier_weight_as_kai():
+    """KAI's formula is not scale-free: w 0.75 / 0.25 with usage 0.2 each -> 1.3 / 0.3, so the
+    80 over quota split 65 / 15."""
+    plain = split(100, [claim("q1", 100, quota=10, weight=3), claim("q2", 100, quota=10)])
+    used = split(100, [claim("q1", 100, quota=10, weight=3, usage=0.2),
+                       claim("q2", 100, quota=10, usage=0.2)])
+    assert plain == {"q1": 70, "q2": 30}
+    assert used == {"q1": 75, "q2": 25}
 
 
 def test_unlimited_quota_means_requested():
@@ -115,14 +152,16 @@ claimants = st.lists(
 def test_split_properties(items, amount):
     shares = split(amount, items)
     guaranteed = [item.cap if item.quota == -1 else min(item.quota, item.cap) for item in items]
-    assert sum(shares.values()) <= max(amount, sum(min(g, amount) for g in guaranteed))
+    deserved = [min(item.cap, amount) if item.quota == -1 else min(item.quota, item.cap)
+                for item in items]
+    assert sum(shares.values()) <= max(amount, sum(deserved))
     for item in items:
-        assert 0 <= shares[item.name] <= min(item.cap, amount)
+        assert 0 <= shares[item.name] <= max(min(item.cap, amount), min(item.quota, item.cap))
     if sum(guaranteed) <= amount:
         for item, floor in zip(items, guaranteed, strict=True):
             assert shares[item.name] >= floor
     if all(item.weight > 0 for item in items) and sum(item.cap for item in items) >= amount:
-        assert sum(shares.values()) == max(amount, sum(min(g, amount) for g in guaranteed))
+        assert sum(shares.values()) == max(amount, sum(deserved))
     if all(item.weight > 0 for item in items) and sum(item.cap for item in items) <= amount:
         assert all(shares[item.name] == item.cap for item in items)
     shuffled = list(items)

@@ -144,15 +144,18 @@ def test_deserved_is_not_scaled_down_when_quotas_exceed_the_cluster():
     assert result.queue("queue1").figures("gpu").fair_share == 5
 
 
-def test_lone_queue_asking_for_everything_has_the_whole_cluster_as_fair_share():
-    # KAI pkg/scheduler/plugins/proportion/resource_division: deserved first, unscaled, capped
-    # by what there is to divide
+def test_lone_queue_keeps_its_deserved_as_fair_share_above_the_cluster():
+    # KAI pkg/scheduler/plugins/proportion/resource_division/resource_division_test.go,
+    # SetResourcesShare "one queue", "Not enough resources - should gets all cluster": the
+    # deserved part is min(deserved, requested), not capped by the cluster ("in over
+    # subscription the fair share is the deserved of each: first come, first served")
     cluster = nodes(1, gpus=2)
     queues = (queue("root"), queue("pool", "root", quota=4), queue("team", "pool", quota=4))
     jobs = [train("big", "team", gpus=1, count=4)]
     result = run_cycle(snapshot(cluster, queues, jobs))
-    assert result.queue("team").figures("gpu").fair_share == 2
-    assert result.queue("pool").figures("gpu").fair_share == 2
+    assert result.queue("team").figures("gpu").fair_share == 4
+    assert result.queue("pool").figures("gpu").fair_share == 4
+    assert len(result.bindings) == 2
 
 
 # --- 6. reclaim floors ----------------------------------------------------------------------

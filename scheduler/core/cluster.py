@@ -47,6 +47,9 @@ class Cluster:
         self.capacity, self.total_free, self.buckets = self._sum_capacity()
         self.log: list[tuple[int, int, int, int]] = []
         self.release_epoch = 0
+        # Tie-break among equally free nodes when placing within a pool (lower first); set only
+        # while a reservation chooses its nodes (see `reservation`).
+        self.rank: list[int] | None = None
         self._selector_cache: dict[tuple, frozenset[int] | None] = {}
         self._largest_cache: dict[tuple, tuple[int, int, int]] = {}
 
@@ -102,6 +105,11 @@ class Cluster:
         """Reserve capacity on node i (negative amounts release it); logged for rollback."""
         self._apply(i, gpus, cpu, memory)
         self.log.append((i, gpus, cpu, memory))
+
+    def hold(self, i: int, gpus: int, cpu: int, memory: int) -> None:
+        """Take (negative: give back) capacity outside the undo log: a reservation's hold,
+        which no gang's rollback undoes."""
+        self._apply(i, gpus, cpu, memory)
 
     def release(self, i: int, gpus: int, cpu: int, memory: int) -> None:
         """Free capacity (an eviction); invalidates remembered placement failures."""
@@ -213,10 +221,11 @@ class Cluster:
             return
         candidates = [i for i in pool if self.free_gpu[i] >= gpus and self.schedulable[i]
                       and (allowed is None or i in allowed)]
+        rank = self.rank
         if descending:
-            candidates.sort(key=lambda i: (-self.free_gpu[i], i))
+            candidates.sort(key=lambda i: (-self.free_gpu[i], rank[i] if rank else 0, i))
         else:
-            candidates.sort(key=lambda i: (self.free_gpu[i], i))
+            candidates.sort(key=lambda i: (self.free_gpu[i], rank[i] if rank else 0, i))
         yield from candidates
 
     def _binpack(self, count, gpus, cpu, memory, allowed, pool):

@@ -8,7 +8,9 @@ capacity is usable in the same cycle):
 2. fair share per queue and resource (`fair_share`);
 3. allocation, phase A: queues in order (`QueueBook.pick_leaf`, re-evaluated after every
    gang), gangs by priority then FIFO; each gang's minimum is placed all-or-nothing and kept
-   only if the capacity gates pass on its leaf queue and every ancestor;
+   only if the capacity gates pass on its leaf queue and every ancestor; a gang that waited
+   long enough and does not fit gets a reservation, which later gangs may only backfill
+   (`reservation`);
 4. phase B: elastic growth of ready gangs, one pod (or optional child) at a time, each step
    to the queue first in the fair order and, inside it, the gang with the fewest placed pods
    (`grow_all`). Choice: growth comes after every gang's minimum, so elastic pods never take
@@ -33,12 +35,13 @@ from contextlib import contextmanager
 from scheduler.core.cluster import Cluster
 from scheduler.core.consolidation import Consolidator
 from scheduler.core.explain import explain
-from scheduler.core.fair_share import fair_shares, subtree_requests
+from scheduler.core.fair_share import fair_shares, subtree_requests, subtree_usage
 from scheduler.core.gang_run import GangRun, amount_of
 from scheduler.core.model import RESOURCES, Snapshot
 from scheduler.core.placement import GangWork, Placer
 from scheduler.core.queue_book import ZERO, QueueBook
 from scheduler.core.readiness import InvalidGang, build_tree, ready_counts
+from scheduler.core.reservation import Reserver
 from scheduler.core.reclaim import Evictor, VictimUnit, is_victim_candidate, victim_order_key
 from scheduler.core.reclaim import victim_units as build_victim_units
 from scheduler.core.results import (
@@ -81,10 +84,13 @@ class _Cycle:
         self.placer = Placer(self.cluster, self.snapshot.topology, self.config.max_domain_attempts)
         requested = self._make_runs(trees, invalid, stale_evicted)
         capacity = dict(zip(RESOURCES, self.cluster.capacity, strict=True))
-        shares = fair_shares(self.queues, capacity, requested)
+        shares = fair_shares(self.queues, capacity, requested, self.config.usage_k_value)
         self.requested = subtree_requests(self.queues, requested)
-        self.book = QueueBook(self.queues, shares, self.requested, self.cluster.capacity)
+        self.book = QueueBook(self.queues, shares, self.requested, self.cluster.capacity,
+                              subtree_usage(self.queues))
         self._book_bound_pods()
+        self.reserver = Reserver(self.cluster, self.placer, self.book, self.runs,
+                                 self.snapshot.now, self.config)
 
     def _build_trees(self) -> tuple[dict, dict[str, str]]:
         """Every valid gang's tree by name, and why each invalid gang is invalid."""
@@ -229,39 +235,48 @@ class _Cycle:
             attempt(run)
 
     def place_minimum(self, run: GangRun) -> None:
-        work = run.work
-        if work.ready():
+        if run.work.ready():
             return
-        cache_key = self._cache_key(run)
+        with self.reserver.lifted(run) as lifted:
+            outcome = self._place_minimum(run, lifted)
+        if outcome == "no_room" and self.reserver.wants(run):
+            self.reserver.reserve(run)
+
+    def _place_minimum(self, run: GangRun, lifted: tuple[int, ...]) -> str:
+        """`placed`, `no_room` (capacity) or `refused` (a gate, or it can never be ready)."""
+        work = run.work
+        cache_key = self._cache_key(run, lifted)
         if cache_key is not None and cache_key in self.fail_cache:
             run.reasons.append(self.fail_cache[cache_key])
-            return
+            return "no_room"
         lower = work.demand(0)
         if lower is None:
             self.placer.place_subtree(work, 0, None)  # records the reason
-            return
+            return "refused"
         gate = self.book.gate(run.gang.queue, lower, run.non_preemptible_share(list(lower), True))
         if gate is not None:
             run.reasons.append(gate)
-            return
+            return "refused"
         if any(self.cluster.total_free[r] < lower[r] for r in range(3)):
-            return
+            return "no_room"
         mark = work.mark()
         if not self.placer.place_minimum(work):
             if cache_key is not None and work.notes:
                 self.fail_cache[cache_key] = work.notes[0]
-            return
+            return "no_room"
         placed = amount_of(pod for _leaf, pod, _node in work.tentative)
         non_preemptible = run.non_preemptible_share(placed, core=True)
         gate = self.book.gate(run.gang.queue, placed, non_preemptible)
         if gate is not None:
             work.rollback(mark)
             run.reasons.append(gate)
-            return
+            return "refused"
         self._commit(run, placed, non_preemptible)
+        return "placed"
 
-    def _cache_key(self, run: GangRun) -> tuple | None:
-        """Simple gangs (one leaf, no topology) that failed fail again until capacity frees."""
+    def _cache_key(self, run: GangRun, lifted: tuple[int, ...] = ()) -> tuple | None:
+        """Simple gangs (one leaf, no topology) that failed fail again until capacity frees
+        (with the same reservations' holds lifted)."""
         tree = run.tree
         if len(tree.nodes) != 1 or run.work.required[0] is not None:
             return None
@@ -273,7 +288,7 @@ class _Cycle:
         if any((p.gpus, p.cpu, p.memory, p.node_selector) != signature for p in pending):
             return None
         return (signature, tree.root.leaf_minimum(), run.work.preferred[0],
-                self.cluster.release_epoch)
+                self.cluster.release_epoch, lifted)
 
     def _commit(self, run: GangRun, placed: list[int], non_preemptible: list[int]) -> None:
         self.book.add(run.gang.queue, placed, non_preemptible)
@@ -344,10 +359,14 @@ class _Cycle:
         failed: set[tuple] = set()
 
         def attempt(run: GangRun) -> None:
+            with self.reserver.lifted(run) as lifted:
+                consolidate_for(run, lifted)
+
+        def consolidate_for(run: GangRun, lifted: tuple[int, ...]) -> None:
             lower = run.work.demand(0)
             if lower is None or any(self.cluster.total_free[r] < lower[r] for r in range(3)):
                 return
-            key = self._cache_key(run)
+            key = self._cache_key(run, lifted)
             if key is not None and key in failed:
                 return
             if self.book.gate(run.gang.queue, lower,
@@ -387,11 +406,15 @@ class _Cycle:
             return
 
         def attempt(run: GangRun) -> None:
+            with self.reserver.lifted(run) as lifted:
+                evict_for(run, lifted)
+
+        def evict_for(run: GangRun, lifted: tuple[int, ...]) -> None:
             candidates = [victim for victim in everyone if is_victim_candidate(victim)
                           and victim is not run and self._eligible(run, victim, mode)]
             if not candidates:
                 return
-            key = self._cache_key(run)
+            key = self._cache_key(run, lifted)
             if key is not None and (key, run.gang.queue) in failed:
                 return
             units = build_victim_units(candidates, self.book)
@@ -426,6 +449,10 @@ class _Cycle:
             if run.evicted:
                 continue
             reasons = explain(run, self.cluster, self.book)
+            held = self.reserver.held_from(run) if reasons and run.work is not None else None
+            if held is not None and not any(r.code.startswith(("queue_over", "reserved_"))
+                                            for r in reasons):
+                reasons.append(self.reserver.held_reason(run, held))
             if reasons:
                 explanations.append(GangExplanation(run.gang.name, run.gang.queue,
                                                     tuple(reasons)))
@@ -439,7 +466,8 @@ class _Cycle:
                     fair_share=self.book.fair_share[queue.name][i],
                     allocated=self.book.allocated[queue.name][i],
                     allocated_non_preemptible=self.book.allocated_np[queue.name][i],
-                    requested=self.requested[queue.name][resource]))
+                    requested=self.requested[queue.name][resource],
+                    reserved=self.book.reserved[queue.name][i]))
             statuses.append(QueueStatus(queue.name, queue.parent, queue.priority,
                                         tuple(figures)))
         evictions = sorted(self.evictions, key=lambda e: (e.gang, e.pod))
@@ -453,7 +481,8 @@ class _Cycle:
             explanations=tuple(explanations),
             queues=tuple(statuses),
             stale=tuple(stale),
-            moves=tuple(sorted(self.moves, key=lambda m: (m.gang, m.pod))))
+            moves=tuple(sorted(self.moves, key=lambda m: (m.gang, m.pod))),
+            estimates=tuple(sorted(self.reserver.estimates(), key=lambda e: e.gang)))
 
 
 @contextmanager

@@ -167,10 +167,11 @@ class Placer:
         self.topology = topology
         self.max_domain_attempts = max(1, max_domain_attempts)
 
-    def place_minimum(self, work: GangWork) -> bool:
-        """Make the root ready; on failure nothing of this attempt stays placed."""
+    def place_minimum(self, work: GangWork, pool: Sequence[int] | None = None) -> bool:
+        """Make the root ready (within `pool`, None: anywhere); on failure nothing of this
+        attempt stays placed."""
         mark = work.mark()
-        if self.place_subtree(work, ROOT, None):
+        if self.place_subtree(work, ROOT, pool):
             return True
         work.rollback(mark)
         return False

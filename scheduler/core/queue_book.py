@@ -35,7 +35,8 @@ class QueueBook:
 
     def __init__(self, queues: Iterable[Queue], fair_share: Mapping[str, Mapping[str, int]],
                  requested: Mapping[str, Mapping[str, int]],
-                 capacity: Sequence[int] = ZERO) -> None:
+                 capacity: Sequence[int] = ZERO,
+                 usage: Mapping[str, float] | None = None) -> None:
         self.queues = {queue.name: queue for queue in sorted(queues, key=lambda q: q.name)}
         self.capacity = list(capacity)
         self.paths: dict[str, tuple[str, ...]] = {}
@@ -56,6 +57,10 @@ class QueueBook:
                           for name in self.queues}
         self.allocated = {name: [0, 0, 0] for name in self.queues}
         self.allocated_np = {name: [0, 0, 0] for name in self.queues}
+        # What the queue's reservations will take (see `reservation`): counted in the queue
+        # order, as a reservation belongs to its queue, but never by the gates.
+        self.reserved = {name: [0, 0, 0] for name in self.queues}
+        self.usage = dict(usage or {})
         self.quota = {name: [q.resource(r).quota for r in RESOURCES]
                       for name, q in self.queues.items()}
         self.limit = {name: [q.resource(r).limit for r in RESOURCES]
@@ -72,6 +77,12 @@ class QueueBook:
             for i in range(3):
                 allocated[i] += sign * amount[i]
                 allocated_np[i] += sign * non_preemptible[i]
+
+    def reserve(self, leaf: str, amount: Amount, sign: int = 1) -> None:
+        for name in self.paths[leaf]:
+            reserved = self.reserved[name]
+            for i in range(3):
+                reserved[i] += sign * amount[i]
 
     def gate(self, leaf: str, amount: Amount, non_preemptible: Amount = ZERO) -> Reason | None:
         """The first gate the addition would break (leaf first, then ancestors), or None."""
@@ -110,11 +121,12 @@ class QueueBook:
         return share if limit == UNLIMITED else min(share, limit)
 
     def dominant_share(self, name: str, extra: Amount = ZERO,
-                       rooms: Sequence[int] | None = None) -> float:
+                       rooms: Sequence[int] | None = None,
+                       allocated: Sequence[int] | None = None) -> float:
         """max over resources of (allocated + extra) / allocatable share; a resource with no
         allocatable share but some use counts `NO_SHARE_PENALTY` per unit (KAI's DRF)."""
         share = 0.0
-        allocated = self.allocated[name]
+        allocated = self.allocated[name] if allocated is None else allocated
         for i in range(3):
             used = allocated[i] + extra[i]
             if used <= 0:
@@ -134,9 +146,14 @@ class QueueBook:
         3. higher queue priority;
         4. queues that would use a resource they have no allocatable share of, last;
         5. smaller dominant share with the demand, then without it;
-        6. smaller allocatable GPU share, older, name.
+        6. smaller historical usage (KAI's time-based fair share: all else equal, the queue
+           that used less goes first), smaller allocatable GPU share, older, name.
+        A queue's reservations count as allocated here.
         """
         allocated = self.allocated[name]
+        reserved = self.reserved[name]
+        if reserved[0] or reserved[1] or reserved[2]:
+            allocated = [allocated[i] + reserved[i] for i in range(3)]
         fair = self.fair_share[name]
         quota = self.quota[name]
         rooms = [self.allocatable(name, i) for i in range(3)]
@@ -146,8 +163,9 @@ class QueueBook:
         no_share = any(allocated[i] + demand[i] > 0 and rooms[i] <= 0 for i in range(3))
         queue = self.queues[name]
         return (over, not starved, -queue.priority, no_share,
-                self.dominant_share(name, demand, rooms), self.dominant_share(name, ZERO, rooms),
-                rooms[0], queue.created_at, name)
+                self.dominant_share(name, demand, rooms, allocated),
+                self.dominant_share(name, ZERO, rooms, allocated),
+                self.usage.get(name, 0.0), rooms[0], queue.created_at, name)
 
     def pick_leaf(self, has_work: Mapping[str, bool],
                   head_demand: Callable[[str], Amount] | None = None) -> str | None:

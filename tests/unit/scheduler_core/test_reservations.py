@@ -1,0 +1,182 @@
+"""Reservations and backfill (EASY backfill for gangs that waited): who reserves which nodes,
+when the gang is expected to start, and who may still use the reserved nodes meanwhile."""
+
+from scheduler.core.cycle import run_cycle
+from tests.unit.scheduler_core.builders import bound_nodes, gang, nodes, pods, queue, snapshot
+
+NOW = 1000.0
+
+
+def running(name, node, count=3, ends=None, started=NOW - 30, queue_name="team", **fields):
+    """`count` 1-GPU pods on `node`, reaching their exec_timeout at `ends` (None: no timeout)."""
+    return gang(name, queue_name, pods(name, count, node=node), min_member=count,
+                running_since=started, created_at=started,
+                exec_timeout=None if ends is None else ends - started,
+                workload=f"workflow {name!r}", **fields)
+
+
+def waiting(name, gpus=4, waited=60.0, queue_name="team", exec_timeout=300.0, **fields):
+    return gang(name, queue_name, pods(name, 1, gpus=gpus), created_at=NOW - waited,
+                exec_timeout=exec_timeout, **fields)
+
+
+def small(name, exec_timeout, waited=1.0, queue_name="team", **fields):
+    return gang(name, queue_name, pods(name, 1), created_at=NOW - waited + 0.5,
+                exec_timeout=exec_timeout, **fields)
+
+
+def two_busy_nodes(**running_fields):
+    """node-000: 3 of 4 GPUs busy until NOW+100; node-001: 3 busy until NOW+50."""
+    cluster = nodes(2, gpus=4)
+    return cluster, [running("a", cluster[0].name, ends=NOW + 100),
+                     running("b", cluster[1].name, ends=NOW + 50, **running_fields)]
+
+
+QUEUES = (queue("root"), queue("team", "root"))
+
+
+def test_a_gang_that_waited_reserves_the_nodes_it_gets_soonest_and_fresh_long_work_goes_elsewhere():
+    cluster, busy = two_busy_nodes()
+    jobs = busy + [waiting("big"), small("long-1", exec_timeout=600),
+                   small("long-2", exec_timeout=600)]
+    result = run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW))
+    estimate = result.estimate("big")
+    assert (estimate.at, estimate.nodes, estimate.waits_for, estimate.gpus) == (
+        NOW + 50, ("node-001",), ("workflow 'b'",), 4)
+    # node-001's free GPU is held for the gang: the first long job takes node-000's, the
+    # second finds nothing it may use
+    assert bound_nodes(result) == {"long-1-0": "node-000"}
+    reasons = {r.code: r.message for r in result.explanation("big")}
+    assert reasons["reserved_start"] == ("reserved nodes node-001; expected start in 50 s, "
+                                         "when workflow 'b' reaches its exec_timeout")
+    held = {r.code: r for r in result.explanation("long-2")}["reserved_for_other"]
+    assert held.message == ("1 GPU on node-001 are reserved for gang 'big', which has waited "
+                            "1 min, expected to start in 50 s; gang 'long-2' would still be "
+                            "running then, so it may not use them")
+    assert result.queue("team").figures("gpu").reserved == 4
+
+
+def test_work_that_ends_before_the_reserved_start_backfills_the_held_gpus():
+    cluster, busy = two_busy_nodes()
+    jobs = busy + [waiting("big"), small("long-1", exec_timeout=600),
+                   small("short", exec_timeout=40)]
+    result = run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW))
+    assert bound_nodes(result) == {"long-1-0": "node-000", "short-0": "node-001"}
+    assert result.estimate("big").at == NOW + 50
+
+
+def test_a_fresh_gang_gets_no_reservation_so_smaller_work_goes_ahead_as_in_kai():
+    cluster, busy = two_busy_nodes()
+    jobs = busy + [waiting("big", waited=5.0), small("long-1", exec_timeout=600, waited=4),
+                   small("long-2", exec_timeout=600, waited=4)]
+    result = run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW))
+    assert result.estimates == ()
+    assert set(bound_nodes(result)) == {"long-1-0", "long-2-0"}
+    assert run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW,
+                              reserve_after_seconds=-1)).estimates == ()
+
+
+def test_work_without_an_exec_timeout_in_the_way_gives_no_estimate_but_still_a_reservation():
+    cluster = nodes(2, gpus=4)
+    jobs = [running("a", cluster[0].name), running("b", cluster[1].name),
+            waiting("big"), small("long-1", exec_timeout=600)]
+    result = run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW))
+    estimate = result.estimate("big")
+    assert (estimate.at, estimate.nodes, estimate.untimed) == (None, ("node-000",),
+                                                                ("workflow 'a'",))
+    reasons = {r.code: r.message for r in result.explanation("big")}
+    assert reasons["reserved_no_estimate"] == (
+        "reserved nodes node-000; no start estimate: workflow 'a' on them runs without an "
+        "exec_timeout")
+    assert bound_nodes(result) == {"long-1-0": "node-001"}
+
+
+def test_a_gang_larger_than_any_node_gets_no_reservation():
+    cluster, busy = two_busy_nodes()
+    result = run_cycle(snapshot(cluster, QUEUES, busy + [waiting("huge", gpus=8)], now=NOW))
+    assert result.estimates == ()
+    assert "reserved_start" not in {r.code for r in result.explanation("huge")}
+
+
+def test_the_gang_starts_on_its_reserved_node_once_the_work_there_has_ended():
+    cluster = nodes(2, gpus=4)
+    jobs = [running("a", cluster[0].name, ends=NOW + 100), waiting("big"),
+            small("long-1", exec_timeout=600)]
+    result = run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW))
+    assert bound_nodes(result) == {"big-0": "node-001", "long-1-0": "node-000"}
+    assert result.estimates == ()
+
+
+def test_lower_priority_preemptible_work_of_the_same_queue_may_use_held_gpus():
+    cluster, busy = two_busy_nodes()
+    low = gang("low", "team", pods("low", 2), min_member=2, priority=50, preemptible=True,
+               created_at=NOW - 0.5)
+    result = run_cycle(snapshot(cluster, QUEUES, busy + [waiting("big"), low], now=NOW))
+    assert sorted(bound_nodes(result).values()) == ["node-000", "node-001"]
+    assert result.estimate("big").nodes == ("node-001",)
+
+
+def test_the_gang_preempts_the_low_work_that_backfilled_its_nodes_when_they_are_free():
+    cluster = nodes(2, gpus=4)
+    low = gang("low", "team", pods("low", 1, node=cluster[1].name), priority=50,
+               preemptible=True, running_since=NOW - 5, created_at=NOW - 6)
+    jobs = [running("a", cluster[0].name, ends=NOW + 100), low, waiting("big"),
+            small("long-1", exec_timeout=600)]
+    result = run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW))
+    assert bound_nodes(result) == {"big-0": "node-001", "long-1-0": "node-000"}
+    assert [(e.gang, e.reason, e.by_gang) for e in result.evictions] == [
+        ("low", "preempted", "big")]
+
+
+def test_among_equally_soon_nodes_the_freest_now_is_reserved_so_the_choice_is_stable():
+    cluster = nodes(3, gpus=4)
+    jobs = [running("a", cluster[0].name, count=4, ends=NOW + 50),
+            running("b", cluster[1].name, count=4, ends=NOW + 50),
+            running("c", cluster[2].name, count=2, ends=NOW + 50), waiting("big")]
+    result = run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW))
+    assert result.estimate("big").nodes == ("node-002",)
+    assert set(result.estimate("big").waits_for) == {"workflow 'c'"}
+
+
+def test_a_reservation_counts_against_its_queue_in_the_fair_order():
+    cluster = nodes(3, gpus=4)
+    queues = (queue("root"), queue("qa", "root"), queue("qb", "root"))
+    jobs = [running("a", cluster[0].name, count=4, ends=NOW + 50, queue_name="qa"),
+            running("b", cluster[1].name, count=3, ends=NOW + 60, queue_name="qb"),
+            running("c", cluster[2].name, count=4, ends=NOW + 70, queue_name="qb"),
+            waiting("big", queue_name="qa"),
+            small("qa-job", exec_timeout=600, waited=2, queue_name="qa"),
+            small("qb-job", exec_timeout=600, waited=1, queue_name="qb")]
+    result = run_cycle(snapshot(cluster, queues, jobs, now=NOW))
+    # qa holds 4 running + 4 reserved, qb 7: qb's job goes first for the one free GPU (without
+    # the reservation counted, qa's would)
+    assert result.estimate("big").nodes == ("node-000",)
+    assert bound_nodes(result)["qb-job-0"] == "node-001"
+    assert result.queue("qa").figures("gpu").reserved == 4
+    assert result.queue("root").figures("gpu").reserved == 4
+
+
+def test_one_reservation_per_queue_and_at_most_max_reservations_a_cycle():
+    cluster = nodes(4, gpus=4)
+    queues = (queue("root"), queue("qa", "root"), queue("qb", "root"))
+    jobs = [running(f"r{i}", cluster[i].name, count=4, ends=NOW + 10 * (i + 1))
+            for i in range(4)]
+    jobs += [waiting("a1", queue_name="qa", waited=90), waiting("a2", queue_name="qa"),
+             waiting("b1", queue_name="qb")]
+    result = run_cycle(snapshot(cluster, queues, jobs, now=NOW))
+    assert [(e.gang, e.nodes) for e in result.estimates] == [
+        ("a1", ("node-000",)), ("b1", ("node-001",))]
+    limited = run_cycle(snapshot(cluster, queues, jobs, now=NOW, max_reservations=1))
+    assert [e.gang for e in limited.estimates] == ["a1"]
+
+
+def test_a_gang_of_several_nodes_reserves_them_all_and_starts_at_the_last_deadline():
+    cluster = nodes(4, gpus=4)
+    jobs = [running(f"r{i}", cluster[i].name, count=4, ends=NOW + 10 * (i + 1))
+            for i in range(4)]
+    jobs.append(gang("wide", "team", pods("wide", 3, gpus=4), min_member=3,
+                     created_at=NOW - 60, exec_timeout=600))
+    result = run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW))
+    estimate = result.estimate("wide")
+    assert (estimate.at, estimate.nodes, estimate.waits_for) == (
+        NOW + 30, ("node-000", "node-001", "node-002"), ("workflow 'r2'",))

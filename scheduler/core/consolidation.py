@@ -5,8 +5,10 @@ For a pending gang whose minimum fits the cluster's free capacity (and its queue
 could not be placed:
 
 1. nodes are cleared one at a time, the node closest to holding one of the gang's largest pods
-   first (most free GPUs, then name order): its movable pods (largest first) are evicted
-   virtually until the node could hold as many of those pods as it ever can;
+   first (most free GPUs; among equals the node whose movable pods come first in KAI's victim
+   order - lower queue priority, lower gang priority, most recently started - then name
+   order): its movable pods (largest first) are evicted virtually until the node could hold
+   as many of those pods as it ever can;
 2. after each cleared node that adds room for a pod, the gang's minimum is placed (the normal
    all-or-nothing placement); if it fits, every evicted pod is placed again on the capacity
    left (bin-pack, its node selector honoured). Only if ALL of them find a node is the
@@ -31,6 +33,7 @@ from scheduler.core.gang_run import GangRun, amount_of
 from scheduler.core.model import Pod
 from scheduler.core.placement import Placer
 from scheduler.core.queue_book import QueueBook
+from scheduler.core.reclaim import victim_order_key
 
 MAX_MOVED_PODS = 256
 MAX_PLACEMENT_TRIES = 32
@@ -123,9 +126,10 @@ class Consolidator:
             free = cluster.free_gpu[node]
             movable = sum(pod.gpus for _run, pod in pods)
             if free < size <= free + movable:
-                candidates.append((-free, node))
+                first = min(victim_order_key(run, self.book) for run, _pod in pods)
+                candidates.append((-free, first, node))
         candidates.sort()
-        return [node for _free, node in candidates]
+        return [node for _free, _first, node in candidates]
 
     def _clear(self, node: int, size: int, evicted: list[tuple[GangRun, Pod, int]]) -> None:
         """Evict (virtually) the node's movable pods, largest first, until it holds as many

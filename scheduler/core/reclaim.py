@@ -13,8 +13,11 @@ Reclaim: victim V of another queue (KAI's proportion plugin, `reclaimable` + str
 A and B the siblings where the two queue paths diverge:
 - the pending gang's side stays within its fair share: its leaf queue must keep
   `allocated + need <= fair_share` before any victim is taken, and once a placement is found
-  every level of its path (a lone top-level queue excepted) must, with the exact placed amount
-  and the victims taken (a department may free room by losing a sibling's victim);
+  every level of its path that would be above its fair share must stay strictly less
+  saturated (allocated / fair share) than each sibling that lost victims, counting the
+  victims taken (KAI's `reclaimingQueuesRemainWithinBoundaries`: a department may go above
+  its fair share by reclaiming from a more saturated one, and may free room by losing a
+  victim of its own);
 - V may be taken while B, before that victim, is still above its floor: above its allocatable
   share (`max(deserved, fair share)`, KAI "maintain fair share"), or - when A would stay
   within its deserved quota with the gang (`allocated(A) + need <= quota(A)`) - above its
@@ -142,7 +145,7 @@ class Evictor:
             tries += 1
             mark = work.mark()
             if self.placer.place_minimum(work):
-                blocker = self._blocker(run, mode, needed)
+                blocker = self._blocker(run, mode, needed, taken)
                 if blocker is None:
                     on_success(run, taken)
                     return True
@@ -220,10 +223,13 @@ class Evictor:
         victim.evicted_pods.update(pod.name for pod in pods)
         self.book.add(victim.gang.queue, freed, sign=-1)
 
-    def _blocker(self, run: GangRun, mode: str, contested: list[int]) -> str | None:
-        """None when the exact placement is allowed; else the queue whose fair share it would
-        pass ('' when a capacity gate refuses it). Reclaim checks every level of the gang's
-        path (a lone top-level queue excepted), with the victims taken so far."""
+    def _blocker(self, run: GangRun, mode: str, contested: list[int],
+                 taken: list[tuple[VictimUnit, list[Pod]]]) -> str | None:
+        """None when the exact placement is allowed; else the queue that would be too
+        saturated ('' when a capacity gate refuses it). Reclaim (KAI's
+        `reclaimingQueuesRemainWithinBoundaries`): at every level of the gang's path, a queue
+        above its fair share with the gang must stay strictly less saturated (allocated /
+        fair share) than each sibling that lost victims, counting the victims taken so far."""
         work = run.work
         placed = amount_of(pod for _leaf, pod, _node in work.tentative)
         non_preemptible = run.non_preemptible_share(placed, core=True)
@@ -233,10 +239,24 @@ class Evictor:
         if mode != RECLAIMED:
             return None
         needed = [r for r in range(3) if placed[r] > 0 and (r == 0 or r in contested)]
-        lone_top = len(book.children.get(None, [])) == 1
+        losers = {name for unit, _pods in taken for name in book.paths[unit.run.gang.queue]}
         for name in book.paths[run.gang.queue]:
-            if lone_top and book.queues[name].parent not in book.queues:
-                continue
-            if not self._within_share(name, placed, needed):
-                return name
+            parent = book.queues[name].parent
+            siblings = [other for other in losers
+                        if other != name and book.queues[other].parent == parent]
+            for r in needed:
+                mine = _saturation(book.allocated[name][r] + placed[r],
+                                   book.fair_share[name][r])
+                if mine <= 1:
+                    continue
+                for sibling in siblings:
+                    fair = book.fair_share[sibling][r]
+                    if fair > 0 and mine >= _saturation(book.allocated[sibling][r], fair):
+                        return name
         return None
+
+
+def _saturation(allocated: int, fair_share: int) -> float:
+    if fair_share <= 0:
+        return float("inf") if allocated > 0 else 0.0
+    return allocated / fair_share

@@ -6,10 +6,10 @@ from scheduler.core.results import CONSOLIDATED
 from tests.unit.scheduler_core.builders import gang, leaf, nodes, pods, queue, snapshot
 
 
-def running(name, queue_name, node, gpus=1, preemptible=True, **fields):
+def running(name, queue_name, node, gpus=1, preemptible=True, started=0.0, **fields):
     return gang(name, queue_name, pods(name, 1, gpus=gpus, node=node),
                 priority=50 if preemptible else 100, preemptible=preemptible,
-                running_since=0.0, **fields)
+                running_since=started, created_at=started, **fields)
 
 
 def placement(result, snap):
@@ -27,20 +27,23 @@ def test_two_single_gpu_jobs_are_packed_for_a_two_gpu_job():
     # KAI pkg/scheduler/actions/integration_tests/consolidation/consolidation_test.go: "1 train
     # job of 1 GPU running on node0, 1 train job of 1 GPU running on node 0, 1 pending job of 2
     # GPUs - consolidate"
+    # KAI's fake jobs are created in list order, so running_job1 is the newer one and the
+    # first victim: it moves to node0 and the pending job takes node1.
     cluster = nodes(2, gpus=2)
     queues = (queue("root"), queue("queue0", "root", quota=1))
-    jobs = [running("running_job0", "queue0", cluster[0].name),
-            running("running_job1", "queue0", cluster[1].name),
+    jobs = [running("running_job0", "queue0", cluster[0].name, started=0.0),
+            running("running_job1", "queue0", cluster[1].name, started=1.0),
             gang("pending_job0", "queue0", pods("pending_job0", 1, gpus=2), priority=50,
                  preemptible=True, created_at=10.0)]
     snap = snapshot(cluster, queues, jobs)
     result = run_cycle(snap)
     assert result.evictions == ()
     (move,) = result.moves
-    assert (move.reason, move.by_gang) == (CONSOLIDATED, "pending_job0")
-    where = placement(result, snap)
-    assert where["running_job0-0"] == where["running_job1-0"]
-    assert where["pending_job0-0"] not in (None, where["running_job0-0"])
+    assert (move.pod, move.source, move.target, move.reason, move.by_gang) == (
+        "running_job1-0", cluster[1].name, cluster[0].name, CONSOLIDATED, "pending_job0")
+    assert placement(result, snap) == {"running_job0-0": cluster[0].name,
+                                       "running_job1-0": cluster[0].name,
+                                       "pending_job0-0": cluster[1].name}
 
 
 def test_non_preemptible_jobs_are_not_moved():

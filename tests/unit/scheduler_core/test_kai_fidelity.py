@@ -326,3 +326,34 @@ def test_reclaim_from_a_sibling_queue_over_its_share_inside_the_department():
     result = run_cycle(snapshot(cluster, queues, jobs))
     assert evicted_gangs(result) == ["running_job3"]
     assert bound_nodes(result) == {"pending_job0-0": n0}
+
+
+# --- 9. issue fixes: KAI tables we used to differ from -----------------------------------
+
+
+def test_reclaim_from_the_most_saturated_department_evicts_one_job():
+    # KAI pkg/scheduler/actions/reclaim/reclaimDepartments_test.go: "Reclaim from overquota
+    # department with multiple departments": one inference job of d1 reclaims one GPU; only
+    # d2_job8 (d2 at 8 of its 4 deserved, the newest) is evicted. d1 then holds 5 of its fair
+    # share 4, which KAI allows: it stays less saturated (5/4) than d2 (7/4).
+    cluster = nodes(1, gpus=16)
+    node = cluster[0].name
+    queues = (queue("root"),
+              *(queue(f"d{i}", "root", quota=4) for i in range(1, 5)),
+              queue("d1_project1", "d1", quota=3, weight=3),
+              queue("d1_project2", "d1", quota=1, weight=1),
+              queue("d2_project1", "d2", quota=4, weight=4),
+              queue("d3_project1", "d3", quota=4, weight=4),
+              queue("d4_project1", "d4", quota=4, weight=4))
+    jobs = [gang("d1_p1_pending_job", "d1_project1", pods("d1_p1_pending_job", 1),
+                 priority=125, created_at=20.0)]
+    started = 0
+    for project, count in (("d1_project2", 4), ("d2_project1", 8), ("d3_project1", 4)):
+        for j in range(1, count + 1):
+            prefix = {"d1_project2": "d1_p2", "d2_project1": "d2", "d3_project1": "d3"}[project]
+            started += 1
+            jobs.append(train(f"{prefix}_job{j}", project, node=node, started=float(started)))
+    jobs.append(train("d4_job1", "d4_project1", gpus=5, started=19.0))
+    result = run_cycle(snapshot(cluster, queues, jobs))
+    assert evicted_gangs(result) == ["d2_job8"]
+    assert bound_gangs(result) == ["d1_p1_pending_job"]

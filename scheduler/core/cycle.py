@@ -42,7 +42,13 @@ from scheduler.core.placement import GangWork, Placer
 from scheduler.core.queue_book import ZERO, QueueBook
 from scheduler.core.readiness import InvalidGang, build_tree, ready_counts
 from scheduler.core.reservation import Reserver
-from scheduler.core.reclaim import Evictor, VictimUnit, is_victim_candidate, victim_order_key
+from scheduler.core.reclaim import (
+    Evictor,
+    VictimUnit,
+    is_victim_candidate,
+    placed_this_cycle,
+    victim_order_key,
+)
 from scheduler.core.reclaim import victim_units as build_victim_units
 from scheduler.core.results import (
     PREEMPTED,
@@ -432,6 +438,9 @@ class _Cycle:
 
     def _won(self, run: GangRun, taken: list[tuple[VictimUnit, list]], mode: str) -> None:
         for unit, pods in taken:
+            if placed_this_cycle(unit.run):
+                self._give_up(unit.run, run, mode)
+                continue
             if unit.whole:
                 unit.run.evicted = True
             for pod in pods:
@@ -441,11 +450,25 @@ class _Cycle:
         placed = amount_of(pod for _leaf, pod, _node in run.work.tentative)
         self._commit(run, placed, run.non_preemptible_share(placed, core=True))
 
+    def _give_up(self, victim: GangRun, winner: GangRun, mode: str) -> None:
+        """A gang placed this cycle is taken back before it binds: its bindings go, it stays
+        pending (its capacity and queue share were released by the evictor)."""
+        self.bindings = [b for b in self.bindings if b.gang != victim.gang.name]
+        victim.evicted = True
+        victim.given_up = Reason(
+            f"{mode}_this_cycle",
+            f"gang {victim.gang.name!r} was placed and then given up again in this cycle: "
+            f"gang {winner.gang.name!r} of queue {winner.gang.queue!r} took its GPUs "
+            f"({mode})", queue=victim.gang.queue)
+
     # --- result -----------------------------------------------------------------------------
 
     def result(self) -> CycleResult:
         explanations = []
         for run in self.runs:
+            if run.given_up is not None:
+                explanations.append(GangExplanation(run.gang.name, run.gang.queue,
+                                                    (run.given_up,)))
             if run.evicted:
                 continue
             reasons = explain(run, self.cluster, self.book)

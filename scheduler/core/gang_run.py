@@ -33,6 +33,7 @@ class GangRun:
     new_pods: list[tuple[Pod, int]] = field(default_factory=list)
     evicted_pods: set[str] = field(default_factory=set)
     moved: set[str] = field(default_factory=set)
+    given_up: Reason | None = None  # placed this cycle, then taken back by a reclaim
 
     @property
     def order_key(self) -> tuple:

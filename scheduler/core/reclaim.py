@@ -4,7 +4,10 @@ Victims (SCHEDULING.md step 7):
 - only preemptible work: a preemptible gang's elastic surplus pods, then the whole gang; a
   semi-preemptible gang's surplus only; never a non-preemptible pod, never the required core of
   a gang that keeps running;
-- only pods bound before this cycle (a gang placed, grown or moved this cycle is not a victim);
+- only pods bound before this cycle (a gang grown or moved this cycle is not a victim) - or a
+  preemptible gang placed whole in this very cycle, which is given up again before it ever
+  binds (KAI's pipelined victims: consolidation may place a gang that a reclaim then takes
+  back), and counts as the most recently started;
 - order: lower queue priority first (KAI "reclaim from less prioritized queue"); within a
   queue priority, surplus pods before whole gangs (least disruption), then lower gang
   priority, most recently started (least work lost), name.
@@ -58,14 +61,23 @@ class VictimUnit:
 def victim_order_key(run: GangRun, book: QueueBook) -> tuple:
     gang = run.gang
     started = gang.running_since if gang.running_since is not None else gang.created_at
+    if placed_this_cycle(run):
+        started = float("inf")
     return (book.queues[gang.queue].priority, gang.priority, -started, gang.name)
+
+
+def placed_this_cycle(run: GangRun) -> bool:
+    """A gang with no pod bound before the cycle that this cycle placed."""
+    return bool(run.new_pods) and all(pod.node is None for pod in run.gang.pods)
 
 
 def is_victim_candidate(run: GangRun) -> bool:
     gang = run.gang
-    return (run.queue_ok and not run.evicted and not run.new_pods and not run.moved
-            and run.work is not None
-            and (gang.preemptible or gang.semi_preemptible)
+    if not (run.queue_ok and not run.evicted and not run.moved and run.work is not None):
+        return False
+    if placed_this_cycle(run):
+        return gang.preemptible
+    return (not run.new_pods and (gang.preemptible or gang.semi_preemptible)
             and any(pod.node is not None for pod in gang.pods))
 
 
@@ -85,13 +97,17 @@ def victim_units(runs: Sequence[GangRun], book: QueueBook) -> list[VictimUnit]:
     return units
 
 
-def _still_bound(unit: VictimUnit) -> list[Pod]:
-    """The unit's pods not yet evicted: a whole gang's bound pods, or its one surplus pod."""
+def _still_bound(unit: VictimUnit) -> list[tuple[Pod, int | None]]:
+    """The unit's pods not yet evicted, with their nodes: a whole gang's bound pods (or those
+    placed this cycle), or its one surplus pod."""
     victim = unit.run
-    pods = unit.pods if not unit.whole else [
-        pod for pod in victim.gang.pods
-        if pod.node is not None and pod.name not in victim.evicted_pods]
-    return [pod for pod in pods if pod.name not in victim.evicted_pods]
+    if placed_this_cycle(victim):
+        pods = [(pod, node) for pod, node in victim.new_pods]
+    elif unit.whole:
+        pods = [(pod, None) for pod in victim.gang.pods if pod.node is not None]
+    else:
+        pods = [(pod, None) for pod in unit.pods]
+    return [(pod, node) for pod, node in pods if pod.name not in victim.evicted_pods]
 
 
 class Evictor:
@@ -122,9 +138,10 @@ class Evictor:
             victim = unit.run
             if victim.evicted:
                 continue
-            pods = _still_bound(unit)
-            if not pods:
+            located = _still_bound(unit)
+            if not located:
                 continue
+            pods = [pod for pod, _node in located]
             freed = amount_of(pods)
             if mode == RECLAIMED:
                 sides = book.divergence(run.gang.queue, victim.gang.queue)
@@ -138,7 +155,7 @@ class Evictor:
                 if floor is not None:
                     protected = protected or floor
                     continue
-            self._evict_virtually(victim, pods, freed)
+            self._evict_virtually(victim, located, freed)
             taken.append((unit, pods))
             if any(cluster.total_free[r] < lower[r] for r in range(3)):
                 continue
@@ -155,7 +172,9 @@ class Evictor:
             if tries >= MAX_PLACEMENT_TRIES:
                 break
         self._restore(taken, start)
-        if mode == RECLAIMED:
+        gated = any(reason.code in ("queue_over_limit", "queue_over_quota")
+                    for reason in run.reasons)
+        if mode == RECLAIMED and not gated:  # a gate is the whole answer
             if blocked_by_share is not None:
                 run.reasons.append(self._over_fair_share(blocked_by_share, lower[0]))
             elif protected is not None:
@@ -215,12 +234,14 @@ class Evictor:
         return all(book.allocated[queue][r] + need[r] <= book.fair_share[queue][r]
                    for r in resources)
 
-    def _evict_virtually(self, victim: GangRun, pods: list[Pod], freed: list[int]) -> None:
-        for pod in pods:
-            node_index = self.cluster.index.get(pod.node)
+    def _evict_virtually(self, victim: GangRun, located: list[tuple[Pod, int | None]],
+                         freed: list[int]) -> None:
+        for pod, node_index in located:
+            if node_index is None:
+                node_index = self.cluster.index.get(pod.node)
             if node_index is not None:
                 self.cluster.take(node_index, -pod.gpus, -pod.cpu, -pod.memory)
-        victim.evicted_pods.update(pod.name for pod in pods)
+        victim.evicted_pods.update(pod.name for pod, _node in located)
         self.book.add(victim.gang.queue, freed, sign=-1)
 
     def _blocker(self, run: GangRun, mode: str, contested: list[int],

@@ -357,3 +357,24 @@ def test_reclaim_from_the_most_saturated_department_evicts_one_job():
     result = run_cycle(snapshot(cluster, queues, jobs))
     assert evicted_gangs(result) == ["d2_job8"]
     assert bound_gangs(result) == ["d1_p1_pending_job"]
+
+
+def test_a_gang_placed_by_consolidation_is_the_first_victim_of_a_reclaim_in_the_same_cycle():
+    # KAI pkg/scheduler/actions/integration_tests/consolidation_and_reclaim/
+    # consolidation_and_reclaim_test.go: "4 jobs of queue0 - 3 running 1 pending will
+    # consolidate, 1 pending job from queue1 - reclaim". KAI pipelines pending_job0 after
+    # moving running_job1 to node0, then queue1's reclaim takes it back (newest first) with
+    # running_job2: pending_job0 never starts, pending_job1 runs on node1.
+    cluster = nodes(2, gpus=4)
+    n0, n1 = cluster[0].name, cluster[1].name
+    queues = (queue("root"), queue("queue0", "root", quota=4), queue("queue1", "root", quota=4))
+    jobs = [train("running_job0", "queue0", gpus=2, node=n0, started=0.0),
+            train("running_job1", "queue0", gpus=2, node=n1, started=1.0),
+            train("running_job2", "queue0", gpus=1, node=n1, started=2.0),
+            train("pending_job0", "queue0", gpus=3, started=3.0),
+            train("pending_job1", "queue1", gpus=4, started=4.0)]
+    result = run_cycle(snapshot(cluster, queues, jobs))
+    assert [(m.pod, m.target) for m in result.moves] == [("running_job1-0", n0)]
+    assert evicted_gangs(result) == ["running_job2"]
+    assert bound_nodes(result) == {"pending_job1-0": n1}
+    assert [r.code for r in result.explanation("pending_job0")][:1] == ["reclaimed_this_cycle"]

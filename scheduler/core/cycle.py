@@ -41,7 +41,6 @@ from scheduler.core.model import RESOURCES, Snapshot
 from scheduler.core.placement import GangWork, Placer
 from scheduler.core.queue_book import ZERO, QueueBook
 from scheduler.core.readiness import InvalidGang, build_tree, ready_counts
-from scheduler.core.reservation import Reserver
 from scheduler.core.reclaim import (
     Evictor,
     VictimUnit,
@@ -50,6 +49,7 @@ from scheduler.core.reclaim import (
     victim_order_key,
 )
 from scheduler.core.reclaim import victim_units as build_victim_units
+from scheduler.core.reservation import Reserver
 from scheduler.core.results import (
     PREEMPTED,
     RECLAIMED,
@@ -243,8 +243,11 @@ class _Cycle:
     def place_minimum(self, run: GangRun) -> None:
         if run.work.ready():
             return
-        with self.reserver.lifted(run) as lifted:
-            outcome = self._place_minimum(run, lifted)
+        if self.reserver.reservations:
+            with self.reserver.lifted(run) as lifted:
+                outcome = self._place_minimum(run, lifted)
+        else:
+            outcome = self._place_minimum(run, ())
         if outcome == "no_room" and self.reserver.wants(run):
             self.reserver.reserve(run)
 

@@ -6,10 +6,13 @@ still cannot be placed gets a **reservation** when its turn comes in the allocat
 1. the start: the running work is released, in the order of its deadlines (a running gang ends
    by `running_since + exec_timeout`, a gang placed this cycle by `now + exec_timeout`), until
    the gang's minimum can be placed (its normal all-or-nothing placement, topology included):
-   the first such deadline is its expected start (galloping, then bisection, over the distinct
-   deadlines; at most `MAX_PLACEMENT_TRIES` placements). Work without an exec_timeout is
-   released last, all at once: if the gang needs it gone, the nodes are still reserved but no
-   start can be estimated. A gang that would not fit an empty cluster gets no reservation;
+   the first such deadline is its expected start. Each node's releases form a `Timeline`,
+   built once per cycle; walking it once per node gives the first time enough nodes could
+   hold the gang's largest pods, and placements are tried from there (galloping, then
+   bisection, over the later deadlines; at most `MAX_PLACEMENT_TRIES`). Work without an
+   exec_timeout is released last, all at once: if the gang needs it gone, the nodes are still
+   reserved but no start can be estimated. A gang that would not fit an empty cluster gets no
+   reservation;
 2. the nodes: that placement, with ties between equally free nodes broken towards the nodes
    freest now (those an earlier cycle's reservation kept free: the choice is stable from cycle
    to cycle although every cycle decides afresh);
@@ -20,11 +23,14 @@ still cannot be placed gets a **reservation** when its turn comes in the allocat
    run there anyway.
 
 Who may use held capacity (backfill): a gang whose own exec_timeout ends it before the start
-(`now + exec_timeout <= start`), the reserving gang itself, and preemptible gangs of the same
-leaf queue with a lower priority (the reserving gang may preempt them when its nodes are free:
-they are counted as released at once when its start is estimated). Everyone else — fresh work
-without a timeout, or running past the start — is placed elsewhere; elastic growth, reclaim and
-consolidation of other gangs never touch held capacity.
+(`now + exec_timeout <= start`), and the reserving gang itself. Everyone else — fresh work
+without a timeout, or running past the start, preemptible or not — is placed elsewhere;
+elastic growth, reclaim and consolidation of other gangs never touch held capacity.
+Preemptible (LOW) work already running is not spared: preemptible gangs of the reserving
+gang's own leaf queue with a lower priority count as released at once when its nodes are
+chosen (its preempt, which runs every cycle with its holds lifted, evicts them as soon as that
+lets it start); LOW work of other queues is evicted by its reclaim when the fair-share rules
+allow it, and otherwise counted until its deadline like any other work.
 
 Fairness: a queue keeps at most one reservation per cycle, a cycle at most
 `max_reservations`; a reservation is made at the gang's turn in the fair queue order and then
@@ -36,6 +42,7 @@ reservation. The core keeps no state: every cycle computes the reservations anew
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -105,6 +112,7 @@ class Reserver:
         self.config = config
         self.reservations: list[Reservation] = []
         self.reserved_nodes: set[int] = set()
+        self.timeline: Timeline | None = None
 
     # --- who reserves, who may use a hold ------------------------------------------------
 
@@ -118,22 +126,16 @@ class Reserver:
         return self.now - since >= config.reserve_after_seconds
 
     def may_use(self, run: GangRun, reservation: Reservation) -> bool:
-        owner, gang = reservation.run.gang, run.gang
+        gang = run.gang
         if reservation.run is run:
             return True
-        if (reservation.start is not None and gang.exec_timeout is not None
-                and self.now + gang.exec_timeout <= reservation.start):
-            return True
-        return self._preemptible_by(gang, owner)
-
-    def _preemptible_by(self, gang: Gang, owner: Gang) -> bool:
-        return (self.config.preempt and gang.preemptible and gang.queue == owner.queue
-                and gang.priority < owner.priority)
+        return (reservation.start is not None and gang.exec_timeout is not None
+                and self.now + gang.exec_timeout <= reservation.start)
 
     @contextmanager
     def lifted(self, run: GangRun) -> Iterator[tuple[int, ...]]:
         """Lift the holds `run` may use while it is tried; afterwards hold again what it did
-        not take (what it took ends before the start, or is preempted by the reserver). A
+        not take (what it took ends before the start). A
         reservation whose own gang got placed is dropped. Yields the lifted reservations'
         positions (part of a remembered failure's key)."""
         usable = [r for r in self.reservations if self.may_use(run, r)] \
@@ -182,63 +184,28 @@ class Reserver:
 
     # --- making one ----------------------------------------------------------------------
 
-    def _releases(self, owner: Gang) -> list[tuple[float, int, int, int, int, str]]:
-        """What holds capacity outside earlier reservations' nodes, per gang and node:
-        (ends by, node, gpus, cpu, memory, whose), soonest first; INF: no exec_timeout. Work
-        `owner` may preempt counts as gone now."""
-        cluster, now = self.cluster, self.now
-        index = cluster.index
-        releases = []
-        for run in self.runs:
-            if run.evicted:
-                continue
-            gang = run.gang
-            preempted = self._preemptible_by(gang, owner)
-            deadline = gang.deadline
-            bound_end = now if preempted else INF if deadline is None else deadline
-            new_end = now if preempted else (
-                deadline if gang.running_since is not None and deadline is not None
-                else INF if gang.exec_timeout is None else now + gang.exec_timeout)
-            per_node: dict[tuple[float, int], list[int]] = {}
-            for pod in gang.pods:
-                if pod.node is None or pod.name in run.evicted_pods:
-                    continue
-                node = index.get(pod.node)
-                if node is not None:
-                    _add(per_node.setdefault((bound_end, node), [0, 0, 0]), pod)
-            for pod, node in run.new_pods:
-                _add(per_node.setdefault((new_end, node), [0, 0, 0]), pod)
-            whose = label(gang)
-            for (end, node), (gpus, cpu, memory) in per_node.items():
-                if node not in self.reserved_nodes and cluster.schedulable[node]:
-                    releases.append((end, node, gpus, cpu, memory, whose))
-        releases.sort(key=lambda item: (item[0], item[1], item[5]))
-        return releases
-
     def reserve(self, run: GangRun) -> Reservation | None:
         work = run.work
         lower = work.demand(0)
         if lower is None:
             return None
+        timeline = self._timeline()
         cluster = self.cluster
-        releases = self._releases(run.gang)
-        free_now = list(cluster.free_gpu)
-        start = cluster.mark()
-        marks: list[int] = []
+        mark = cluster.mark()
+        preempted = self._preempted_now(run, timeline)
         collect, work.collect_notes = work.collect_notes, False
         try:
-            found = self._search(work, lower, releases, marks)
-            if found is None:
-                return None
-            count, placed = found
-            cluster.rank = [-free for free in free_now]
-            preferred = self._place(work, list(range(len(cluster.names))))
-            cluster.rank = None
-            placed = preferred or placed
+            found = self._search(run, lower, timeline)
+            cluster.rollback(mark)
+            reservation = None if found is None else self._reservation(
+                run, found[0], found[1], timeline, preempted)
         finally:
             work.collect_notes = collect
-            cluster.rollback(start)
-        reservation = self._reservation(run, lower, releases[:count], placed)
+            cluster.rollback(mark)
+            timeline.skip = set()
+            timeline.forget(preempted)
+        if reservation is None:
+            return None
         self._hold(reservation, 1)
         self.reservations.append(reservation)
         self.reserved_nodes.update(reservation.nodes)
@@ -246,104 +213,124 @@ class Reserver:
         run.reasons.insert(0, self.reason(reservation))
         return reservation
 
-    def _search(self, work, lower, releases, marks: list[int]
-                ) -> tuple[int, list[tuple[int, list[int]]]] | None:
-        """The fewest releases (whole deadlines at a time) after which the gang's minimum is
-        placed: (how many, the placement), or None."""
-        cluster = self.cluster
-        bounds = [k for k in range(1, len(releases) + 1)
-                  if k == len(releases) or releases[k][0] != releases[k - 1][0]]
-        state = {"applied": 0}
+    def _preempted_now(self, owner: GangRun, timeline: Timeline) -> dict[int, list[int]]:
+        """Preemptible work of the owner's queue with a lower priority: the owner's preempt
+        evicts it once that lets it start, so it counts as released now (freed virtually
+        here, left out of the timeline). Returns what it holds per node."""
+        held: dict[int, list[int]] = {}
+        if not self.config.preempt:
+            return held
+        gang = owner.gang
+        for run in self.runs:
+            other = run.gang
+            if (run.evicted or not other.preemptible or other.queue != gang.queue
+                    or other.priority >= gang.priority or run.new_pods):
+                continue
+            for pod in other.pods:
+                node = self.cluster.index.get(pod.node) if pod.node is not None else None
+                if node is None or pod.name in run.evicted_pods:
+                    continue
+                self.cluster.take(node, -pod.gpus, -pod.cpu, -pod.memory)
+                _add(held.setdefault(node, [0, 0, 0]), pod)
+            timeline.skip.add(id(run))
+        timeline.forget(held)
+        return held
 
-        def advance(k: int) -> None:
-            applied = state["applied"]
-            if k < applied:
-                cluster.rollback(marks[k])
-                del marks[k:]
-            for end, node, gpus, cpu, memory, _whose in releases[applied:k]:
-                marks.append(cluster.mark())
-                cluster.take(node, -gpus, -cpu, -memory)
-            state["applied"] = k
+    def _timeline(self) -> Timeline:
+        if self.timeline is None:
+            self.timeline = Timeline(self.cluster, self.now)
+        self.timeline.refresh(self.runs)
+        return self.timeline
 
-        tries = [0]
-
-        def attempt(position: int):
-            advance(bounds[position])
-            if any(cluster.total_free[r] < lower[r] for r in range(3)):
-                return None
-            tries[0] += 1
-            return self._place(work, None)
-
-        first = 0
-        while first < len(bounds):  # the cluster-wide total first: cheap
-            advance(bounds[first])
-            if all(cluster.total_free[r] >= lower[r] for r in range(3)):
-                break
-            first += 1
-        failed, step, position, placed = first - 1, 1, first, None
-        while position < len(bounds) and tries[0] < MAX_PLACEMENT_TRIES:
-            placed = attempt(position)
+    def _search(self, run: GangRun, lower, timeline: Timeline
+                ) -> tuple[float, list[tuple[int, list[int]]]] | None:
+        """The earliest deadline after which the gang's minimum is placed, and that
+        placement: first the time enough nodes could hold its largest pods (each node's
+        releases walked once), then placements from there (galloping, then bisection)."""
+        nodes = [i for i in range(len(self.cluster.names))
+                 if self.cluster.schedulable[i] and i not in self.reserved_nodes]
+        shape, count = _largest_pods(run)
+        times = timeline.crossings(nodes, shape, count)
+        if not times:
+            return None
+        tries = 0
+        failed, position, step, placed = -1, 0, 1, None
+        while position < len(times) and tries < MAX_PLACEMENT_TRIES:
+            tries += 1
+            placed = self._place_at(run, lower, times[position], nodes, timeline)
             if placed is not None:
                 break
             failed, position, step = position, position + step, step * 2
-        if placed is None and position >= len(bounds) and failed < len(bounds) - 1 \
-                and tries[0] < MAX_PLACEMENT_TRIES:
-            position = len(bounds) - 1
-            placed = attempt(position)
+        if placed is None and failed < len(times) - 1 and tries < MAX_PLACEMENT_TRIES:
+            tries, position = tries + 1, len(times) - 1
+            placed = self._place_at(run, lower, times[position], nodes, timeline)
         if placed is None:
             return None
-        best = (position, placed)
-        low, high = failed, position  # low fails (or is before any), high fits
-        while high - low > 1 and tries[0] < MAX_PLACEMENT_TRIES:
+        best = (times[position], placed)
+        low, high = failed, position
+        while high - low > 1 and tries < MAX_PLACEMENT_TRIES:
             middle = (low + high) // 2
-            placed = attempt(middle)
+            tries += 1
+            placed = self._place_at(run, lower, times[middle], nodes, timeline)
             if placed is None:
                 low = middle
             else:
-                high, best = middle, (middle, placed)
-        advance(bounds[best[0]])
-        return bounds[best[0]], best[1]
+                high, best = middle, (times[middle], placed)
+        return best
 
-    def _place(self, work, pool) -> list[tuple[int, list[int]]] | None:
-        """The gang's minimum placed on the cluster as it is now, then undone: (node, pod
-        amounts) per placed pod, or None."""
-        mark = work.mark()
-        if not self.placer.place_minimum(work, pool):
-            return None
-        placed = [(node, [pod.gpus, pod.cpu, pod.memory]) for _leaf, pod, node in work.tentative]
-        work.rollback(mark)
-        return placed
+    def _place_at(self, run: GangRun, lower, when: float, nodes: list[int],
+                  timeline: Timeline) -> list[tuple[int, list[int]]] | None:
+        """The gang's minimum placed on the cluster as it will be at `when` (every release
+        by then made), nodes freest now first among equals; undone afterwards."""
+        cluster, work = self.cluster, run.work
+        mark = cluster.mark()
+        rank = [-free for free in cluster.free_gpu]
+        try:
+            for node in nodes:
+                gpus, cpu, memory = timeline.released(node, when)
+                if gpus or cpu or memory:
+                    cluster.take(node, -gpus, -cpu, -memory)
+            if any(cluster.total_free[r] < lower[r] for r in range(3)):
+                return None
+            cluster.rank = rank
+            placed_mark = work.mark()
+            if not self.placer.place_minimum(work, nodes):
+                return None
+            placed = [(node, [pod.gpus, pod.cpu, pod.memory])
+                      for _leaf, pod, node in work.tentative]
+            work.rollback(placed_mark)
+            return placed
+        finally:
+            cluster.rank = None
+            cluster.rollback(mark)
 
-    def _reservation(self, run: GangRun, lower, released, placed) -> Reservation:
+    def _reservation(self, run: GangRun, when: float, placed, timeline: Timeline,
+                     preempted: dict[int, list[int]]) -> Reservation:
         cluster = self.cluster
         need: dict[int, list[int]] = {}
         for node, amounts in placed:
             total = need.setdefault(node, [0, 0, 0])
             for i in range(3):
                 total[i] += amounts[i]
-        giving: dict[int, list[int]] = {}
-        latest: dict[int, float] = {}
-        for end, node, gpus, cpu, memory, _whose in released:
-            if node in need:
-                totals = giving.setdefault(node, [0, 0, 0])
-                totals[0] += gpus
-                totals[1] += cpu
-                totals[2] += memory
-                latest[node] = max(latest.get(node, end), end)
         holds = {}
+        start = self.now
         for node, amounts in need.items():
-            back = giving.get(node, [0, 0, 0])
+            back = timeline.released(node, when)
+            if node in preempted:
+                back = tuple(back[i] + preempted[node][i] for i in range(3))
             free = (cluster.free_gpu[node], cluster.free_cpu[node], cluster.free_mem[node])
             holds[node] = [max(0, min(free[i], amounts[i] - back[i])) for i in range(3)]
-        start = max(latest.values(), default=self.now)
-        untimed = tuple(sorted({whose for end, node, *_rest, whose in released
-                                if end == INF and node in need}))
-        waits_for = tuple(sorted({whose for end, node, *_rest, whose in released
-                                  if node in need and end == start and end != INF}))
+            if any(timeline.released(node, when)):
+                start = max(start, timeline.last_release(node, when))
+        untimed = tuple(sorted({whose for node in need
+                                for whose in timeline.whose(node, INF)})) \
+            if start == INF else ()
+        waits_for = tuple(sorted({whose for node in need
+                                  for whose in timeline.whose(node, start)})) \
+            if start != INF else ()
         amount = [sum(a[i] for a in need.values()) for i in range(3)]
-        return Reservation(run, None if start == INF else max(start, self.now),
-                           sorted(need), holds, amount, () if start == INF else waits_for,
-                           untimed)
+        return Reservation(run, None if start == INF else start, sorted(need), holds, amount,
+                           waits_for, untimed)
 
     # --- what users see ------------------------------------------------------------------
 
@@ -387,6 +374,145 @@ class Reserver:
         return [StartEstimate(r.run.gang.name, r.run.gang.queue, r.start,
                               tuple(self.cluster.names[i] for i in r.nodes), r.waits_for,
                               r.untimed, r.amount[0]) for r in self.reservations]
+
+
+class Timeline:
+    """When capacity comes back, per node: the deadlines of the work on it (a running gang's
+    `running_since + exec_timeout`, a gang placed this cycle `now + exec_timeout`; INF without
+    an exec_timeout), with cumulative amounts for look-ups by time. Built once per cycle and
+    brought up to date with the pods placed since (`refresh`)."""
+
+    def __init__(self, cluster: Cluster, now: float) -> None:
+        self.cluster = cluster
+        self.now = now
+        self.entries: dict[int, list[tuple[float, int, int, int, str, int]]] = {}
+        self.counted: dict[int, int] = {}  # id(run) -> its pods placed this cycle, counted
+        self._cumulative: dict[int, tuple] = {}
+        self.skip: set[int] = set()  # runs left out of one reservation's look-ups
+
+    def forget(self, nodes) -> None:
+        """Drop the cached sums of `nodes` (their look-ups now leave `skip` out)."""
+        for node in nodes:
+            self._cumulative.pop(node, None)
+
+    def refresh(self, runs: Sequence[GangRun]) -> None:
+        index, first, entries = self.cluster.index, not self.counted, self.entries
+        counted = self.counted
+        touched: set[int] = set()
+        for run in runs:
+            placed = len(run.new_pods)
+            seen = counted.get(id(run), 0)
+            if run.evicted or (not first and placed == seen):
+                continue
+            counted[id(run)] = placed
+            gang = run.gang
+            deadline = gang.deadline
+            whose = label(gang)
+            if first:
+                end = INF if deadline is None else deadline
+                evicted = run.evicted_pods
+                for pod in gang.pods:
+                    if pod.node is not None and (not evicted or pod.name not in evicted):
+                        node = index.get(pod.node)
+                        if node is not None:
+                            entries.setdefault(node, []).append(
+                                (end, pod.gpus, pod.cpu, pod.memory, whose, id(run)))
+                            touched.add(node)
+            end = (deadline if gang.running_since is not None and deadline is not None
+                   else INF if gang.exec_timeout is None else self.now + gang.exec_timeout)
+            for pod, node in run.new_pods[seen:]:
+                entries.setdefault(node, []).append(
+                    (end, pod.gpus, pod.cpu, pod.memory, whose, id(run)))
+                touched.add(node)
+        for node in touched:
+            entries[node].sort()
+            self._cumulative.pop(node, None)
+
+    def _sums(self, node: int) -> tuple[list[float], list[int], list[int], list[int]]:
+        """Per node: the deadlines, and what has come back by each (gpus, cpu, memory)."""
+        sums = self._cumulative.get(node)
+        if sums is None:
+            ends: list[float] = []
+            gpus_by: list[int] = []
+            cpu_by: list[int] = []
+            memory_by: list[int] = []
+            g = c = m = 0
+            skip = self.skip
+            for end, gpus, cpu, memory, _whose, run in self.entries.get(node, ()):
+                if skip and run in skip:
+                    continue
+                g, c, m = g + gpus, c + cpu, m + memory
+                ends.append(end)
+                gpus_by.append(g)
+                cpu_by.append(c)
+                memory_by.append(m)
+            sums = self._cumulative[node] = (ends, gpus_by, cpu_by, memory_by)
+        return sums
+
+    def released(self, node: int, when: float) -> tuple[int, int, int]:
+        """What the work on `node` has given back by `when`."""
+        ends, gpus, cpu, memory = self._sums(node)
+        position = bisect_right(ends, when) - 1
+        return (gpus[position], cpu[position], memory[position]) if position >= 0 else (0, 0, 0)
+
+    def last_release(self, node: int, when: float) -> float:
+        ends = self._sums(node)[0]
+        position = bisect_right(ends, when)
+        return ends[position - 1] if position else self.now
+
+    def whose(self, node: int, when: float) -> list[str]:
+        return [entry[4] for entry in self.entries.get(node, ())
+                if entry[0] == when and entry[5] not in self.skip]
+
+    def crossings(self, nodes: Sequence[int], shape: tuple[int, int, int], count: int
+                  ) -> list[float]:
+        """The distinct times from which enough of `nodes` could hold `count` pods of
+        `shape` (the first is when they first could), INF last when only releasing work
+        without a timeout would do; empty when not even that. Per node, the time its k-th
+        pod fits is a bisection of its cumulative releases."""
+        cluster = self.cluster
+        found: list[float] = []
+        wanted = [i for i in range(3) if shape[i] > 0]
+        if not wanted:
+            return [self.now] if count else []
+        for node in nodes:
+            free = (cluster.free_gpu[node], cluster.free_cpu[node], cluster.free_mem[node])
+            sums = self._sums(node)
+            ends, by = sums[0], sums[1:]
+            k = 1
+            while True:
+                position = 0
+                for i in wanted:
+                    short = k * shape[i] - free[i]
+                    if short > 0:
+                        position = max(position, bisect_left(by[i], short) + 1)
+                if position > len(ends):
+                    break
+                found.append(self.now if position == 0 else ends[position - 1])
+                k += 1
+                if k > count:
+                    break
+        if len(found) < count:
+            return []
+        found.sort()
+        first = found[count - 1]
+        return sorted({end for end in found if end >= first})
+
+
+def _largest_pods(run: GangRun) -> tuple[tuple[int, int, int], int]:
+    """The largest pod shape among the pods the gang's minimum needs, and how many of them
+    (one when the gang may choose among children: a lower bound either way)."""
+    work, tree = run.work, run.tree
+    needed: list[tuple[int, int, int]] = []
+    for leaf in tree.leaves:
+        missing = max(0, tree.nodes[leaf].leaf_minimum() - work.counts[leaf])
+        start = work.used[leaf]
+        needed.extend((p.gpus, p.cpu, p.memory) for p in work.pending[leaf][start:start + missing])
+    if not needed:
+        return (0, 0, 0), 0
+    shape = max(needed)
+    optional = any(node.min_subgroup is not None for node in tree.nodes)
+    return shape, 1 if optional else needed.count(shape)
 
 
 def _since(gang: Gang) -> float:

@@ -107,15 +107,6 @@ def test_the_gang_starts_on_its_reserved_node_once_the_work_there_has_ended():
     assert result.estimates == ()
 
 
-def test_lower_priority_preemptible_work_of_the_same_queue_may_use_held_gpus():
-    cluster, busy = two_busy_nodes()
-    low = gang("low", "team", pods("low", 2), min_member=2, priority=50, preemptible=True,
-               created_at=NOW - 0.5)
-    result = run_cycle(snapshot(cluster, QUEUES, busy + [waiting("big"), low], now=NOW))
-    assert sorted(bound_nodes(result).values()) == ["node-000", "node-001"]
-    assert result.estimate("big").nodes == ("node-001",)
-
-
 def test_the_gang_preempts_the_low_work_that_backfilled_its_nodes_when_they_are_free():
     cluster = nodes(2, gpus=4)
     low = gang("low", "team", pods("low", 1, node=cluster[1].name), priority=50,

@@ -18,6 +18,19 @@ def env_int(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
 
 
+def env_seconds(name: str) -> int | None:
+    """A duration knob (`90`, `30m`, `8h`, `2d`) in seconds; unset or empty: None."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (raw[:-1], raw[-1]) if raw[-1] in units else (raw, "s")
+    try:
+        return int(float(number) * units[unit])
+    except ValueError as exc:
+        raise RuntimeError(f"{name} must be a duration like 90, 30m, 8h or 2d") from exc
+
+
 DEBUG = env_bool("OSMO_DEBUG", False)
 # Importing settings starts nothing: without DATABASE_URL, the entry points (manage.py,
 # `osmo standalone`, the celery command) start the embedded PostgreSQL and export its URL and
@@ -188,6 +201,20 @@ OSMO_DASHBOARD_URL = os.environ.get("OSMO_DASHBOARD_URL", "").rstrip("/")
 OSMO_DRAIN_CHECK_INTERVAL = env_int("OSMO_DRAIN_CHECK_INTERVAL", 900)
 OSMO_SCHEDULER_INTERVAL = float(os.environ.get("OSMO_SCHEDULER_INTERVAL", "1"))
 OSMO_SIM_TASK_SECONDS = env_int("OSMO_SIM_TASK_SECONDS", 60)
+# Timeouts (OSMO's `timeout: {exec_timeout, queue_timeout}`, per group): the exec_timeout a
+# workflow gets when its spec names none, and the largest one a spec may ask for (above it:
+# 400 invalid_spec). Unset: no default, no maximum.
+OSMO_DEFAULT_EXEC_TIMEOUT = env_seconds("OSMO_DEFAULT_EXEC_TIMEOUT")
+OSMO_MAX_EXEC_TIMEOUT = env_seconds("OSMO_MAX_EXEC_TIMEOUT")
+# Reservations (docs/SCHEDULING.md): a gang first in its queue that waited this many seconds
+# and still does not fit reserves the nodes it gets soonest (negative: never); at most this
+# many reservations a cycle.
+OSMO_RESERVE_AFTER = float(os.environ.get("OSMO_RESERVE_AFTER", "10"))
+OSMO_MAX_RESERVATIONS = env_int("OSMO_MAX_RESERVATIONS", 4)
+# Time-based fair share (KAI's): usage decays with this half-life (unset: off) and lowers a
+# queue's over-quota share with this weight (KAI's kValue).
+OSMO_USAGE_HALF_LIFE = env_seconds("OSMO_USAGE_HALF_LIFE")
+OSMO_USAGE_K_VALUE = float(os.environ.get("OSMO_USAGE_K_VALUE", "1"))
 # Where pods run: `embedded` (the simulated cluster and our own scheduling loop) or
 # `kubernetes` (PodGroups and pods applied to a real cluster that runs KAI Scheduler, by
 # `manage.py run_k8s_backend`; see scheduler/backends/kubernetes).

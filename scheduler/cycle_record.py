@@ -10,10 +10,10 @@ builds a `CycleRecord` and hands it to `cycle_record_write`. `GET /api/scheduler
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from scheduler.core.results import CycleResult
+from scheduler.core.results import CycleResult, StartEstimate
 
 from .models import SchedulerCycle
 
@@ -29,17 +29,32 @@ class QueueFigures:
     allocated_gpus: int
     allocated_non_preemptible_gpus: int
     requested_gpus: int
+    reserved_gpus: int = 0  # what its reservations will take (see core/reservation.py)
 
 
 @dataclass(frozen=True)
 class PendingGang:
-    """A gang the cycle left pending, and why (`{code, message, ...}` each)."""
+    """A gang the cycle left pending, and why (`{code, message, ...}` each); `estimate`: its
+    reservation's start estimate (`estimate_row`), None without one."""
 
     podgroup: str
     workflow: str
     group: str
     queue: str
     reasons: list[dict[str, Any]]
+    estimate: dict[str, Any] | None = None
+
+
+def estimate_row(estimate: StartEstimate | None) -> dict[str, Any] | None:
+    """`{expected_start_at, reserved_nodes, reserved_gpus, waits_for, untimed}`;
+    `expected_start_at` (ISO 8601) is null when work without an exec_timeout is in the way."""
+    if estimate is None:
+        return None
+    at = (None if estimate.at is None else
+          datetime.fromtimestamp(estimate.at, tz=UTC).isoformat().replace("+00:00", "Z"))
+    return {"expected_start_at": at, "reserved_nodes": list(estimate.nodes),
+            "reserved_gpus": estimate.gpus, "waits_for": list(estimate.waits_for),
+            "untimed": list(estimate.untimed)}
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,7 @@ def queue_figures(result: CycleResult | None) -> tuple[QueueFigures, ...]:
             name=status.name, parent=status.parent, deserved_gpus=gpu.deserved,
             fair_share_gpus=gpu.fair_share, allocated_gpus=gpu.allocated,
             allocated_non_preemptible_gpus=gpu.allocated_non_preemptible,
-            requested_gpus=gpu.requested))
+            requested_gpus=gpu.requested, reserved_gpus=gpu.reserved))
     return tuple(figures)
 
 

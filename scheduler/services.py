@@ -28,7 +28,13 @@ from workflows.models import TaskStatus
 from workflows.selectors import bound_tasks_on_node
 
 from . import metrics
-from .cycle_record import CycleRecord, PendingGang, cycle_record_write, queue_figures
+from .cycle_record import (
+    CycleRecord,
+    PendingGang,
+    cycle_record_write,
+    estimate_row,
+    queue_figures,
+)
 from .models import ClusterTopology, Node, SchedulerCycle
 from .snapshot import build_snapshot
 
@@ -102,7 +108,8 @@ def _record(result, index, summary_at, duration_ms, bound, evicted) -> int:
     pending = tuple(
         PendingGang(podgroup=explanation.gang, workflow=group["workflow__name"],
                     group=group["name"], queue=explanation.queue,
-                    reasons=[reason.to_dict() for reason in explanation.reasons])
+                    reasons=[reason.to_dict() for reason in explanation.reasons],
+                    estimate=estimate_row(result.estimate(explanation.gang)))
         for explanation in result.explanations
         if (group := index.groups.get(explanation.gang)) is not None)
     previous = SchedulerCycle.objects.filter(pk=1).values_list("pending_gangs", flat=True).first()
@@ -162,6 +169,7 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CYCLE_LOCK])
             now = now or timezone.now()
+            lifecycle.groups_time_out(now=now)
             completed = complete_due_tasks(now=now)
             snapshot, index = build_snapshot(now=now)
             decide = time.perf_counter()
@@ -203,6 +211,15 @@ def _first_binds(result, index, now: datetime) -> list[tuple[str, float]]:
                 group["workflow__priority"],
                 (now - group["workflow__submitted_at"]).total_seconds())
     return list(first.values())
+
+
+# --- timeouts ----------------------------------------------------------------------------------
+
+@transaction.atomic
+def timeouts_enforce(*, now: datetime | None = None) -> int:
+    """Groups past their exec_timeout or queue_timeout end (the Kubernetes backend's pass; the
+    embedded loop does it in every cycle). Returns how many ended."""
+    return lifecycle.groups_time_out(now=now or timezone.now())
 
 
 # --- the embedded cluster: task completion ---------------------------------------------------

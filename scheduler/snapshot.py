@@ -8,7 +8,7 @@ a real cluster would get is what this loop schedules.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.conf import settings
@@ -27,6 +27,7 @@ from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
 
 from .gangs import gang_of
 from .models import Node as NodeRow
+from .usage import queue_usage
 
 SCHEDULABLE_GROUPS = (TaskStatus.SCHEDULING, TaskStatus.RUNNING)
 # Tasks that belong to a live gang: pending, bound or running (finished ones have left it).
@@ -44,6 +45,12 @@ class SnapshotIndex:
 def _ts(value: datetime | None) -> float | None:
     return value.timestamp() if value else None
 
+
+def scheduler_config() -> SchedulerConfig:
+    """The cycle's knobs from settings (both backends)."""
+    return SchedulerConfig(reserve_after_seconds=settings.OSMO_RESERVE_AFTER,
+                           max_reservations=settings.OSMO_MAX_RESERVATIONS,
+                           usage_k_value=settings.OSMO_USAGE_K_VALUE)
 
 
 
@@ -63,10 +70,10 @@ def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
         row["id"]: row for row in WorkflowGroup.objects.filter(
             status__in=SCHEDULABLE_GROUPS,
             workflow__status__in=(WorkflowStatus.PENDING, WorkflowStatus.RUNNING),
-        ).values("id", "podgroup", "gang", "started_at", "below_min_since",
+        ).values("id", "podgroup", "gang", "started_at", "below_min_since", "scheduling_at",
                  "workflow_id", "workflow__name", "workflow__priority",
                  "workflow__submitted_at", "workflow__started_at", "workflow__pool__name",
-                 "name")
+                 "name", "workflow__exec_timeout_seconds")
     }
     pods: dict[int, list[Pod]] = {group_id: [] for group_id in groups}
     finished: set[int] = set()
@@ -99,8 +106,15 @@ def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
             below_min_since=_ts(row["below_min_since"]),
             # A gang whose members are finishing is winding down, not stale.
             staleness_grace_seconds=-1 if group_id in finished else None,
+            exec_timeout=row["workflow__exec_timeout_seconds"],
+            queued_since=_ts(row["scheduling_at"]),
+            workload=f"workflow {row['workflow__name']!r}",
         ))
-    snapshot = Snapshot(nodes=nodes, queues=tuple(q.queue for q in queues(namespace=namespace)),
+    capacity = sum(node.gpus for node in nodes if node.schedulable)
+    usage = queue_usage(now=now, namespace=namespace, capacity=capacity)
+    snapshot = Snapshot(nodes=nodes,
+                        queues=tuple(replace(q.queue, usage=usage.get(q.queue.name, 0.0))
+                                     for q in queues(namespace=namespace)),
                         gangs=tuple(gangs), topology=topology, now=now.timestamp(),
-                        config=config or SchedulerConfig())
+                        config=config or scheduler_config())
     return snapshot, index

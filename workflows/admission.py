@@ -89,6 +89,24 @@ def parse_for_pool(pool: Pool, source, *, set_variables=(), set_string_variables
                         ) from error
 
 
+def exec_timeout(spec: WorkflowSpec | None) -> int | None:
+    """Each group's exec_timeout: the spec's (400 `invalid_spec` above
+    `OSMO_MAX_EXEC_TIMEOUT`), else `OSMO_DEFAULT_EXEC_TIMEOUT` capped by that maximum."""
+    asked = (spec.exec_timeout_seconds or None) if spec is not None else None  # 0: unset
+    maximum = settings.OSMO_MAX_EXEC_TIMEOUT
+    if asked is not None and maximum is not None and asked > maximum:
+        path = "workflow.timeout.exec_timeout"
+        message = (f"{asked} s is above this platform's maximum exec_timeout of {maximum} s "
+                   "(OSMO_MAX_EXEC_TIMEOUT)")
+        raise OsmoError("invalid_spec", f"The workflow spec is not valid: {path}: {message}",
+                        errors={path: [message]})
+    if asked is None:
+        asked = settings.OSMO_DEFAULT_EXEC_TIMEOUT
+        if asked is not None and maximum is not None:
+            asked = min(asked, maximum)
+    return asked or None
+
+
 def check_quota(*, target: Pool, parent: Pool, spec_total: int, largest_group: int,
                 priority: str) -> None:
     """Checks 3-5 of API.md, with the rows already locked."""
@@ -203,7 +221,8 @@ def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, s
         status=WorkflowStatus.PENDING, spec=source if isinstance(source, str) else "",
         rendered_spec=spec.rendered_text or "", set_variables=list(set_variables or ()),
         set_string_variables=list(set_string_variables or ()), gpus_requested=spec.total_gpus,
-        labels={**spec.labels, **(labels or {})},
+        labels={**spec.labels, **(labels or {})}, exec_timeout_seconds=exec_timeout(spec),
+        queue_timeout_seconds=spec.queue_timeout_seconds or None,
     )
     workflow.submitted_at = timezone.now()
     settings_pool = pool.parent if pool.is_subpool else pool
@@ -215,7 +234,9 @@ def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, s
                               status=status, depends_on=list(group_spec.depends_on),
                               lead_task=group_spec.lead, gpus=group_spec.gpus,
                               podgroup=podgroup_name(name, group_spec.name),
-                              gang=group_spec.podgroup_spec_fields())
+                              gang=group_spec.podgroup_spec_fields(),
+                              scheduling_at=None if group_spec.depends_on
+                              else workflow.submitted_at)
         groups.append(group)
         for task_spec in group_spec.tasks:
             replicas = [None] if task_spec.replicas == 1 else range(task_spec.replicas)
@@ -301,6 +322,7 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
     priority = validate_priority(priority)
     spec = parse_for_pool(unlocked, source, set_variables=set_variables,
                           set_string_variables=set_string_variables)
+    exec_timeout(spec)  # above the maximum: 400 before any lock
     with transaction.atomic():
         target = _locked_target(pool, roles)
         if _platform_settings(target) != _platform_settings(unlocked):  # changed meanwhile
@@ -356,14 +378,15 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                             priority=grouping.priority,
                             user=actor if getattr(actor, "is_authenticated", False) else None,
                             status=WorkflowStatus.PENDING, gpus_requested=grouping.gpus,
-                            manifests=grouping.manifests())
+                            manifests=grouping.manifests(), exec_timeout_seconds=exec_timeout(None))
         groups, tasks = [], []
         for index, unit in enumerate(grouping.groups):
             spec = unit.manifests.podgroup["spec"]
             gang = {key: spec[key] for key in GANG_FIELDS if key in spec}
             group = WorkflowGroup(workflow=workflow, name=unit.name, position=index,
                                   status=TaskStatus.SCHEDULING, podgroup=unit.name,
-                                  gpus=unit.gpus, lead_task=unit.pod_names[0], gang=gang)
+                                  gpus=unit.gpus, lead_task=unit.pod_names[0], gang=gang,
+                                  scheduling_at=timezone.now())
             groups.append(group)
             for pod in unit.manifests.pods:
                 cpu, memory = pod_requests(pod)

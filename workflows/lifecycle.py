@@ -15,11 +15,18 @@ Rules (OSMO's, where the contract is silent):
 - A group is a gang: when one of its tasks fails, its other alive tasks are canceled
   (`FAILED_CANCELED`, reason `group_failed`); when every replica of its lead task has completed,
   the others are stopped as `COMPLETED` (reason `lead_completed`).
-- A group's final status takes the worst of its tasks': FAILED_PREEMPTED, then FAILED_EVICTED,
-  then FAILED, then FAILED_CANCELED, then COMPLETED. The workflow's takes the worst of its groups'.
-- When a group fails, the workflow's other alive groups are canceled (reason `upstream_failed`);
-  when a group completes, waiting groups whose inputs have all completed are released to the
-  scheduler (SCHEDULING).
+- A group's final status takes the worst of its tasks': FAILED_EXEC_TIMEOUT, FAILED_QUEUE_TIMEOUT,
+  FAILED_PREEMPTED, FAILED_EVICTED, FAILED, FAILED_CANCELED, then COMPLETED. The workflow's takes
+  the worst of its groups' (so a workflow that timed out says so, as OSMO's does).
+- When a group fails, the workflow's other alive groups are canceled (reason `upstream_failed`)
+  - except when it timed out: then, as in OSMO 6.3, only the groups that wait for its output
+  are canceled and its siblings go on; when a group completes, waiting groups whose inputs
+  have all completed are released to the scheduler (SCHEDULING).
+- Timeouts (OSMO's, per group): a group RUNNING longer than its workflow's exec_timeout
+  (counted from the group's RUNNING transition) ends FAILED_EXEC_TIMEOUT; a group still in
+  SCHEDULING with no task on a node after its queue_timeout (counted from its SCHEDULING
+  transition) ends FAILED_QUEUE_TIMEOUT (`groups_time_out`). On Kubernetes the cleaner then
+  deletes their pods like any ended group's.
 - Scheduler decisions: a bound task is RUNNING on its node; an evicted gang fails as a whole
   (FAILED_PREEMPTED or the eviction's reason), while evicted elastic surplus (the gang keeps
   other bound pods) returns to pending (SCHEDULING, unbound, reason `preempted_requeued`) to
@@ -59,8 +66,14 @@ REQUEUED = "preempted_requeued"
 # Reason of a running task the scheduler moved to another node (consolidation).
 CONSOLIDATED = "consolidated"
 
+# Reasons of tasks ended by a timeout.
+EXEC_TIMEOUT = "exec_timeout"
+QUEUE_TIMEOUT = "queue_timeout"
+TIMED_OUT = (TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT)
+
 STATUS_RANK = {TaskStatus.WAITING: 0, TaskStatus.SCHEDULING: 1, TaskStatus.RUNNING: 2}
-SEVERITY = [TaskStatus.FAILED_PREEMPTED, TaskStatus.FAILED_EVICTED, TaskStatus.FAILED,
+SEVERITY = [TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT,
+            TaskStatus.FAILED_PREEMPTED, TaskStatus.FAILED_EVICTED, TaskStatus.FAILED,
             TaskStatus.FAILED_CANCELED, TaskStatus.COMPLETED]
 
 
@@ -187,11 +200,14 @@ def settle(workflow: Workflow, now) -> None:
                 group.save(update_fields=["status", "started_at"])
 
         failed_group = next((g for g in groups if g.status in FINAL_TASK_STATUSES
-                             and g.status != TaskStatus.COMPLETED), None)
+                             and g.status not in (TaskStatus.COMPLETED, *TIMED_OUT)), None)
         for group in groups:
             if group.status in FINAL_TASK_STATUSES:
                 continue
-            if failed_group is not None:
+            upstream_failed = any(by_name[name].status in FINAL_TASK_STATUSES
+                                  and by_name[name].status != TaskStatus.COMPLETED
+                                  for name in group.depends_on if name in by_name)
+            if failed_group is not None or upstream_failed:
                 _end_tasks(Task.objects.filter(group=group), TaskStatus.FAILED_CANCELED,
                            "upstream_failed", now)
                 task_statuses[group.pk] = [(t, TaskStatus.FAILED_CANCELED
@@ -206,7 +222,8 @@ def settle(workflow: Workflow, now) -> None:
                                             if s == TaskStatus.WAITING else s)
                                            for t, s in task_statuses.get(group.pk, [])]
                 group.status = TaskStatus.SCHEDULING
-                group.save(update_fields=["status"])
+                group.scheduling_at = now
+                group.save(update_fields=["status", "scheduling_at"])
 
     if all(g.status in FINAL_TASK_STATUSES for g in groups):
         worst = worst_status(g.status for g in groups)
@@ -460,6 +477,45 @@ def tasks_complete_due(*, now: datetime, default_seconds: int) -> int:
     logstore.events_record_tasks(ended, "Completed", "exit code 0", now)
     _settle_all(workflow_ids, now)
     return changed
+
+
+def groups_time_out(*, now: datetime) -> int:
+    """End the groups past their exec_timeout (RUNNING since `started_at`) or queue_timeout
+    (SCHEDULING since `scheduling_at`, no task on a node yet): their alive tasks end
+    FAILED_EXEC_TIMEOUT / FAILED_QUEUE_TIMEOUT, the workflows settle (siblings go on).
+    Returns how many groups ended. The workflows are locked, then each group is checked
+    again, so a group that moved on meanwhile is left alone."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT g.id, g.workflow_id, %s FROM workflows_workflowgroup g "
+            "JOIN workflows_workflow w ON w.id = g.workflow_id "
+            "WHERE g.status = %s AND w.exec_timeout_seconds IS NOT NULL "
+            "AND g.started_at + make_interval(secs => w.exec_timeout_seconds) <= %s "
+            "UNION ALL "
+            "SELECT g.id, g.workflow_id, %s FROM workflows_workflowgroup g "
+            "JOIN workflows_workflow w ON w.id = g.workflow_id "
+            "WHERE g.status = %s AND w.queue_timeout_seconds IS NOT NULL "
+            "AND g.scheduling_at + make_interval(secs => w.queue_timeout_seconds) <= %s "
+            "AND NOT EXISTS (SELECT 1 FROM workflows_task t WHERE t.group_id = g.id "
+            "                AND t.node_name <> '' AND t.status IN (%s, %s))",
+            [TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.RUNNING, now,
+             TaskStatus.FAILED_QUEUE_TIMEOUT, TaskStatus.SCHEDULING, now,
+             TaskStatus.SCHEDULING, TaskStatus.RUNNING])
+        due = cursor.fetchall()
+    if not due:
+        return 0
+    lock_workflows({workflow_id for _, workflow_id, _ in due})
+    ended = 0
+    for group_id, _workflow_id, status in due:
+        expected = (TaskStatus.RUNNING if status == TaskStatus.FAILED_EXEC_TIMEOUT
+                    else TaskStatus.SCHEDULING)
+        if not WorkflowGroup.objects.filter(pk=group_id, status=expected).exists():
+            continue
+        reason = EXEC_TIMEOUT if status == TaskStatus.FAILED_EXEC_TIMEOUT else QUEUE_TIMEOUT
+        _end_tasks(Task.objects.filter(group_id=group_id), status, reason, now)
+        ended += 1
+    _settle_all({workflow_id for _, workflow_id, _ in due}, now)
+    return ended  # the Kubernetes backend's cleanup, in the same pass, deletes their pods
 
 
 def tasks_evict_from_node(*, node_name: str, reason: str, now: datetime) -> int:

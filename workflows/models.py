@@ -24,6 +24,8 @@ class WorkflowStatus(models.TextChoices):
     FAILED_PREEMPTED = "FAILED_PREEMPTED"
     FAILED_EVICTED = "FAILED_EVICTED"
     FAILED_SUBMISSION = "FAILED_SUBMISSION"
+    FAILED_EXEC_TIMEOUT = "FAILED_EXEC_TIMEOUT"
+    FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
 
 
 ALIVE_WORKFLOW_STATUSES = (WorkflowStatus.PENDING, WorkflowStatus.RUNNING)
@@ -38,6 +40,8 @@ class TaskStatus(models.TextChoices):
     FAILED_CANCELED = "FAILED_CANCELED"
     FAILED_PREEMPTED = "FAILED_PREEMPTED"
     FAILED_EVICTED = "FAILED_EVICTED"
+    FAILED_EXEC_TIMEOUT = "FAILED_EXEC_TIMEOUT"
+    FAILED_QUEUE_TIMEOUT = "FAILED_QUEUE_TIMEOUT"
 
 
 ALIVE_TASK_STATUSES = (TaskStatus.WAITING, TaskStatus.SCHEDULING, TaskStatus.RUNNING)
@@ -79,6 +83,11 @@ class Workflow(models.Model):
                                         "by those given at submission.")
     tags = models.JSONField(default=list, blank=True,
                             help_text="Tags from the admins' list (OSMO_WORKFLOW_TAGS).")
+    exec_timeout_seconds = models.IntegerField(
+        null=True, blank=True, help_text="Each group's exec_timeout (the spec's, else the "
+                                         "platform default); null: none.")
+    queue_timeout_seconds = models.IntegerField(
+        null=True, blank=True, help_text="Each group's queue_timeout; null: none.")
     submitted_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -115,6 +124,9 @@ class WorkflowGroup(models.Model):
                                       "subGroups, topologyConstraint.")
     below_min_since = models.DateTimeField(null=True, blank=True,
                                            help_text="A running gang below its minimum since.")
+    scheduling_at = models.DateTimeField(null=True, blank=True,
+                                         help_text="When it last entered SCHEDULING (its "
+                                                   "queue_timeout counts from here).")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

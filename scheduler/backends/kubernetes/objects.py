@@ -10,6 +10,8 @@ real cluster needs — the decisions, where the documents are silent:
   ``osmo.pool`` labels and ``osmo/workflow-name`` / ``osmo/group-name`` annotations (workflow
   pods already carry them; workload pods get them, plus ``osmo/task-name`` = the pod name).
   A pod's task is ``osmo/task-name`` + ``-{osmo/replica-index}`` when it has one.
+- The PodGroup carries ``osmo/exec-timeout`` (seconds) when the workflow has an exec_timeout:
+  our scheduler (``OSMO_PLACEMENT=osmo``) plans reservations on running gangs' deadlines.
 - ``spec.schedulerName`` is ``OSMO_SCHEDULER_NAME`` on every pod (workloads included);
   resource quantities are sent as strings (the API server's form; the client insists).
 - A workflow group with more than one pod gets a headless Service (``clusterIP: None``,
@@ -49,6 +51,7 @@ from scheduler.core.kai_names import (
 )
 from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 
+EXEC_TIMEOUT_ANNOTATION = "osmo/exec-timeout"
 HOST_TOKEN = re.compile(r"\{\{\s*host:([^{}\s]+)\s*\}\}")
 FILES_VOLUME = "osmo-files"
 FILES_MODE = 0o755
@@ -201,6 +204,9 @@ def group_objects(workflow, group, *, manifests: list[dict] | None = None) -> Gr
     for pod in objects.pods:
         pod["spec"]["schedulerName"] = settings.OSMO_SCHEDULER_NAME
         _quantities_as_strings(pod)
+    if workflow.exec_timeout_seconds:
+        objects.podgroup["metadata"]["annotations"][EXEC_TIMEOUT_ANNOTATION] = str(
+            workflow.exec_timeout_seconds)
     return objects
 
 

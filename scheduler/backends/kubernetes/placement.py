@@ -88,7 +88,9 @@ from scheduler.core.kai_names import (
 )
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 from scheduler.core.results import STALE, CycleResult
-from scheduler.cycle_record import PendingGang
+from scheduler.cycle_record import PendingGang, estimate_row
+from scheduler.snapshot import scheduler_config
+from scheduler.usage import queue_usage
 from workflows.spec.units import parse_bytes, parse_millicores
 
 from .client import REQUEST_TIMEOUT, Kube, call, describe, status_of
@@ -100,6 +102,7 @@ from .moves import (
     is_moving,
     replacement_of,
 )
+from .objects import EXEC_TIMEOUT_ANNOTATION
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +118,7 @@ ASSUME_SECONDS = 30.0
 MAX_POD_EVENTS = 8  # Unschedulable Events per gang and change (the PodGroup always gets one)
 FINISHED = ("Succeeded", "Failed")
 EVENT_REASONS = {PREEMPTION_REASON: "Preempted", MOVE_REASON: "Moved"}
+USAGE_REFRESH_SECONDS = 30.0
 REPLACEMENT_SEEN_SECONDS = 2.0  # how long a cycle waits for the cache to show replacements
 # Taints that only mirror what the cache reads itself (the Ready condition, spec.unschedulable);
 # the node lifecycle controller keeps them in step, and admission puts ``not-ready`` on every
@@ -295,14 +299,14 @@ def _resource_quota(resources: dict, name: str) -> ResourceQuota:
                          over_quota_weight=int(raw.get("overQuotaWeight", 1)))
 
 
-def queue_of(obj: dict[str, Any]) -> Queue:
+def queue_of(obj: dict[str, Any], usage: float = 0.0) -> Queue:
     spec = obj.get("spec") or {}
     resources = spec.get("resources") or {}
     return Queue(name=obj["metadata"]["name"], parent=spec.get("parentQueue") or None,
                  priority=int(spec.get("priority", 100)),
                  gpu=_resource_quota(resources, "gpu"), cpu=_resource_quota(resources, "cpu"),
                  memory=_resource_quota(resources, "memory"),
-                 created_at=_timestamp(obj["metadata"].get("creationTimestamp")))
+                 created_at=_timestamp(obj["metadata"].get("creationTimestamp")), usage=usage)
 
 
 def topology_of(topologies: list[dict[str, Any]]) -> Topology:
@@ -325,6 +329,14 @@ def _constraint(raw: dict | None) -> TopologyConstraint | None:
     if not required and not preferred:
         return None
     return TopologyConstraint(required_level=required, preferred_level=preferred)
+
+
+def _seconds(value) -> float | None:
+    try:
+        seconds = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds and seconds > 0 else None
 
 
 def _int_or_none(value) -> int | None:
@@ -370,9 +382,12 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
                    assumed: dict[str, str] | None = None,
                    below_min: dict[str, float] | None = None,
                    config: SchedulerConfig | None = None,
-                   memo: dict[str, tuple] | None = None) -> tuple[Snapshot, SnapshotIndex]:
+                   memo: dict[str, tuple] | None = None,
+                   usage: dict[str, float] | None = None) -> tuple[Snapshot, SnapshotIndex]:
     """``memo``: the previous cycles' gangs by name with what they were built from; a gang
-    whose PodGroup and pods are unchanged (resourceVersions, bound nodes) is reused."""
+    whose PodGroup and pods are unchanged (resourceVersions, bound nodes) is reused.
+    ``usage``: historical usage per queue (time-based fair share; see ``scheduler.usage``).
+    A gang's exec_timeout is its PodGroup's ``osmo/exec-timeout`` annotation (seconds)."""
     assumed = assumed or {}
     below_min = below_min or {}
     namespace = cache.namespace
@@ -380,7 +395,8 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
     node_objects = {n["metadata"]["name"]: n for n in cache.nodes.items()}
     index.nodes = node_objects
     podgroups = {pg["metadata"]["name"]: pg for pg in cache.podgroups.items()}
-    queues = tuple(queue_of(q) for q in cache.queues.items())
+    queues = tuple(queue_of(q, (usage or {}).get(q["metadata"]["name"], 0.0))
+                   for q in cache.queues.items())
     queue_names = {q.name for q in queues}
     parents = {q.parent for q in queues if q.parent}
 
@@ -491,6 +507,8 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
             continue
         priority = 50 if priority is None else priority
         preemptibility = spec.get("preemptibility")
+        annotations = podgroup["metadata"].get("annotations") or {}
+        workflow_name = annotations.get("osmo/workflow-name")
         gang = Gang(
             name=gang_name, queue=queue, priority=priority,
             preemptible=preemptibility == "preemptible" or (
@@ -501,7 +519,9 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
             min_subgroup=_int_or_none(spec.get("minSubGroup")),
             subgroups=subgroups, topology=_constraint(spec.get("topologyConstraint")),
             pods=tuple(core_pods), running_since=min(started) if started else None,
-            below_min_since=below_min.get(gang_name))
+            below_min_since=below_min.get(gang_name),
+            exec_timeout=_seconds(annotations.get(EXEC_TIMEOUT_ANNOTATION)),
+            workload=f"workflow {workflow_name!r}" if workflow_name else None)
         gangs.append(gang)
         index.gangs[gang_name] = gang
         index.podgroups[gang_name] = podgroup
@@ -563,7 +583,8 @@ class Placement:
         self.cache = cache
         self.namespace = cache.namespace
         self.scheduler_name = scheduler_name or settings.OSMO_SCHEDULER_NAME
-        self.config = config or SchedulerConfig()
+        self.config = config or scheduler_config()
+        self._usage: tuple[float, dict[str, float]] = (-USAGE_REFRESH_SECONDS, {})
         self.assumed: dict[str, tuple[str, float]] = {}  # pod key → (node, when)
         self.below_min: dict[str, float] = {}
         self.memo: dict[str, tuple] = {}  # gang → (what it was built from, Gang)
@@ -698,6 +719,15 @@ class Placement:
         return True
 
     # --- the cycle -----------------------------------------------------------------------
+    def usage(self, now: float) -> dict[str, float]:
+        """Historical usage per queue, read again at most every ``USAGE_REFRESH_SECONDS``
+        (the series gains a sample a minute)."""
+        read_at, usage = self._usage
+        if settings.OSMO_USAGE_HALF_LIFE and now - read_at >= USAGE_REFRESH_SECONDS:
+            usage = queue_usage(now=datetime.now(UTC), namespace=self.namespace)
+            self._usage = (now, usage)
+        return usage
+
     def _assumed_nodes(self, now: float) -> dict[str, str]:
         for key, (_node, when) in list(self.assumed.items()):
             pod = self.cache.pods.get(key)
@@ -712,7 +742,7 @@ class Placement:
         snapshot, index = build_snapshot(
             self.cache, scheduler_name=self.scheduler_name, now=figures.at,
             assumed=self._assumed_nodes(started), below_min=self.below_min,
-            config=self.config, memo=self.memo)
+            config=self.config, memo=self.memo, usage=self.usage(started))
         figures.snapshot_ms = (time.monotonic() - started) * 1000
         decide = time.monotonic()
         result = run_cycle(snapshot)
@@ -1095,6 +1125,6 @@ def pending_gangs(placement: Placement) -> tuple[PendingGang, ...]:
         rows.append(PendingGang(podgroup=gang.split("/", 1)[-1],
                                 workflow=annotations.get(WORKFLOW_NAME_ANNOTATION, ""),
                                 group=annotations.get(GROUP_NAME_ANNOTATION, ""), queue=queue,
-                                reasons=words))
+                                reasons=words, estimate=estimate_row(result.estimate(gang))))
     return tuple(rows)
 

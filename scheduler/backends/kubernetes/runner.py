@@ -4,8 +4,9 @@ loop). The leader runs, until it stops or loses its session:
 
 - a listener thread: LIST + WATCH of our pods → task statuses (:mod:`.listener`);
 - the main loop, every ``OSMO_K8S_INTERVAL`` seconds or as soon as a NOTIFY arrives on
-  :data:`scheduler.backends.WAKE_CHANNEL` (LISTENed on the leader's own connection): dispatch
-  runnable groups, clean up ended ones, sweep archived pools, publish KAI's pending reasons;
+  :data:`scheduler.backends.WAKE_CHANNEL` (LISTENed on the leader's own connection): end the
+  groups past their exec_timeout / queue_timeout, dispatch runnable groups, clean up ended
+  ones (timed-out groups' pods included), sweep archived pools, publish KAI's pending reasons;
   every ``OSMO_K8S_RESYNC_INTERVAL`` seconds also the node inventory, a sweep of leftovers and
   a full re-list of the pods;
 - with ``OSMO_PLACEMENT=osmo``, the scheduler (a child process under ``run_k8s_backend``, a
@@ -36,6 +37,7 @@ from django.conf import settings
 from django.db import connection
 
 from scheduler import metrics as scheduler_metrics
+from scheduler import services
 from scheduler.backends import WAKE_CHANNEL
 from scheduler.cycle_record import CycleRecord, cycle_record_write, queue_figures
 from scheduler.leader import LeaderLock
@@ -255,6 +257,7 @@ class BackendRunner:
                         if self.listener is not None:
                             self.listener.relist_requested = True
                         next_resync = time.monotonic() + self.resync
+                    services.timeouts_enforce()  # ended groups' pods go with the cleanup below
                     for _batch in range(MAX_BATCHES):  # a backlog: batch after batch
                         if len(dispatcher.run_once().applied) < dispatcher.batch:
                             break

@@ -81,12 +81,15 @@ def test_bad_quantities(value) -> None:
 
 @pytest.mark.parametrize(("value", "expected"), [
     ("10m", 600), ("1h30m", 5400), ("2d", 172800), ("45s", 45), (90, 90), ("120", 120),
+    # OSMO's other forms: seconds as a float (rounded up), ms/us, ISO 8601
+    (1.5, 2), ("500ms", 1), ("PT10S", 10), ("P1DT2H", 93600), ("PT1M30.5S", 91),
 ])
 def test_durations(value, expected) -> None:
     assert parse_duration_seconds(value) == expected
 
 
-@pytest.mark.parametrize("value", ["10 m", "m10", "", -1, True, 1.5, "1h1x"])
+@pytest.mark.parametrize("value", ["10 m", "m10", "", -1, True, -0.5, "1h1x", "P", "PT",
+                                   "P1H"])
 def test_bad_durations(value) -> None:
     with pytest.raises(ValueError):
         parse_duration_seconds(value)

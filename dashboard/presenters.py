@@ -614,11 +614,13 @@ class GroupView:
     reasons: list[dict]  # why it waits (explain), empty once placed or ended
     tasks: list[TaskView]
     duration: str
+    estimate: dict | None = None  # a reserved group's start estimate (explain)
 
 
 def workflow_groups(workflow, explanation: dict, now) -> list[GroupView]:
     """Groups with their tasks, durations (running ones up to ``now``) and explain reasons."""
     reasons = {group["name"]: group["reasons"] for group in explanation["groups"]}
+    estimates = {group["name"]: group.get("estimate") for group in explanation["groups"]}
     views = []
     for group in workflow.groups.all():
         tasks = [TaskView(task.name, task.status, task.reason or "", task.gpus,
@@ -630,5 +632,6 @@ def workflow_groups(workflow, explanation: dict, now) -> list[GroupView]:
         views.append(GroupView(group.name, group.podgroup, group.status, group.depends_on,
                                reasons.get(group.name, []), tasks,
                                duration(group.started_at, group.finished_at or (
-                                   now if group.started_at else None))))
+                                   now if group.started_at else None)),
+                               estimates.get(group.name)))
     return views

@@ -70,28 +70,34 @@ def scheduler_status(*, roles, user) -> dict:
         "last_cycle": last,
         "queues": queues,
         "pending": [{"podgroup": p["podgroup"], "workflow": p["workflow"],
-                     "group": p["group"], "reasons": p["reasons"]} for p in pending],
+                     "group": p["group"], "reasons": p["reasons"],
+                     "estimate": p.get("estimate")} for p in pending],
     }
 
 
 def explain(workflow) -> dict:
-    """Per group: the last cycle's reasons, or why it is not (yet) in the scheduler."""
+    """Per group: the last cycle's reasons, or why it is not (yet) in the scheduler, and the
+    start estimate of a group that holds a reservation (`estimate`: null otherwise; see
+    `scheduler.estimates`)."""
     cycle = last_cycle()
-    by_podgroup = {p["podgroup"]: p["reasons"] for p in (cycle.pending_gangs if cycle else [])}
+    by_podgroup = {p["podgroup"]: p for p in (cycle.pending_gangs if cycle else [])}
     groups = []
     for group in workflow.groups.all():
+        estimate = None
         if group.status == TaskStatus.WAITING:
             reasons = [{"code": "waiting_for_inputs",
                         "message": f"Waits for group(s) {', '.join(group.depends_on)} to "
                                    f"complete."}]
         elif group.status == TaskStatus.SCHEDULING:
-            reasons = by_podgroup.get(group.podgroup) or [{
+            pending = by_podgroup.get(group.podgroup) or {}
+            estimate = pending.get("estimate")
+            reasons = pending.get("reasons") or [{
                 "code": "not_yet_scheduled",
                 "message": "Admitted; waiting for the next scheduling cycle."}]
         else:
             reasons = []
         groups.append({"name": group.name, "podgroup": group.podgroup, "status": group.status,
-                       "reasons": reasons})
+                       "reasons": reasons, "estimate": estimate})
     return {"workflow": workflow.name, "groups": groups}
 
 

@@ -100,6 +100,20 @@ def pending_reason(explanation: dict | None) -> str | None:
     return None
 
 
+def expected_start(explanation: dict | None) -> str | None:
+    """When the first group holding a reservation is expected to start (or that no estimate
+    exists), in one line."""
+    for group in (explanation or {}).get("groups", []):
+        estimate = group.get("estimate")
+        if estimate:
+            nodes = ", ".join(estimate["reserved_nodes"][:4]) + (
+                ", ..." if len(estimate["reserved_nodes"]) > 4 else "")
+            when = estimate["expected_start_at"] or "no estimate (work without an " \
+                                                    "exec_timeout in the way)"
+            return f"{group['name']}: {when} on reserved {nodes}"
+    return None
+
+
 def describe(workflow: dict, explanation: dict | None = None) -> str:
     reason = workflow["reason"] or pending_reason(explanation)
     fields = [("Name", workflow["name"]), ("Kind", workflow["kind"]), ("Pool", workflow["pool"]),
@@ -107,6 +121,9 @@ def describe(workflow: dict, explanation: dict | None = None) -> str:
               ("Status", workflow["status"]), ("Reason", reason),
               ("GPUs", workflow["gpus_requested"]), ("Submitted", workflow["submitted_at"]),
               ("Started", workflow["started_at"]), ("Finished", workflow["finished_at"])]
+    start = expected_start(explanation)
+    if start:
+        fields.insert(7, ("Expected start", start))
     width = max(len(label) for label, _ in fields) + 1
     text = "".join(f"{label + ':':<{width}} {dash(value)}\n" for label, value in fields)
     rows = [[group["name"], task["name"], task["status"], task["gpus"], dash(task["node"]),
@@ -133,6 +150,10 @@ def explain(args) -> int:
     for group in explanation["groups"]:
         lines.append(f"{group['name']} ({group['podgroup']}): {group['status']}")
         lines += [f"  - {reason['message']} [{reason['code']}]" for reason in group["reasons"]]
+        estimate = group.get("estimate")
+        if estimate:
+            lines.append(f"  expected start: {estimate['expected_start_at'] or 'no estimate'}"
+                         f" (reserved: {', '.join(estimate['reserved_nodes'])})")
         if not group["reasons"]:
             lines.append("  - nothing is holding it back")
     emit(args, explanation, "\n".join(lines) + "\n")

@@ -122,7 +122,8 @@ class ExplainView(APIView):
     @extend_schema(responses=inline_serializer("Explain", {
         "workflow": serializers.CharField(),
         "groups": serializers.ListField(child=serializers.DictField())}),
-        summary="Why a workflow is pending: the scheduler's reasons per group")
+        summary="Why a workflow is pending: the scheduler's reasons per group, and the start "
+                "estimate of a group holding a reservation")
     def get(self, request, name: str):
         workflow = workflow_get(name=name, roles=roles_for(request.user), user=request.user)
         return Response(selectors.explain(workflow))

@@ -73,6 +73,8 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None
         "status": workflow.status,
         "reason": workflow.reason,
         "gpus_requested": workflow.gpus_requested,
+        "exec_timeout_seconds": workflow.exec_timeout_seconds,
+        "queue_timeout_seconds": workflow.queue_timeout_seconds,
         "submitted_at": _iso(workflow.submitted_at),
         "started_at": _iso(workflow.started_at),
         "finished_at": _iso(workflow.finished_at),
@@ -206,6 +208,12 @@ class WorkflowSerializer(serializers.Serializer):
     status = serializers.CharField()
     reason = serializers.CharField(allow_null=True)
     gpus_requested = serializers.IntegerField()
+    exec_timeout_seconds = serializers.IntegerField(
+        allow_null=True, help_text="Each group's exec_timeout (from its RUNNING transition); "
+                                   "null: none.")
+    queue_timeout_seconds = serializers.IntegerField(
+        allow_null=True, help_text="Each group's queue_timeout (from its SCHEDULING "
+                                   "transition); null: none.")
     submitted_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)

@@ -490,9 +490,9 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
                 priority = pod_spec["priority"]
             if node and node not in node_objects:
                 continue  # bound to a node that is gone: it holds nothing anywhere
-            if node:
-                started.append(_timestamp((pod.get("status") or {}).get("startTime"))
-                               or _timestamp(pod["metadata"].get("creationTimestamp")))
+            if node:  # a pod starts after it was created, whatever its clock says
+                started.append(max(_timestamp((pod.get("status") or {}).get("startTime")),
+                                   _timestamp(pod["metadata"].get("creationTimestamp"))))
             subgroup = (pod["metadata"].get("labels") or {}).get(SUBGROUP_LABEL) \
                 if subgroups else None
             index.pods[key] = pod

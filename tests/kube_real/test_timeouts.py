@@ -28,8 +28,8 @@ def test_a_running_group_past_its_exec_timeout_ends_and_its_pods_are_deleted(
     podgroup = cluster.get("podgroups", f"{name}-g")
     assert podgroup["metadata"]["annotations"][EXEC_TIMEOUT_ANNOTATION] == "120"
     pods = [f"{name}-g-t0", f"{name}-g-t1"]
-    for pod in pods:
-        cluster.run(pod, "node-a")
+    for pod_name in pods:
+        cluster.run(pod_name, "node-a")
     backend.listen()
     assert statuses(alice, name) == ("RUNNING", ["RUNNING", "RUNNING"])
     started = WorkflowGroup.objects.get(workflow__name=name).started_at
@@ -39,8 +39,8 @@ def test_a_running_group_past_its_exec_timeout_ends_and_its_pods_are_deleted(
     assert services.timeouts_enforce(now=started + timedelta(seconds=120)) == 1
     assert statuses(alice, name) == ("FAILED_EXEC_TIMEOUT", ["FAILED_EXEC_TIMEOUT"] * 2)
     assert backend.cleanup() == 1
-    for pod in pods:  # bound: Terminating until a kubelet confirms (none here)
-        assert cluster.get("pods", pod)["metadata"]["deletionTimestamp"]
+    for pod_name in pods:  # bound: Terminating until a kubelet confirms (none here)
+        assert cluster.get("pods", pod_name)["metadata"]["deletionTimestamp"]
     assert cluster.get("podgroups", f"{name}-g") is None
     backend.listen()  # the pods' deletion changes nothing more
     assert statuses(alice, name) == ("FAILED_EXEC_TIMEOUT", ["FAILED_EXEC_TIMEOUT"] * 2)

@@ -67,7 +67,8 @@ def test_workflow_level() -> None:
     assert errors_of(wf(labels=[1], pool=3, timeout={"exec_timeout": "soon", "x": 1})) == {
         "workflow.labels": ["must be a mapping of label names to values"],
         "workflow.pool": ["must be a pool name, got 3"],
-        "workflow.timeout.exec_timeout": ["'soon' is not a duration (e.g. 10m, 8h, 2d, 45s, PT10S)"],
+        "workflow.timeout.exec_timeout": [
+            "'soon' is not a duration (e.g. 10m, 8h, 2d, 45s, PT10S)"],
         "workflow.timeout.x": ["unknown field 'x' (known: exec_timeout, queue_timeout)"],
     }
     assert errors_of(wf(labels={"a": [1]}, timeout="1h")) == {

@@ -262,10 +262,13 @@ class _Cycle:
         if lower is None:
             self.placer.place_subtree(work, 0, None)  # records the reason
             return "refused"
-        gate = self.book.gate(run.gang.queue, lower, run.non_preemptible_share(list(lower), True))
+        non_preemptible = run.non_preemptible_share(list(lower), True)
+        gate = self.book.gate(run.gang.queue, lower, non_preemptible)
         if gate is not None:
             run.reasons.append(gate)
-            return "refused"
+            # work that ends will make room in its queue: worth a reservation
+            return ("no_room" if self.book.fits_ever(run.gang.queue, lower, non_preemptible)
+                    else "refused")
         if any(self.cluster.total_free[r] < lower[r] for r in range(3)):
             return "no_room"
         mark = work.mark()

@@ -60,6 +60,11 @@ class QueueBook:
         # What the queue's reservations will take (see `reservation`): counted in the queue
         # order, as a reservation belongs to its queue, but never by the gates.
         self.reserved = {name: [0, 0, 0] for name in self.queues}
+        # What reservations hold of each queue's limit (all work) and quota (non-preemptible
+        # work) from gangs that would still run at the reserved start, and whose they are.
+        self.held = {name: [0, 0, 0] for name in self.queues}
+        self.held_np = {name: [0, 0, 0] for name in self.queues}
+        self.held_for: dict[str, str] = {}
         self.usage = dict(usage or {})
         self.quota = {name: [q.resource(r).quota for r in RESOURCES]
                       for name, q in self.queues.items()}
@@ -84,13 +89,31 @@ class QueueBook:
             for i in range(3):
                 reserved[i] += sign * amount[i]
 
+    def hold(self, name: str, amount: Amount, non_preemptible: Amount, sign: int = 1) -> None:
+        """A reservation holds part of `name`'s own limit / quota (see `reservation`)."""
+        held, held_np = self.held[name], self.held_np[name]
+        for i in range(3):
+            held[i] += sign * amount[i]
+            held_np[i] += sign * non_preemptible[i]
+
+    def fits_ever(self, leaf: str, amount: Amount, non_preemptible: Amount) -> bool:
+        """Would the addition pass every gate of an otherwise empty queue path?"""
+        return all((self.limit[name][i] == UNLIMITED or amount[i] <= self.limit[name][i])
+                   and (self.quota[name][i] == UNLIMITED
+                        or non_preemptible[i] <= self.quota[name][i])
+                   for name in self.paths[leaf] for i in range(3))
+
     def gate(self, leaf: str, amount: Amount, non_preemptible: Amount = ZERO) -> Reason | None:
-        """The first gate the addition would break (leaf first, then ancestors), or None."""
+        """The first gate the addition would break (leaf first, then ancestors), or None.
+        What a reservation holds counts as used (`held_reason` says so)."""
         for name in self.paths[leaf]:
+            held, held_np = self.held[name], self.held_np[name]
             for i, resource in enumerate(RESOURCES):
                 limit = self.limit[name][i]
                 used = self.allocated[name][i]
-                if amount[i] and limit != UNLIMITED and used + amount[i] > limit:
+                if amount[i] and limit != UNLIMITED and used + amount[i] > limit - held[i]:
+                    if used + amount[i] <= limit:
+                        return self.held_reason(name, resource, held[i], "limit")
                     return Reason(
                         "queue_over_limit",
                         f"queue {name!r} would use {describe(resource, used + amount[i])}, above"
@@ -100,7 +123,9 @@ class QueueBook:
                 quota = self.quota[name][i]
                 used_np = self.allocated_np[name][i]
                 if (non_preemptible[i] and quota != UNLIMITED
-                        and used_np + non_preemptible[i] > quota):
+                        and used_np + non_preemptible[i] > quota - held_np[i]):
+                    if used_np + non_preemptible[i] <= quota:
+                        return self.held_reason(name, resource, held_np[i], "quota")
                     return Reason(
                         "queue_over_quota",
                         f"non-preemptible work in queue {name!r} would use "
@@ -110,6 +135,13 @@ class QueueBook:
                         "preemptible (LOW priority) work may borrow beyond quota",
                         queue=name)
         return None
+
+    def held_reason(self, name: str, resource: str, held: int, kind: str) -> Reason:
+        return Reason(
+            "reserved_for_other",
+            f"{describe(resource, held)} of queue {name!r}'s {kind} are reserved for gang "
+            f"{self.held_for.get(name, '?')!r}, which waits for them; this gang would still "
+            "be running when it starts, so it may not use them", queue=name)
 
     def allocatable(self, name: str, i: int) -> int:
         """KAI's allocatable share: max(deserved, fair share), capped by the limit; an

@@ -45,11 +45,11 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.core.cluster import Cluster
-from scheduler.core.gang_run import GangRun
-from scheduler.core.model import Gang, SchedulerConfig
+from scheduler.core.gang_run import GangRun, amount_of
+from scheduler.core.model import UNLIMITED, Gang, SchedulerConfig
 from scheduler.core.placement import Placer
 from scheduler.core.queue_book import QueueBook, describe
 from scheduler.core.results import Reason, StartEstimate
@@ -67,6 +67,9 @@ class Reservation:
     amount: list[int]
     waits_for: tuple[str, ...]
     untimed: tuple[str, ...]
+    # queue -> (limit hold, quota hold): what of its limit (all work) and quota
+    # (non-preemptible work) is held from gangs that would still run at the start
+    gate_holds: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)
 
 
 def label(gang: Gang) -> str:
@@ -155,6 +158,8 @@ class Reserver:
                 amounts[0] += pod.gpus
                 amounts[1] += pod.cpu
                 amounts[2] += pod.memory
+            added = amount_of(pod for pod, _node in run.new_pods[before:])
+            added_np = run.non_preemptible_share(added, core=True)
             for reservation in usable:
                 if reservation.run is run and run.work.ready():
                     self._drop(reservation)
@@ -163,11 +168,21 @@ class Reserver:
                     used = taken.get(node)
                     if used:
                         reservation.holds[node] = [max(0, hold[i] - used[i]) for i in range(3)]
+                path = self.book.paths.get(run.gang.queue, ())
+                for name, (held, held_np) in reservation.gate_holds.items():
+                    if name in path:
+                        reservation.gate_holds[name] = (
+                            [max(0, held[i] - added[i]) for i in range(3)],
+                            [max(0, held_np[i] - added_np[i]) for i in range(3)])
                 self._hold(reservation, 1)
 
     def _hold(self, reservation: Reservation, sign: int) -> None:
         for node, (gpus, cpu, memory) in reservation.holds.items():
             self.cluster.hold(node, sign * gpus, sign * cpu, sign * memory)
+        for name, (held, held_np) in reservation.gate_holds.items():
+            self.book.hold(name, held, held_np, sign)
+            if sign > 0:
+                self.book.held_for.setdefault(name, reservation.run.gang.name)
 
     def _drop(self, reservation: Reservation) -> None:
         self.reservations.remove(reservation)
@@ -193,12 +208,14 @@ class Reserver:
         cluster = self.cluster
         mark = cluster.mark()
         preempted = self._preempted_now(run, timeline)
+        gates = GateTimeline(self, run, lower)
         collect, work.collect_notes = work.collect_notes, False
         try:
-            found = self._search(run, lower, timeline)
+            found = None if gates.start is None else self._search(run, lower, timeline,
+                                                                  gates.start)
             cluster.rollback(mark)
             reservation = None if found is None else self._reservation(
-                run, found[0], found[1], timeline, preempted)
+                run, found[0], found[1], timeline, preempted, gates)
         finally:
             work.collect_notes = collect
             cluster.rollback(mark)
@@ -242,7 +259,7 @@ class Reserver:
         self.timeline.refresh(self.runs)
         return self.timeline
 
-    def _search(self, run: GangRun, lower, timeline: Timeline
+    def _search(self, run: GangRun, lower, timeline: Timeline, not_before: float
                 ) -> tuple[float, list[tuple[int, list[int]]]] | None:
         """The earliest deadline after which the gang's minimum is placed, and that
         placement: first the time enough nodes could hold its largest pods (each node's
@@ -253,6 +270,8 @@ class Reserver:
         times = timeline.crossings(nodes, shape, count)
         if not times:
             return None
+        if not_before > times[0]:  # its queue's quota or limit frees up later
+            times = [not_before] + [t for t in times if t > not_before]
         tries = 0
         failed, position, step, placed = -1, 0, 1, None
         while position < len(times) and tries < MAX_PLACEMENT_TRIES:
@@ -305,7 +324,7 @@ class Reserver:
             cluster.rollback(mark)
 
     def _reservation(self, run: GangRun, when: float, placed, timeline: Timeline,
-                     preempted: dict[int, list[int]]) -> Reservation:
+                     preempted: dict[int, list[int]], gates: GateTimeline) -> Reservation:
         cluster = self.cluster
         need: dict[int, list[int]] = {}
         for node, amounts in placed:
@@ -322,15 +341,19 @@ class Reserver:
             holds[node] = [max(0, min(free[i], amounts[i] - back[i])) for i in range(3)]
             if any(timeline.released(node, when)):
                 start = max(start, timeline.last_release(node, when))
-        untimed = tuple(sorted({whose for node in need
-                                for whose in timeline.whose(node, INF)})) \
-            if start == INF else ()
-        waits_for = tuple(sorted({whose for node in need
-                                  for whose in timeline.whose(node, start)})) \
-            if start != INF else ()
+        untimed = {whose for node in need for whose in timeline.whose(node, INF)} \
+            if start == INF else set()
+        waits_for = {whose for node in need for whose in timeline.whose(node, start)} \
+            if start != INF else set()
+        if gates.start is not None and gates.start >= start:
+            if gates.start > start:
+                waits_for = set()
+            start = gates.start
+            (untimed if start == INF else waits_for).update(gates.whose)
         amount = [sum(a[i] for a in need.values()) for i in range(3)]
         return Reservation(run, None if start == INF else start, sorted(need), holds, amount,
-                           waits_for, untimed)
+                           tuple(sorted(waits_for)) if start != INF else (),
+                           tuple(sorted(untimed)), gates.holds(start))
 
     # --- what users see ------------------------------------------------------------------
 
@@ -374,6 +397,112 @@ class Reserver:
         return [StartEstimate(r.run.gang.name, r.run.gang.queue, r.start,
                               tuple(self.cluster.names[i] for i in r.nodes), r.waits_for,
                               r.untimed, r.amount[0]) for r in self.reservations]
+
+
+class GateTimeline:
+    """When the reserving gang's queue gates (limit, and quota for non-preemptible work, on
+    its leaf and every ancestor) let it in: the work of each capped queue's subtree gives its
+    share back at its deadline. `start` is the first time every gate passes (None: never,
+    the gang alone is above a cap), `holds(start)` what each capped queue must keep free of
+    work that would still run then (`need - released`, at most what is free now)."""
+
+    def __init__(self, reserver: Reserver, run: GangRun, lower) -> None:
+        book, gang = reserver.book, run.gang
+        self.book, self.now = book, reserver.now
+        self.need = list(lower)
+        self.need_np = run.non_preemptible_share(list(lower), True)
+        self.whose: set[str] = set()
+        self.start: float | None = reserver.now
+        capped: dict[str, list[tuple[int, bool]]] = {}
+        for name in book.paths[gang.queue]:
+            for i in range(3):
+                if self.need[i] and book.limit[name][i] != UNLIMITED:
+                    capped.setdefault(name, []).append((i, False))
+                if self.need_np[i] and book.quota[name][i] != UNLIMITED:
+                    capped.setdefault(name, []).append((i, True))
+        self.capped = capped
+        if not capped:
+            return
+        if not book.fits_ever(gang.queue, self.need, self.need_np):
+            self.start = None
+            return
+        self.releases: dict[str, list[tuple[float, list[int], list[int], str]]] = {
+            name: [] for name in capped}
+        for other in reserver.runs:
+            if other.evicted or not other.queue_ok or other is run:
+                continue
+            hit = [name for name in book.paths[other.gang.queue] if name in capped]
+            if not hit:
+                continue
+            deadline = other.gang.deadline
+            bound = [pod for pod in other.gang.pods
+                     if pod.node is not None and pod.name not in other.evicted_pods]
+            new_end = (deadline if other.gang.running_since is not None and deadline is not None
+                       else INF if other.gang.exec_timeout is None
+                       else reserver.now + other.gang.exec_timeout)
+            whose = label(other.gang)
+            for end, pods in ((INF if deadline is None else deadline, bound),
+                              (new_end, [pod for pod, _node in other.new_pods])):
+                if not pods:
+                    continue
+                amount = amount_of(pods)
+                np = [0, 0, 0] if other.gang.preemptible or other.gang.semi_preemptible \
+                    else amount
+                for name in hit:
+                    self.releases[name].append((end, amount, np, whose))
+        for entries in self.releases.values():
+            entries.sort(key=lambda entry: entry[0])
+        start = reserver.now
+        for name, resources in capped.items():
+            for i, quota_kind in resources:
+                short = self._used(name, i, quota_kind) + self._need(i, quota_kind) \
+                    - self._cap(name, i, quota_kind)
+                if short <= 0:
+                    continue
+                end = self._freed_by(name, i, quota_kind, short)
+                if end > start:
+                    start, self.whose = end, set()
+                if end == start:
+                    self.whose.update(whose for t, *_amounts, whose in self.releases[name]
+                                      if t == end)
+        self.start = start
+
+    def _cap(self, name: str, i: int, quota_kind: bool) -> int:
+        return self.book.quota[name][i] if quota_kind else self.book.limit[name][i]
+
+    def _used(self, name: str, i: int, quota_kind: bool) -> int:
+        book = self.book
+        if quota_kind:
+            return book.allocated_np[name][i] + book.held_np[name][i]
+        return book.allocated[name][i] + book.held[name][i]
+
+    def _need(self, i: int, quota_kind: bool) -> int:
+        return self.need_np[i] if quota_kind else self.need[i]
+
+    def _freed_by(self, name: str, i: int, quota_kind: bool, short: int) -> float:
+        freed = 0
+        for end, amount, np, _whose in self.releases[name]:
+            freed += (np if quota_kind else amount)[i]
+            if freed >= short:
+                return end
+        return INF
+
+    def _released(self, name: str, i: int, quota_kind: bool, when: float) -> int:
+        return sum((np if quota_kind else amount)[i]
+                   for end, amount, np, _whose in self.releases[name] if end <= when)
+
+    def holds(self, start: float) -> dict[str, tuple[list[int], list[int]]]:
+        holds: dict[str, tuple[list[int], list[int]]] = {}
+        for name, resources in self.capped.items():
+            held, held_np = [0, 0, 0], [0, 0, 0]
+            for i, quota_kind in resources:
+                free = self._cap(name, i, quota_kind) - self._used(name, i, quota_kind)
+                value = max(0, min(free, self._need(i, quota_kind)
+                                   - self._released(name, i, quota_kind, start)))
+                (held_np if quota_kind else held)[i] = value
+            if any(held) or any(held_np):
+                holds[name] = (held, held_np)
+        return holds
 
 
 class Timeline:

@@ -171,3 +171,35 @@ def test_a_gang_of_several_nodes_reserves_them_all_and_starts_at_the_last_deadli
     estimate = result.estimate("wide")
     assert (estimate.at, estimate.nodes, estimate.waits_for) == (
         NOW + 30, ("node-000", "node-001", "node-002"), ("workflow 'r2'",))
+
+
+def test_a_gang_its_queue_quota_refuses_now_reserves_the_quota_that_frees_up():
+    # The issue's case: the queue's quota is full of small non-preemptible jobs; each time
+    # one ends, a younger one took its place and the gang ("queue over quota") never started.
+    cluster = nodes(2, gpus=8)
+    queues = (queue("root"), queue("team", "root", quota=8))
+    jobs = [gang(f"s{i}", "team", pods(f"s{i}", 1, node=cluster[0].name), created_at=NOW - 40,
+                 running_since=NOW - 40, exec_timeout=50.0 + 10 * i, workload=f"workflow 's{i}'")
+            for i in range(7)]
+    jobs += [waiting("big", gpus=8), small("long-1", exec_timeout=600),
+             small("short", exec_timeout=30)]
+    result = run_cycle(snapshot(cluster, queues, jobs, now=NOW))
+    estimate = result.estimate("big")
+    # all seven must give their quota back: the last deadline is NOW + 70
+    assert (estimate.at, estimate.nodes, estimate.waits_for) == (
+        NOW + 70, ("node-001",), ("workflow 's6'",))
+    assert bound_nodes(result) == {"short-0": "node-000"}  # ends before: backfilled
+    held = {r.code: r for r in result.explanation("long-1")}["reserved_for_other"]
+    assert held.message == ("1 GPU of queue 'team''s quota are reserved for gang 'big', which "
+                            "waits for them; this gang would still be running when it starts, "
+                            "so it may not use them")
+    codes = [r.code for r in result.explanation("big")]
+    assert codes[:2] == ["reserved_start", "queue_over_quota"]
+
+
+def test_a_gang_above_its_queue_quota_alone_gets_no_reservation():
+    cluster = nodes(2, gpus=8)
+    queues = (queue("root"), queue("team", "root", quota=4))
+    result = run_cycle(snapshot(cluster, queues, [waiting("big", gpus=8)], now=NOW))
+    assert result.estimates == ()
+    assert [r.code for r in result.explanation("big")] == ["queue_over_quota"]

@@ -1,0 +1,248 @@
+"""A large gang under a stream of small jobs: does it start, how soon, and at what cost?
+
+Runs the product as a user starts it — `osmo standalone` (embedded cluster) on a throwaway data
+folder — and drives it through the REST API only: registers N nodes x 8 GPUs and one pool,
+keeps the cluster full with a steady stream of 1-GPU jobs (`sleep 20`, `exec_timeout: 1m`,
+submitted 10 % faster than the cluster finishes them), then submits a gang of G tasks x 8 GPUs
+at the same priority. It prints the seconds from the gang's submission to its start, the GPU
+utilization over the run (sampled from `GET /api/cluster/nodes`) and the small jobs' median
+wait, after checking what it measured: the gang's tasks run on G distinct nodes, no small job
+failed, every sample adds up.
+
+    python benchmarks/gang_start.py                       # 16 nodes, a gang of 8 x 8 GPUs
+    python benchmarks/gang_start.py --nodes 512 --gang 64 --groups 8
+    python benchmarks/gang_start.py --source /tmp/main    # the same against another checkout
+
+`--source` runs the product from another checkout (e.g. the main branch exported with
+`git archive`) with this interpreter, for a before/after on the same machine and load.
+`--groups K` submits the small jobs K to a workflow (K independent 1-GPU groups, each its own
+gang) so that a large cluster can be kept full with fewer HTTP requests.
+The peer figure printed is Slurm's on this machine in the same scenario (stock and tuned
+backfill, ten runs), as measured for the issue this benchmark answers; Slurm is not run here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+SLURM = "Slurm backfill (same scenario, this machine, 10 runs): gang start 15-21 s, 83-95 % busy"
+SMALL_SECONDS, SMALL_TIMEOUT = 20, "1m"
+
+
+def small_spec(name: str, groups: int) -> str:
+    lines = "\n".join(f"  - name: g{i}\n    tasks:\n    - {{name: t{i}, image: x, command: "
+                      f"[sleep, '{SMALL_SECONDS}'], resource: r}}" for i in range(groups))
+    return (f"workflow:\n  name: {name}\n  timeout: {{exec_timeout: {SMALL_TIMEOUT}}}\n"
+            f"  groups:\n{lines}\n  resources:\n    r: {{gpu: 1, cpu: 1, memory: 1Gi}}\n")
+
+
+def gang_spec(tasks: int, seconds: int) -> str:
+    lines = "\n".join(f"    - {{name: w{i}, image: x, command: [sleep, '{seconds}'], "
+                      f"resource: r{', lead: true' if i == 0 else ''}}}" for i in range(tasks))
+    return (f"workflow:\n  name: gang\n  timeout: {{exec_timeout: 10m}}\n  groups:\n"
+            f"  - name: train\n    tasks:\n{lines}\n  resources:\n"
+            f"    r: {{gpu: 8, cpu: 8, memory: 64Gi}}\n")
+
+
+def parse_time(text: str | None) -> float | None:
+    return None if not text else datetime.fromisoformat(text).timestamp()
+
+
+class Product:
+    """`osmo standalone` on a throwaway data folder and a free port, from `source`."""
+
+    def __init__(self, source: Path, port: int):
+        self.data = tempfile.mkdtemp(prefix="osmo-gang-bench-")
+        env = dict(os.environ, OSMO_LOG_LEVEL="WARNING", PYTHONPATH=str(source),
+                   OSMO_SCHEDULER_INTERVAL="1")
+        env.pop("DATABASE_URL", None)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from osmo.cli.main import main; "
+                                   "sys.exit(main())",
+             "standalone", "--no-demo", "--port", str(port), "--data-dir", self.data],
+            cwd=str(source), env=env, stdout=subprocess.PIPE, text=True,
+            start_new_session=True)
+        self.base = f"http://127.0.0.1:{port}"
+        self.token = None
+        deadline = time.monotonic() + 180
+        while self.token is None and time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line and self.process.poll() is not None:
+                raise SystemExit("osmo standalone ended before it was ready")
+            if line.startswith("token: "):
+                self.token = line.split(" ", 1)[1].strip()
+        if self.token is None:
+            raise SystemExit("osmo standalone was not ready within 180 s")
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+
+class Run:
+    def __init__(self, product: Product, args):
+        self.args = args
+        self.http = httpx.Client(base_url=product.base, timeout=60,
+                                 headers={"Authorization": f"Bearer {product.token}"})
+        self.capacity = args.nodes * 8
+        self.small: list[str] = []
+        self.samples: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+
+    def setup(self) -> None:
+        for i in range(self.args.nodes):
+            response = self.http.post("/api/cluster/nodes", json={
+                "name": f"n{i:03d}", "gpus": 8, "cpu": 128, "memory": "1Ti",
+                "labels": {"kubernetes.io/hostname": f"n{i:03d}",
+                           "topology.osmo/rack": f"r{i // 16}"}})
+            assert response.status_code in (200, 201), response.text
+        response = self.http.put("/api/configs/pool/bench", json={"quota_gpus": self.capacity})
+        assert response.status_code in (200, 201), response.text
+
+    def submit(self, text: str) -> tuple[str, float]:
+        response = self.http.post("/api/pool/bench/workflow", json={"file": text})
+        if response.status_code != 201:
+            self.errors.append(f"submit {response.status_code}: {response.text[:200]}")
+            return "", 0.0
+        body = response.json()
+        return body["name"], parse_time(body["submit_time"])
+
+    def stream(self) -> None:
+        """Small jobs 10 % faster than the cluster finishes them: it stays full."""
+        groups = self.args.groups
+        per_second = self.capacity / SMALL_SECONDS * 1.1 / groups
+        started = time.monotonic()
+        sent = 0
+        while not self.stop.is_set():
+            due = int((time.monotonic() - started) * per_second) + 1
+            while sent < due and not self.stop.is_set():
+                name, _at = self.submit(small_spec(f"small{sent}", groups))
+                if name:
+                    self.small.append(name)
+                sent += 1
+            time.sleep(0.05)
+
+    def sample(self) -> None:
+        while not self.stop.is_set():
+            nodes = self.http.get("/api/cluster/nodes").json()
+            total = sum(node["gpus"] for node in nodes)
+            used = sum(node["gpus"] - node["gpus_free"] for node in nodes)
+            assert total == self.capacity and 0 <= used <= total, (total, used)
+            self.samples.append((time.time(), used / total))
+            time.sleep(1.0)
+
+    def go(self) -> dict:
+        args = self.args
+        self.setup()
+        threads = [threading.Thread(target=self.stream, daemon=True),
+                   threading.Thread(target=self.sample, daemon=True)]
+        for thread in threads:
+            thread.start()
+        time.sleep(args.warmup)  # the cluster fills
+        gang, submitted = self.submit(gang_spec(args.gang, args.gang_seconds))
+        assert gang, self.errors
+        start = None
+        deadline = time.monotonic() + args.limit
+        while start is None and time.monotonic() < deadline:
+            body = self.http.get(f"/api/workflow/{gang}").json()
+            tasks = body["groups"][0]["tasks"]
+            if all(task["status"] == "RUNNING" for task in tasks):
+                start = max(parse_time(task["start_time"]) for task in tasks)
+                nodes = {task["node"] for task in tasks}
+                assert len(nodes) == args.gang, f"gang on {len(nodes)} nodes"
+            else:
+                time.sleep(0.5)
+        time.sleep(args.after)
+        self.stop.set()
+        for thread in threads:
+            thread.join(30)
+        return {"gang": gang, "submitted": submitted, "start": start,
+                "explain": self.http.get(f"/api/workflow/{gang}/explain").json()}
+
+    def small_waits(self, since: float) -> tuple[list[float], int]:
+        """Waits of the small jobs submitted since `since` that started; failures."""
+        waits, failed = [], 0
+        offset = 0
+        while True:
+            page = self.http.get("/api/workflow", params={"pool": "bench", "limit": 1000,
+                                                          "offset": offset}).json()
+            for body in page["results"]:
+                if not body["name"].startswith("small"):
+                    continue
+                submitted = parse_time(body["submit_time"])
+                for group in body["groups"]:
+                    task = group["tasks"][0]
+                    failed += task["status"].startswith("FAILED")
+                    if submitted >= since and task["start_time"]:
+                        waits.append(parse_time(task["start_time"]) - submitted)
+            if not page["next"]:
+                return waits, failed
+            offset += 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=16)
+    parser.add_argument("--gang", type=int, default=8, help="tasks of 8 GPUs in the gang")
+    parser.add_argument("--gang-seconds", type=int, default=60, help="how long the gang runs")
+    parser.add_argument("--groups", type=int, default=1, help="small jobs per workflow")
+    parser.add_argument("--warmup", type=float, default=30.0, help="seconds before the gang")
+    parser.add_argument("--after", type=float, default=30.0,
+                        help="seconds the stream goes on after the gang started")
+    parser.add_argument("--limit", type=float, default=180.0,
+                        help="give up on the gang after this many seconds")
+    parser.add_argument("--port", type=int, default=18511)
+    parser.add_argument("--source", type=Path, default=ROOT,
+                        help="the checkout whose product runs (default: this one)")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    product = Product(args.source.resolve(), args.port)
+    try:
+        run = Run(product, args)
+        result = run.go()
+        waits, failed = run.small_waits(result["submitted"])
+    finally:
+        product.stop()
+    assert not run.errors, run.errors[:3]
+    assert failed == 0, f"{failed} small jobs failed"
+    assert waits, "no small job started after the gang was submitted"
+    window = [value for at, value in run.samples if at >= result["submitted"]]
+    assert len(window) >= 10, "too few utilization samples"
+    print(f"{args.nodes} nodes x 8 GPUs, gang of {args.gang} x 8 GPUs, small jobs 1 GPU "
+          f"sleep {SMALL_SECONDS} s exec_timeout {SMALL_TIMEOUT}, {args.groups} per workflow; "
+          f"product from {args.source.resolve()}; load average at start "
+          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    if result["start"] is None:
+        reasons = result["explain"]["groups"][0]["reasons"]
+        print(f"gang start: NOT started after {args.limit:.0f} s "
+              f"({reasons[0]['message'] if reasons else 'no reason'})")
+    else:
+        print(f"gang start: {result['start'] - result['submitted']:.1f} s after submission "
+              f"(target <= 45 s)")
+    print(f"GPU utilization from the gang's submission to the end: "
+          f"{statistics.fmean(window):.3f} (target >= 0.9; {len(window)} samples)")
+    print(f"small jobs submitted since then: {len(waits)} started, median wait "
+          f"{statistics.median(waits):.1f} s, p90 {statistics.quantiles(waits, n=10)[-1]:.1f} s")
+    print(SLURM)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""When capacity and queue shares come back: the release timelines reservations plan on.
+
+`Timeline`: per node, what the work on it gives back at its deadlines (a running gang's
+`running_since + exec_timeout`, a gang placed this cycle `now + exec_timeout`; INF without an
+exec_timeout). `GateTimeline`: per capped queue on a reserving gang's path, what its
+subtree's work gives back of its limit and (non-preemptible) quota.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from scheduler.core.cluster import Cluster
+from scheduler.core.gang_run import GangRun, amount_of
+from scheduler.core.model import UNLIMITED, Gang
+
+if TYPE_CHECKING:
+    from scheduler.core.reservation import Reserver
+
+INF = float("inf")
+
+
+def label(gang: Gang) -> str:
+    """A gang as users name it: its workflow, else the gang."""
+    return gang.workload or f"gang {gang.name!r}"
+
+
+class GateTimeline:
+    """When the reserving gang's queue gates (limit, and quota for non-preemptible work, on
+    its leaf and every ancestor) let it in: the work of each capped queue's subtree gives its
+    share back at its deadline. `start` is the first time every gate passes (None: never,
+    the gang alone is above a cap), `holds(start)` what each capped queue must keep free of
+    work that would still run then (`need - released`, at most what is free now)."""
+
+    def __init__(self, reserver: Reserver, run: GangRun, lower) -> None:
+        book, gang = reserver.book, run.gang
+        self.book, self.now = book, reserver.now
+        self.need = list(lower)
+        self.need_np = run.non_preemptible_share(list(lower), True)
+        self.whose: set[str] = set()
+        self.start: float | None = reserver.now
+        capped: dict[str, list[tuple[int, bool]]] = {}
+        for name in book.paths[gang.queue]:
+            for i in range(3):
+                if self.need[i] and book.limit[name][i] != UNLIMITED:
+                    capped.setdefault(name, []).append((i, False))
+                if self.need_np[i] and book.quota[name][i] != UNLIMITED:
+                    capped.setdefault(name, []).append((i, True))
+        self.capped = capped
+        if not capped:
+            return
+        if not book.fits_ever(gang.queue, self.need, self.need_np):
+            self.start = None
+            return
+        self.releases: dict[str, list[tuple[float, list[int], list[int], str]]] = {
+            name: [] for name in capped}
+        for other in reserver.runs:
+            if other.evicted or not other.queue_ok or other is run:
+                continue
+            hit = [name for name in book.paths[other.gang.queue] if name in capped]
+            if not hit:
+                continue
+            deadline = other.gang.deadline
+            bound = [pod for pod in other.gang.pods
+                     if pod.node is not None and pod.name not in other.evicted_pods]
+            new_end = (deadline if other.gang.running_since is not None and deadline is not None
+                       else INF if other.gang.exec_timeout is None
+                       else reserver.now + other.gang.exec_timeout)
+            whose = label(other.gang)
+            for end, pods in ((INF if deadline is None else deadline, bound),
+                              (new_end, [pod for pod, _node in other.new_pods])):
+                if not pods:
+                    continue
+                amount = amount_of(pods)
+                np = [0, 0, 0] if other.gang.preemptible or other.gang.semi_preemptible \
+                    else amount
+                for name in hit:
+                    self.releases[name].append((end, amount, np, whose))
+        for entries in self.releases.values():
+            entries.sort(key=lambda entry: entry[0])
+        start = reserver.now
+        for name, resources in capped.items():
+            for i, quota_kind in resources:
+                short = self._used(name, i, quota_kind) + self._need(i, quota_kind) \
+                    - self._cap(name, i, quota_kind)
+                if short <= 0:
+                    continue
+                end = self._freed_by(name, i, quota_kind, short)
+                if end > start:
+                    start, self.whose = end, set()
+                if end == start:
+                    self.whose.update(whose for t, *_amounts, whose in self.releases[name]
+                                      if t == end)
+        self.start = start
+
+    def _cap(self, name: str, i: int, quota_kind: bool) -> int:
+        return self.book.quota[name][i] if quota_kind else self.book.limit[name][i]
+
+    def _used(self, name: str, i: int, quota_kind: bool) -> int:
+        book = self.book
+        if quota_kind:
+            return book.allocated_np[name][i] + book.held_np[name][i]
+        return book.allocated[name][i] + book.held[name][i]
+
+    def _need(self, i: int, quota_kind: bool) -> int:
+        return self.need_np[i] if quota_kind else self.need[i]
+
+    def _freed_by(self, name: str, i: int, quota_kind: bool, short: int) -> float:
+        freed = 0
+        for end, amount, np, _whose in self.releases[name]:
+            freed += (np if quota_kind else amount)[i]
+            if freed >= short:
+                return end
+        return INF
+
+    def _released(self, name: str, i: int, quota_kind: bool, when: float) -> int:
+        return sum((np if quota_kind else amount)[i]
+                   for end, amount, np, _whose in self.releases[name] if end <= when)
+
+    def holds(self, start: float) -> dict[str, tuple[list[int], list[int]]]:
+        holds: dict[str, tuple[list[int], list[int]]] = {}
+        for name, resources in self.capped.items():
+            held, held_np = [0, 0, 0], [0, 0, 0]
+            for i, quota_kind in resources:
+                free = self._cap(name, i, quota_kind) - self._used(name, i, quota_kind)
+                value = max(0, min(free, self._need(i, quota_kind)
+                                   - self._released(name, i, quota_kind, start)))
+                (held_np if quota_kind else held)[i] = value
+            if any(held) or any(held_np):
+                holds[name] = (held, held_np)
+        return holds
+
+
+class Timeline:
+    """When capacity comes back, per node: the deadlines of the work on it (a running gang's
+    `running_since + exec_timeout`, a gang placed this cycle `now + exec_timeout`; INF without
+    an exec_timeout), with cumulative amounts for look-ups by time. Built once per cycle and
+    brought up to date with the pods placed since (`refresh`)."""
+
+    def __init__(self, cluster: Cluster, now: float) -> None:
+        self.cluster = cluster
+        self.now = now
+        self.entries: dict[int, list[tuple[float, int, int, int, str, int]]] = {}
+        self.counted: dict[int, int] = {}  # id(run) -> its pods placed this cycle, counted
+        self._cumulative: dict[int, tuple] = {}
+        self.skip: set[int] = set()  # runs left out of one reservation's look-ups
+
+    def forget(self, nodes) -> None:
+        """Drop the cached sums of `nodes` (their look-ups now leave `skip` out)."""
+        for node in nodes:
+            self._cumulative.pop(node, None)
+
+    def refresh(self, runs: Sequence[GangRun]) -> None:
+        index, first, entries = self.cluster.index, not self.counted, self.entries
+        counted = self.counted
+        touched: set[int] = set()
+        for run in runs:
+            placed = len(run.new_pods)
+            seen = counted.get(id(run), 0)
+            if run.evicted or (not first and placed == seen):
+                continue
+            counted[id(run)] = placed
+            gang = run.gang
+            deadline = gang.deadline
+            whose = label(gang)
+            if first:
+                end = INF if deadline is None else deadline
+                evicted = run.evicted_pods
+                for pod in gang.pods:
+                    if pod.node is not None and (not evicted or pod.name not in evicted):
+                        node = index.get(pod.node)
+                        if node is not None:
+                            entries.setdefault(node, []).append(
+                                (end, pod.gpus, pod.cpu, pod.memory, whose, id(run)))
+                            touched.add(node)
+            end = (deadline if gang.running_since is not None and deadline is not None
+                   else INF if gang.exec_timeout is None else self.now + gang.exec_timeout)
+            for pod, node in run.new_pods[seen:]:
+                entries.setdefault(node, []).append(
+                    (end, pod.gpus, pod.cpu, pod.memory, whose, id(run)))
+                touched.add(node)
+        for node in touched:
+            entries[node].sort()
+            self._cumulative.pop(node, None)
+
+    def _sums(self, node: int) -> tuple[list[float], list[int], list[int], list[int]]:
+        """Per node: the deadlines, and what has come back by each (gpus, cpu, memory)."""
+        sums = self._cumulative.get(node)
+        if sums is None:
+            ends: list[float] = []
+            gpus_by: list[int] = []
+            cpu_by: list[int] = []
+            memory_by: list[int] = []
+            g = c = m = 0
+            skip = self.skip
+            for end, gpus, cpu, memory, _whose, run in self.entries.get(node, ()):
+                if skip and run in skip:
+                    continue
+                g, c, m = g + gpus, c + cpu, m + memory
+                ends.append(end)
+                gpus_by.append(g)
+                cpu_by.append(c)
+                memory_by.append(m)
+            sums = self._cumulative[node] = (ends, gpus_by, cpu_by, memory_by)
+        return sums
+
+    def released(self, node: int, when: float) -> tuple[int, int, int]:
+        """What the work on `node` has given back by `when`."""
+        ends, gpus, cpu, memory = self._sums(node)
+        position = bisect_right(ends, when) - 1
+        return (gpus[position], cpu[position], memory[position]) if position >= 0 else (0, 0, 0)
+
+    def last_release(self, node: int, when: float) -> float:
+        ends = self._sums(node)[0]
+        position = bisect_right(ends, when)
+        return ends[position - 1] if position else self.now
+
+    def whose(self, node: int, when: float) -> list[str]:
+        return [entry[4] for entry in self.entries.get(node, ())
+                if entry[0] == when and entry[5] not in self.skip]
+
+    def crossings(self, nodes: Sequence[int], shape: tuple[int, int, int], count: int
+                  ) -> list[float]:
+        """The distinct times from which enough of `nodes` could hold `count` pods of
+        `shape` (the first is when they first could), INF last when only releasing work
+        without a timeout would do; empty when not even that. Per node, the time its k-th
+        pod fits is a bisection of its cumulative releases."""
+        cluster = self.cluster
+        found: list[float] = []
+        wanted = [i for i in range(3) if shape[i] > 0]
+        if not wanted:
+            return [self.now] if count else []
+        for node in nodes:
+            free = (cluster.free_gpu[node], cluster.free_cpu[node], cluster.free_mem[node])
+            sums = self._sums(node)
+            ends, by = sums[0], sums[1:]
+            k = 1
+            while True:
+                position = 0
+                for i in wanted:
+                    short = k * shape[i] - free[i]
+                    if short > 0:
+                        position = max(position, bisect_left(by[i], short) + 1)
+                if position > len(ends):
+                    break
+                found.append(self.now if position == 0 else ends[position - 1])
+                k += 1
+                if k > count:
+                    break
+        if len(found) < count:
+            return []
+        found.sort()
+        first = found[count - 1]
+        return sorted({end for end in found if end >= first})
+
+

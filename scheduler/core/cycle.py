@@ -252,7 +252,8 @@ class _Cycle:
             self.reserver.reserve(run)
 
     def _place_minimum(self, run: GangRun, lifted: tuple[int, ...]) -> str:
-        """`placed`, `no_room` (capacity) or `refused` (a gate, or it can never be ready)."""
+        """`placed`, `no_room` (capacity, or a queue gate that running work will free) or
+        `refused` (a gate it is above on its own, or it can never be ready)."""
         work = run.work
         cache_key = self._cache_key(run, lifted)
         if cache_key is not None and cache_key in self.fail_cache:

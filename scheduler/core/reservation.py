@@ -179,7 +179,11 @@ class Reserver:
                 self.book.held_for.setdefault(name, reservation.run.gang.name)
 
     def _drop(self, reservation: Reservation) -> None:
+        """Its gang got placed (its holds are lifted already)."""
         self.reservations.remove(reservation)
+        for name in reservation.gate_holds:
+            if self.book.held_for.get(name) == reservation.run.gang.name:
+                del self.book.held_for[name]
         self.book.reserve(reservation.run.gang.queue, reservation.amount, sign=-1)
         self.reserved_nodes.difference_update(reservation.nodes)
 

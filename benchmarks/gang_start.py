@@ -104,8 +104,12 @@ class Run:
         self.capacity = args.nodes * 8
         self.small: list[str] = []
         self.samples: list[tuple[float, float]] = []
+        self.cycles: dict[str, float] = {}  # cycle time -> its duration (ms)
+        self.sent = 0
+        self.lock = threading.Lock()
         self.stop = threading.Event()
         self.errors: list[str] = []
+        self.dropped: list[str] = []
 
     def setup(self) -> None:
         for i in range(self.args.nodes):
@@ -118,42 +122,58 @@ class Run:
         assert response.status_code in (200, 201), response.text
 
     def submit(self, text: str) -> tuple[str, float]:
-        response = self.http.post("/api/pool/bench/workflow", json={"file": text})
+        try:
+            response = self.http.post("/api/pool/bench/workflow", json={"file": text})
+        except httpx.HTTPError as error:  # a loaded machine drops a connection now and then
+            self.dropped.append(str(error))
+            return "", 0.0
         if response.status_code != 201:
             self.errors.append(f"submit {response.status_code}: {response.text[:200]}")
             return "", 0.0
         body = response.json()
         return body["name"], parse_time(body["submit_time"])
 
-    def stream(self) -> None:
-        """Small jobs 10 % faster than the cluster finishes them: it stays full."""
+    def stream(self, started: float) -> None:
+        """Small jobs 10 % faster than the cluster finishes them: it stays full (one of
+        `--clients` threads sharing the schedule)."""
         groups = self.args.groups
         per_second = self.capacity / SMALL_SECONDS * 1.1 / groups
-        started = time.monotonic()
-        sent = 0
         while not self.stop.is_set():
             due = int((time.monotonic() - started) * per_second) + 1
-            while sent < due and not self.stop.is_set():
-                name, _at = self.submit(small_spec(f"small{sent}", groups))
-                if name:
-                    self.small.append(name)
-                sent += 1
-            time.sleep(0.05)
+            with self.lock:
+                mine = self.sent if self.sent < due else None
+                if mine is not None:
+                    self.sent += 1
+            if mine is None:
+                time.sleep(0.05)
+                continue
+            name, _at = self.submit(small_spec(f"small{mine}", groups))
+            if name:
+                self.small.append(name)
 
     def sample(self) -> None:
         while not self.stop.is_set():
-            nodes = self.http.get("/api/cluster/nodes").json()
+            try:
+                nodes = self.http.get("/api/cluster/nodes").json()
+                last = self.http.get("/api/scheduler/status").json().get("last_cycle") or {}
+            except httpx.HTTPError:
+                time.sleep(1.0)
+                continue
             total = sum(node["gpus"] for node in nodes)
             used = sum(node["gpus"] - node["gpus_free"] for node in nodes)
             assert total == self.capacity and 0 <= used <= total, (total, used)
             self.samples.append((time.time(), used / total))
+            if last:
+                self.cycles[last["at"]] = last["duration_ms"]
             time.sleep(1.0)
 
     def go(self) -> dict:
         args = self.args
         self.setup()
-        threads = [threading.Thread(target=self.stream, daemon=True),
-                   threading.Thread(target=self.sample, daemon=True)]
+        began = time.monotonic()
+        threads = [threading.Thread(target=self.stream, args=(began,), daemon=True)
+                   for _ in range(args.clients)]
+        threads.append(threading.Thread(target=self.sample, daemon=True))
         for thread in threads:
             thread.start()
         time.sleep(args.warmup)  # the cluster fills
@@ -174,7 +194,7 @@ class Run:
         self.stop.set()
         for thread in threads:
             thread.join(30)
-        return {"gang": gang, "submitted": submitted, "start": start,
+        return {"gang": gang, "submitted": submitted, "start": start, "ended": time.time(),
                 "explain": self.http.get(f"/api/workflow/{gang}/explain").json()}
 
     def small_waits(self, since: float) -> tuple[list[float], int]:
@@ -204,6 +224,7 @@ def main() -> None:
     parser.add_argument("--gang", type=int, default=8, help="tasks of 8 GPUs in the gang")
     parser.add_argument("--gang-seconds", type=int, default=60, help="how long the gang runs")
     parser.add_argument("--groups", type=int, default=1, help="small jobs per workflow")
+    parser.add_argument("--clients", type=int, default=1, help="threads submitting them")
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds before the gang")
     parser.add_argument("--after", type=float, default=30.0,
                         help="seconds the stream goes on after the gang started")
@@ -239,8 +260,16 @@ def main() -> None:
               f"(target <= 45 s)")
     print(f"GPU utilization from the gang's submission to the end: "
           f"{statistics.fmean(window):.3f} (target >= 0.9; {len(window)} samples)")
-    print(f"small jobs submitted since then: {len(waits)} started, median wait "
+    span = result["ended"] - result["submitted"]
+    print(f"small jobs submitted since then: {len(waits)} started ({len(waits) / span:.1f}/s; "
+          f"a full cluster finishes {run.capacity / SMALL_SECONDS:.1f}/s), median wait "
           f"{statistics.median(waits):.1f} s, p90 {statistics.quantiles(waits, n=10)[-1]:.1f} s")
+    if run.dropped:
+        print(f"{len(run.dropped)} submissions got no answer (connection dropped), e.g. "
+              f"{run.dropped[0]}")
+    durations = list(run.cycles.values())
+    print(f"scheduling cycles seen: {len(durations)}, median {statistics.median(durations):.0f} "
+          f"ms, max {max(durations):.0f} ms (interval 1 s)")
     print(SLURM)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from osmo.cli.workflow import describe, expected_start
 from tests import factories
 from workflows.models import Workflow, WorkflowStatus
 
@@ -172,3 +173,26 @@ def test_query_shows_why_it_waits_and_explain_says_it_all(user, spec_file):
                               "[not_yet_scheduled]\n")
     code, out, _ = user("workflow", "explain", mine.name, "--format-type", "json")
     assert json.loads(out)["groups"][0]["reasons"][0]["code"] == "not_yet_scheduled"
+
+
+def test_query_and_explain_say_when_a_reserved_group_is_expected_to_start():
+    workflow = {"name": "big-1", "kind": "workflow", "pool": "team", "priority": "NORMAL",
+                "user": "ml-user", "status": "PENDING", "reason": None, "gpus_requested": 64,
+                "submitted_at": "2026-11-26T10:00:00Z", "started_at": None,
+                "finished_at": None, "groups": []}
+    estimate = {"expected_start_at": "2026-11-26T10:07:00Z", "reserved_gpus": 64,
+                "reserved_nodes": [f"n{i:02d}" for i in range(1, 9)],
+                "waits_for": ["workflow 'x-1'"], "untimed": []}
+    explanation = {"workflow": "big-1", "groups": [{
+        "name": "train", "podgroup": "big-1-train", "status": "SCHEDULING", "estimate": estimate,
+        "reasons": [{"code": "reserved_start", "message": "reserved nodes n01–n08 (8 nodes); "
+                     "expected start in 7 min, when workflow 'x-1' reaches its exec_timeout"}]}]}
+    lines = describe(workflow, explanation).splitlines()
+    assert ("Expected start: train: 2026-11-26T10:07:00Z on reserved n01, n02, n03, n04, ..."
+            in lines)
+    assert ("Reason:         train: reserved nodes n01–n08 (8 nodes); expected start in 7 min, "
+            "when workflow 'x-1' reaches its exec_timeout") in lines
+    estimate["expected_start_at"] = None
+    assert expected_start(explanation) == ("train: no estimate (work without an exec_timeout "
+                                           "in the way) on reserved n01, n02, n03, n04, ...")
+    assert expected_start({"groups": [{"name": "g", "estimate": None}]}) is None

@@ -246,7 +246,10 @@ class Reserver:
                 if node is None or pod.name in run.evicted_pods:
                     continue
                 self.cluster.take(node, -pod.gpus, -pod.cpu, -pod.memory)
-                _add(held.setdefault(node, [0, 0, 0]), pod)
+                totals = held.setdefault(node, [0, 0, 0])
+                totals[0] += pod.gpus
+                totals[1] += pod.cpu
+                totals[2] += pod.memory
             timeline.skip.add(id(run))
         timeline.forget(held)
         return held
@@ -415,9 +418,3 @@ def _largest_pods(run: GangRun) -> tuple[tuple[int, int, int], int]:
 
 def _since(gang: Gang) -> float:
     return gang.created_at if gang.queued_since is None else gang.queued_since
-
-
-def _add(totals: list[int], pod) -> None:
-    totals[0] += pod.gpus
-    totals[1] += pod.cpu
-    totals[2] += pod.memory

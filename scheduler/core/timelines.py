@@ -27,6 +27,16 @@ def label(gang: Gang) -> str:
     return gang.workload or f"gang {gang.name!r}"
 
 
+def ends(gang: Gang, now: float) -> tuple[float, float]:
+    """When the gang's pods bound before the cycle, and those placed in it, end at the
+    latest: its deadline (a running gang), else `now + exec_timeout`; INF without a timeout."""
+    deadline = gang.deadline
+    bound = INF if deadline is None else deadline
+    if gang.running_since is not None and deadline is not None:
+        return bound, deadline
+    return bound, INF if gang.exec_timeout is None else now + gang.exec_timeout
+
+
 class GateTimeline:
     """When the reserving gang's queue gates (limit, and quota for non-preemptible work, on
     its leaf and every ancestor) let it in: the work of each capped queue's subtree gives its
@@ -62,14 +72,11 @@ class GateTimeline:
             hit = [name for name in book.paths[other.gang.queue] if name in capped]
             if not hit:
                 continue
-            deadline = other.gang.deadline
             bound = [pod for pod in other.gang.pods
                      if pod.node is not None and pod.name not in other.evicted_pods]
-            new_end = (deadline if other.gang.running_since is not None and deadline is not None
-                       else INF if other.gang.exec_timeout is None
-                       else reserver.now + other.gang.exec_timeout)
+            bound_end, new_end = ends(other.gang, reserver.now)
             whose = label(other.gang)
-            for end, pods in ((INF if deadline is None else deadline, bound),
+            for end, pods in ((bound_end, bound),
                               (new_end, [pod for pod, _node in other.new_pods])):
                 if not pods:
                     continue
@@ -163,20 +170,17 @@ class Timeline:
                 continue
             counted[id(run)] = placed
             gang = run.gang
-            deadline = gang.deadline
             whose = label(gang)
+            bound_end, end = ends(gang, self.now)
             if first:
-                end = INF if deadline is None else deadline
                 evicted = run.evicted_pods
                 for pod in gang.pods:
                     if pod.node is not None and (not evicted or pod.name not in evicted):
                         node = index.get(pod.node)
                         if node is not None:
                             entries.setdefault(node, []).append(
-                                (end, pod.gpus, pod.cpu, pod.memory, whose, id(run)))
+                                (bound_end, pod.gpus, pod.cpu, pod.memory, whose, id(run)))
                             touched.add(node)
-            end = (deadline if gang.running_since is not None and deadline is not None
-                   else INF if gang.exec_timeout is None else self.now + gang.exec_timeout)
             for pod, node in run.new_pods[seen:]:
                 entries.setdefault(node, []).append(
                     (end, pod.gpus, pod.cpu, pod.memory, whose, id(run)))

@@ -169,3 +169,29 @@ def test_usage_decays_with_the_half_life_and_lowers_the_over_quota_share(admin, 
     shares = {q["name"]: q["fair_share_gpus"]
               for q in admin.get("/api/scheduler/status").json()["queues"]}
     assert (shares["osmo-pool-osmo-busy"], shares["osmo-pool-osmo-idle"]) == (4, 4)
+
+
+def test_groups_waiting_for_a_timed_out_group_are_canceled(admin, alice, team):
+    add_nodes(admin, 1)
+    text = """
+workflow:
+  name: chain
+  timeout: {exec_timeout: 30s}
+  groups:
+  - name: first
+    tasks:
+    - {name: a, image: x, command: [sleep, '3600'], resource: r}
+  - name: second
+    tasks:
+    - {name: b, image: x, command: [sleep, '5'], resource: r, inputs: [{task: a}]}
+  resources:
+    r: {gpu: 1, cpu: 1, memory: 1Gi}
+"""
+    name = submit(alice, "team", text)
+    start = timezone.now()
+    services.cycle_run(now=start)
+    services.cycle_run(now=start + timedelta(seconds=31))
+    groups = groups_of(alice, name)
+    assert groups["first"] == ("FAILED_EXEC_TIMEOUT", "exec_timeout", ["FAILED_EXEC_TIMEOUT"])
+    assert groups["second"] == ("FAILED_CANCELED", "upstream_failed", ["FAILED_CANCELED"])
+    assert workflow(alice, name)["status"] == "FAILED_EXEC_TIMEOUT"

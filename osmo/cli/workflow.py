@@ -13,7 +13,7 @@ from .output import dash, table
 
 PRIORITIES = ("HIGH", "NORMAL", "LOW")
 STATUSES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "FAILED_CANCELED", "FAILED_PREEMPTED",
-            "FAILED_EVICTED", "FAILED_SUBMISSION")
+            "FAILED_EVICTED", "FAILED_SUBMISSION", "FAILED_EXEC_TIMEOUT", "FAILED_QUEUE_TIMEOUT")
 
 
 def read_spec(path: str) -> str:

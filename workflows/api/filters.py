@@ -9,9 +9,8 @@ from ..models import Priority, Workflow, WorkflowStatus
 
 # Statuses the OSMO client may ask for that this service never gives a workflow: accepted, they
 # match nothing.
-OSMO_ONLY_STATUSES = ("WAITING", "FAILED_EXEC_TIMEOUT", "FAILED_SERVER_ERROR",
-                      "FAILED_QUEUE_TIMEOUT", "FAILED_BACKEND_ERROR", "FAILED_IMAGE_PULL",
-                      "FAILED_START_ERROR", "FAILED_START_TIMEOUT")
+OSMO_ONLY_STATUSES = ("WAITING", "FAILED_SERVER_ERROR", "FAILED_BACKEND_ERROR",
+                      "FAILED_IMAGE_PULL", "FAILED_START_ERROR", "FAILED_START_TIMEOUT")
 ALL_STATUSES = [*WorkflowStatus.choices, *((s, s) for s in OSMO_ONLY_STATUSES)]
 
 

@@ -171,7 +171,8 @@ def check(snapshot: Snapshot, result, *, bound: int | None = None, evicted: int 
     bound pod, once; no node holding more GPUs, CPU or memory than it has once the decisions
     are carried out; the bound, evicted and moved counts this scenario implies (``bound``
     None: the scenario fixes no count — then no gang left out, without a topology constraint
-    or a node selector, may fit what stays free)."""
+    or a node selector, may fit what stays free outside the nodes reserved for waiting gangs,
+    whose free GPUs a reservation may hold)."""
     pods = {pod.name: (gang, pod) for gang in snapshot.gangs for pod in gang.pods}
     nodes = {node.name: node for node in snapshot.nodes}
     problems = []
@@ -218,9 +219,10 @@ def check(snapshot: Snapshot, result, *, bound: int | None = None, evicted: int 
     if bound is None:
         if counts[1:] != (evicted, moved):
             problems.append(f"evicted/moved {counts[1:]}, expected {(evicted, moved)}")
+        reserved = {name for estimate in result.estimates for name in estimate.nodes}
         free = {name: [c - u for c, u in zip((node.gpus, node.cpu, node.memory), used[name],
                                               strict=True)]
-                for name, node in nodes.items() if node.schedulable}
+                for name, node in nodes.items() if node.schedulable and name not in reserved}
         placed = {b.gang for b in result.bindings}
         for gang in snapshot.gangs:
             if gang.name in placed or gang.topology or any(p.node for p in gang.pods) or any(

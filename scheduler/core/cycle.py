@@ -305,6 +305,7 @@ class _Cycle:
 
     def _commit(self, run: GangRun, placed: list[int], non_preemptible: list[int]) -> None:
         self.book.add(run.gang.queue, placed, non_preemptible)
+        self.reserver.committed.append(run)
         for _leaf, pod, node_index in run.work.commit():
             run.new_pods.append((pod, node_index))
             self.bindings.append(Binding(pod.name, run.gang.name, self.cluster.names[node_index]))

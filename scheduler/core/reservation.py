@@ -111,6 +111,8 @@ class Reserver:
         self.reservations: list[Reservation] = []
         self.reserved_nodes: set[int] = set()
         self.timeline: Timeline | None = None
+        self.committed: list[GangRun] = []  # runs given pods by the cycle, in order
+        self._refreshed = 0
 
     # --- who reserves, who may use a hold ------------------------------------------------
 
@@ -255,9 +257,14 @@ class Reserver:
         return held
 
     def _timeline(self) -> Timeline:
+        """Built from every gang the first time, then brought up to date with the gangs the
+        cycle gave pods since."""
         if self.timeline is None:
             self.timeline = Timeline(self.cluster, self.now)
-        self.timeline.refresh(self.runs)
+            self.timeline.refresh(self.runs)
+        else:
+            self.timeline.refresh(self.committed[self._refreshed:])
+        self._refreshed = len(self.committed)
         return self.timeline
 
     def _search(self, run: GangRun, lower, timeline: Timeline, not_before: float

@@ -20,8 +20,16 @@ from .osmo_placement import bound, create_gang, make_queue, n, pod, podgroup, ru
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def node(cluster):
+    """A node the test's pods run on, deleted after it."""
+    cluster.add_node("timeout-node", gpus=8)
+    yield "timeout-node"
+    cluster.delete_node("timeout-node")
+
+
 def test_a_running_group_past_its_exec_timeout_ends_and_its_pods_are_deleted(
-        backend, cluster, alice, team) -> None:
+        backend, cluster, alice, team, node) -> None:
     name = submit(alice, "team", spec("timed", tasks=2,
                                       extra="  timeout: {exec_timeout: 2m}\n"))
     backend.dispatch()
@@ -29,7 +37,7 @@ def test_a_running_group_past_its_exec_timeout_ends_and_its_pods_are_deleted(
     assert podgroup["metadata"]["annotations"][EXEC_TIMEOUT_ANNOTATION] == "120"
     pods = [f"{name}-g-t0", f"{name}-g-t1"]
     for pod_name in pods:
-        cluster.run(pod_name, "node-a")
+        cluster.run(pod_name, node)
     backend.listen()
     assert statuses(alice, name) == ("RUNNING", ["RUNNING", "RUNNING"])
     started = WorkflowGroup.objects.get(workflow__name=name).started_at

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -94,6 +95,7 @@ class Product:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
+        shutil.rmtree(self.data, ignore_errors=True)
 
 
 class Run:

@@ -302,6 +302,8 @@ def test_a_pod_bound_meanwhile_onto_our_plan_never_overcommits_a_node(
     names = create_gang(apiserver, namespace, "race", q, pods=2, gpus=2, min_member=2)
     kubelet.pause()  # what the cycle leaves is judged before any kubelet acts on it
     plan = race_bind(monkeypatch, sched, cluster, names[0], lambda plan: plan[names[1]])
+    wait_for(lambda: all(sched.cache.pods.get(f"{namespace}/{name}") for name in names),
+             what="the scheduler's cache sees the gang")  # else the one cycle plans nothing
     sched.cycle()
     assert cluster_overcommits(apiserver) == []
     assert node_of(apiserver, namespace, names[0]) == plan[names[1]]  # the other binder's

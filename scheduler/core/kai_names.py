@@ -44,6 +44,8 @@ WORKFLOW_NAME_ANNOTATION = "osmo/workflow-name"
 GROUP_NAME_ANNOTATION = "osmo/group-name"
 TASK_NAME_ANNOTATION = "osmo/task-name"
 REPLICA_INDEX_ANNOTATION = "osmo/replica-index"
+# A PodGroup's exec_timeout in seconds (our scheduler plans reservations on it).
+EXEC_TIMEOUT_ANNOTATION = "osmo/exec-timeout"
 POOL_NAME_ANNOTATION = "osmo/pool-name"
 QUEUE_NAME_ANNOTATION = "osmo/queue-name"
 MOVED_FROM_ANNOTATION = "osmo/moved-from"  # a consolidation move's replacement pod

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler import services
-from scheduler.backends.kubernetes.objects import EXEC_TIMEOUT_ANNOTATION
-from scheduler.backends.kubernetes.placement import pending_rows
+from scheduler.backends.kubernetes.placement import pending_gangs
+from scheduler.core.kai_names import EXEC_TIMEOUT_ANNOTATION
 from tests.k8s.conftest import spec, statuses, submit
 from workflows.models import WorkflowGroup
 
@@ -93,10 +93,10 @@ def test_our_scheduler_reserves_nodes_and_the_podgroup_status_says_when_it_start
     assert reason["message"].startswith(f"reserved nodes {n(namespace, 1)}; expected start "
                                         "in ")
     assert reason["message"].endswith("when workflow 'short-1' reaches its exec_timeout")
-    (row,) = [r for r in pending_rows(sched.placement) if r["podgroup"] == "big"]
-    assert row["estimate"]["reserved_nodes"] == [n(namespace, 1)]
-    assert row["estimate"]["waits_for"] == ["workflow 'short-1'"]
-    start = datetime.fromisoformat(row["estimate"]["expected_start_at"].replace("Z", "+00:00"))
+    (row,) = [r for r in pending_gangs(sched.placement) if r.podgroup == "big"]
+    assert row.estimate["reserved_nodes"] == [n(namespace, 1)]
+    assert row.estimate["waits_for"] == ["workflow 'short-1'"]
+    start = datetime.fromisoformat(row.estimate["expected_start_at"].replace("Z", "+00:00"))
     assert 3500 < (start - datetime.now(UTC)).total_seconds() <= 3600
     # 2 GPUs are free now, but held for big: a fresh 1-GPU gang without a timeout waits
     create_gang(apiserver, namespace, "fresh", q, pods=1, gpus=1)

@@ -36,6 +36,7 @@ from typing import Any
 from django.conf import settings
 
 from scheduler.core.kai_names import (
+    EXEC_TIMEOUT_ANNOTATION,
     GROUP_LABEL,
     GROUP_NAME_ANNOTATION,
     MANAGED_BY,
@@ -51,7 +52,6 @@ from scheduler.core.kai_names import (
 )
 from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 
-EXEC_TIMEOUT_ANNOTATION = "osmo/exec-timeout"
 HOST_TOKEN = re.compile(r"\{\{\s*host:([^{}\s]+)\s*\}\}")
 FILES_VOLUME = "osmo-files"
 FILES_MODE = 0o755

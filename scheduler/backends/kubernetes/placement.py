@@ -79,6 +79,7 @@ from scheduler.core import (
 from scheduler.core.kai_names import (
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
+    EXEC_TIMEOUT_ANNOTATION,
     GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
     PODGROUP_ANNOTATION,
@@ -102,7 +103,6 @@ from .moves import (
     is_moving,
     replacement_of,
 )
-from .objects import EXEC_TIMEOUT_ANNOTATION
 
 logger = logging.getLogger(__name__)
 
@@ -508,7 +508,7 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
         priority = 50 if priority is None else priority
         preemptibility = spec.get("preemptibility")
         annotations = podgroup["metadata"].get("annotations") or {}
-        workflow_name = annotations.get("osmo/workflow-name")
+        workflow_name = annotations.get(WORKFLOW_NAME_ANNOTATION)
         gang = Gang(
             name=gang_name, queue=queue, priority=priority,
             preemptible=preemptibility == "preemptible" or (

@@ -78,7 +78,7 @@ def scheduler_status(*, roles, user) -> dict:
 def explain(workflow) -> dict:
     """Per group: the last cycle's reasons, or why it is not (yet) in the scheduler, and the
     start estimate of a group that holds a reservation (`estimate`: null otherwise; see
-    `scheduler.estimates`)."""
+    `scheduler.cycle_record.estimate_row`)."""
     cycle = last_cycle()
     by_podgroup = {p["podgroup"]: p for p in (cycle.pending_gangs if cycle else [])}
     groups = []

@@ -424,8 +424,9 @@ def median_gap(first: dict[str, float], second: dict[str, float]) -> float:
 # --- gangs, in-process scheduler ---------------------------------------------------------------
 
 def _scheduler(server):
+    from scheduler.backends.kubernetes.cache import ClusterCache
     from scheduler.backends.kubernetes.client import Kube
-    from scheduler.backends.kubernetes.placement import ClusterCache, Placement
+    from scheduler.backends.kubernetes.placement import Placement
 
     running = [True]
     cache = ClusterCache(lambda: Kube(server.backend_client()), namespace=NAMESPACE,

@@ -7,8 +7,9 @@ import copy
 import time
 from typing import Any
 
+from scheduler.backends.kubernetes.cache import ClusterCache
 from scheduler.backends.kubernetes.client import Kube
-from scheduler.backends.kubernetes.placement import ClusterCache, Placement
+from scheduler.backends.kubernetes.placement import Placement
 from scheduler.core import SchedulerConfig
 
 from .server import DEPLOY, KubeError, load_documents

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from scheduler.backends.kubernetes.cache import wakes_scheduler
 from scheduler.backends.kubernetes.moves import is_replacement, moved_by_kai, replacement_of
 from scheduler.backends.kubernetes.placement import (
     Placement,
     build_snapshot,
     gang_ready,
-    wakes_scheduler,
 )
 from scheduler.backends.kubernetes.status import observe
 

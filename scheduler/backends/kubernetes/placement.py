@@ -94,8 +94,8 @@ from scheduler.snapshot import scheduler_config
 from scheduler.usage import queue_usage
 from workflows.spec.units import parse_bytes, parse_millicores
 
-from .client import REQUEST_TIMEOUT, Kube, call, describe, status_of
-from .informer import Informer
+from .cache import FINISHED, ClusterCache
+from .client import PODGROUPS, REQUEST_TIMEOUT, Kube, call, describe, status_of
 from .moves import (
     MOVE_REASON,
     MOVED_FROM_ANNOTATION,
@@ -106,9 +106,6 @@ from .moves import (
 
 logger = logging.getLogger(__name__)
 
-PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
-QUEUES = ("scheduling.run.ai", "v2", "queues")
-TOPOLOGIES = ("kai.scheduler", "v1alpha1", "topologies")
 STALE_REASON = "EvictionByScheduler"
 INCOMPLETE_REASON = "GangIncomplete"
 CONFLICT_REASON = "BindingConflict"  # another binder took the room a pod was bound into
@@ -116,7 +113,6 @@ UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
 NODE_POOL = "default"
 ASSUME_SECONDS = 30.0
 MAX_POD_EVENTS = 8  # Unschedulable Events per gang and change (the PodGroup always gets one)
-FINISHED = ("Succeeded", "Failed")
 EVENT_REASONS = {PREEMPTION_REASON: "Preempted", MOVE_REASON: "Moved"}
 USAGE_REFRESH_SECONDS = 30.0
 REPLACEMENT_SEEN_SECONDS = 2.0  # how long a cycle waits for the cache to show replacements
@@ -152,65 +148,6 @@ def _quantity(parse, value) -> int:
         return parse(value) if value is not None else 0
     except (ValueError, TypeError):
         return 0
-
-
-# --- the cache -----------------------------------------------------------------------------
-
-class ClusterCache:
-    """The five informers the placement reads; ``on_change`` wakes the cycle loop."""
-
-    def __init__(self, kube_factory, *, namespace: str, watch_timeout: int = 300,
-                 on_change=None):
-        self.namespace = namespace
-        self._kubes: list[Kube] = []
-
-        def kube() -> Kube:
-            made = kube_factory()
-            self._kubes.append(made)
-            return made
-
-        options = {"watch_timeout": watch_timeout, "on_change": on_change}
-        self.nodes = Informer("nodes", kube().core.list_node, **options)
-        self.pods = Informer("pods", kube().core.list_pod_for_all_namespaces, **options)
-        self.podgroups = Informer("podgroups", kube().custom.list_namespaced_custom_object,
-                                  PODGROUPS[0], PODGROUPS[1], namespace, PODGROUPS[2],
-                                  **options)
-        self.queues = Informer("queues", kube().custom.list_cluster_custom_object, *QUEUES,
-                               **options)
-        self.topologies = Informer("topologies", kube().custom.list_cluster_custom_object,
-                                   *TOPOLOGIES, **options)
-        self.informers = [self.nodes, self.pods, self.podgroups, self.queues, self.topologies]
-        self.threads: list[threading.Thread] = []
-
-    def start(self, running, report=None) -> None:
-        for informer in self.informers:
-            thread = threading.Thread(
-                target=informer.run, args=(running,), name=f"informer-{informer.name}",
-                kwargs={"report": report}, daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def synced(self) -> bool:
-        return all(informer.synced.is_set() for informer in self.informers)
-
-    def wait_synced(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        for informer in self.informers:
-            if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
-                return False
-        return True
-
-    def stop(self) -> None:
-        for informer in self.informers:
-            informer.stop()
-        for thread in self.threads:
-            thread.join(timeout=10)
-        for kube in self._kubes:
-            kube.close()
-
-    def relist(self) -> None:
-        for informer in self.informers:
-            informer.relist_requested = True
 
 
 # --- cache → snapshot ----------------------------------------------------------------------
@@ -267,18 +204,6 @@ def pod_requests(pod: dict[str, Any]) -> Requests:
         _requests_cache[uid] = result
     return result
 
-
-def wakes_scheduler(informer: str, event_type: str, obj: dict[str, Any] | None,
-                    scheduler_name: str) -> bool:
-    """Is this change worth a cycle? Everything but a bound pod's progress (bound, Running:
-    the kubelet's status writes) — those change nothing the core decides on."""
-    if informer != "pods" or obj is None or event_type == "DELETED":
-        return True
-    spec, metadata = obj.get("spec") or {}, obj.get("metadata") or {}
-    if not spec.get("nodeName"):
-        return spec.get("schedulerName") == scheduler_name  # pending: ours to place
-    return bool(metadata.get("deletionTimestamp")) or \
-        ((obj.get("status") or {}).get("phase") in FINISHED)
 
 
 def node_schedulable(node: dict[str, Any]) -> bool:

@@ -43,12 +43,13 @@ from scheduler.cycle_record import CycleRecord, cycle_record_write, queue_figure
 from scheduler.leader import LeaderLock
 
 from . import nodes, reasons, scheduler_process
+from .cache import ClusterCache, wakes_scheduler
 from .cleanup import Cleaner
 from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
 from .health import Health
 from .listener import PodListener
-from .placement import ClusterCache, Placement, pending_gangs, wakes_scheduler
+from .placement import Placement, pending_gangs
 from .pod_logs import PodLogs
 
 logger = logging.getLogger(__name__)

@@ -66,19 +66,12 @@ from scheduler.core import (
     Gang,
     Node,
     Pod,
-    Queue,
-    ResourceQuota,
     SchedulerConfig,
     Snapshot,
     SubGroup,
-    Topology,
-    TopologyConstraint,
-    TopologyLevel,
     run_cycle,
 )
 from scheduler.core.kai_names import (
-    DEFAULT_TOPOLOGY_LEVELS,
-    DEFAULT_TOPOLOGY_NAME,
     EXEC_TIMEOUT_ANNOTATION,
     GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
@@ -90,6 +83,18 @@ from scheduler.core.kai_names import (
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 from scheduler.core.results import STALE, CycleResult
 from scheduler.cycle_record import PendingGang, estimate_row
+from scheduler.kai.decode import (
+    Requests,
+    _constraint,
+    _int_or_none,
+    _seconds,
+    node_schedulable,
+    pod_requests,
+    quantity,
+    queue_of,
+    timestamp,
+    topology_of,
+)
 from scheduler.snapshot import scheduler_config
 from scheduler.usage import queue_usage
 from workflows.spec.units import parse_bytes, parse_millicores
@@ -116,24 +121,10 @@ MAX_POD_EVENTS = 8  # Unschedulable Events per gang and change (the PodGroup alw
 EVENT_REASONS = {PREEMPTION_REASON: "Preempted", MOVE_REASON: "Moved"}
 USAGE_REFRESH_SECONDS = 30.0
 REPLACEMENT_SEEN_SECONDS = 2.0  # how long a cycle waits for the cache to show replacements
-# Taints that only mirror what the cache reads itself (the Ready condition, spec.unschedulable);
-# the node lifecycle controller keeps them in step, and admission puts ``not-ready`` on every
-# new Node until that controller has seen it Ready.
-CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
-                    "node.kubernetes.io/unschedulable")
 
 
 def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _timestamp(value: str | None) -> float:
-    if not value:
-        return 0.0
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return 0.0
 
 
 def _charge(totals: list[int], held) -> None:
@@ -143,21 +134,7 @@ def _charge(totals: list[int], held) -> None:
     totals[2] += held.memory
 
 
-def _quantity(parse, value) -> int:
-    try:
-        return parse(value) if value is not None else 0
-    except (ValueError, TypeError):
-        return 0
-
-
 # --- cache → snapshot ----------------------------------------------------------------------
-
-@dataclass
-class Requests:
-    gpus: int
-    cpu: int
-    memory: int
-
 
 @dataclass(frozen=True)
 class Replacement:
@@ -169,103 +146,6 @@ class Replacement:
     pod: str
     target: str
     requests: Requests
-
-
-_requests_cache: dict[str, Requests] = {}
-
-
-def pod_requests(pod: dict[str, Any]) -> Requests:
-    """What a pod asks for: its containers' requests summed (GPUs from limits when requests
-    omit them), the largest init container when that is more (Kubernetes' effective request).
-    Memoised by uid: a pod's requests never change."""
-    uid = (pod.get("metadata") or {}).get("uid") or ""
-    cached = _requests_cache.get(uid) if uid else None
-    if cached is not None:
-        return cached
-
-    def of(container) -> tuple[int, int, int]:
-        resources = container.get("resources") or {}
-        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-        gpus = requests.get(GPU_RESOURCE, limits.get(GPU_RESOURCE))
-        return (_quantity(lambda v: int(str(v)), gpus),
-                _quantity(parse_millicores, requests.get("cpu")),
-                _quantity(parse_bytes, requests.get("memory")))
-
-    spec = pod.get("spec") or {}
-    total = [0, 0, 0]
-    for container in spec.get("containers") or []:
-        total = [a + b for a, b in zip(total, of(container), strict=True)]
-    for container in spec.get("initContainers") or []:
-        total = [max(a, b) for a, b in zip(total, of(container), strict=True)]
-    result = Requests(*total)
-    if uid:
-        if len(_requests_cache) > 200_000:
-            _requests_cache.clear()
-        _requests_cache[uid] = result
-    return result
-
-
-
-def node_schedulable(node: dict[str, Any]) -> bool:
-    spec, status = node.get("spec") or {}, node.get("status") or {}
-    if spec.get("unschedulable"):
-        return False
-    ready = next((c.get("status") for c in status.get("conditions") or []
-                  if c.get("type") == "Ready"), "False")
-    if ready != "True":
-        return False
-    return not any(t.get("effect") in ("NoSchedule", "NoExecute")
-                   and t.get("key") not in CONDITION_TAINTS for t in spec.get("taints") or [])
-
-
-def _resource_quota(resources: dict, name: str) -> ResourceQuota:
-    raw = resources.get(name) or {}
-    return ResourceQuota(quota=int(raw.get("quota", -1)), limit=int(raw.get("limit", -1)),
-                         over_quota_weight=int(raw.get("overQuotaWeight", 1)))
-
-
-def queue_of(obj: dict[str, Any], usage: float = 0.0) -> Queue:
-    spec = obj.get("spec") or {}
-    resources = spec.get("resources") or {}
-    return Queue(name=obj["metadata"]["name"], parent=spec.get("parentQueue") or None,
-                 priority=int(spec.get("priority", 100)),
-                 gpu=_resource_quota(resources, "gpu"), cpu=_resource_quota(resources, "cpu"),
-                 memory=_resource_quota(resources, "memory"),
-                 created_at=_timestamp(obj["metadata"].get("creationTimestamp")), usage=usage)
-
-
-def topology_of(topologies: list[dict[str, Any]]) -> Topology:
-    chosen = next((t for t in topologies if t["metadata"]["name"] == DEFAULT_TOPOLOGY_NAME),
-                  topologies[0] if topologies else None)
-    if chosen is None:
-        return Topology(levels=tuple(TopologyLevel(node_label=label, alias=alias)
-                                     for alias, label in DEFAULT_TOPOLOGY_LEVELS))
-    levels = (chosen.get("spec") or {}).get("levels") or []
-    return Topology(name=chosen["metadata"]["name"],
-                    levels=tuple(TopologyLevel(node_label=level["nodeLabel"],
-                                               alias=level.get("alias"))
-                                 for level in levels))
-
-
-def _constraint(raw: dict | None) -> TopologyConstraint | None:
-    if not raw:
-        return None
-    required, preferred = raw.get("requiredTopologyLevel"), raw.get("preferredTopologyLevel")
-    if not required and not preferred:
-        return None
-    return TopologyConstraint(required_level=required, preferred_level=preferred)
-
-
-def _seconds(value) -> float | None:
-    try:
-        seconds = float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds and seconds > 0 else None
-
-
-def _int_or_none(value) -> int | None:
-    return int(value) if isinstance(value, int) else None
 
 
 @dataclass
@@ -355,9 +235,9 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
     for name, obj in sorted(node_objects.items()):
         allocatable = (obj.get("status") or {}).get("allocatable") or \
             (obj.get("status") or {}).get("capacity") or {}
-        gpus = _quantity(lambda v: int(str(v)), allocatable.get(GPU_RESOURCE))
-        cpu = _quantity(parse_millicores, allocatable.get("cpu"))
-        memory = _quantity(parse_bytes, allocatable.get("memory"))
+        gpus = quantity(lambda v: int(str(v)), allocatable.get(GPU_RESOURCE))
+        cpu = quantity(parse_millicores, allocatable.get("cpu"))
+        memory = quantity(parse_bytes, allocatable.get("memory"))
         held = foreign[name]
         nodes.append(Node(name=name, gpus=max(0, gpus - held[0]), cpu=max(0, cpu - held[1]),
                           memory=max(0, memory - held[2]),
@@ -416,8 +296,8 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
             if node and node not in node_objects:
                 continue  # bound to a node that is gone: it holds nothing anywhere
             if node:  # a pod starts after it was created, whatever its clock says
-                started.append(max(_timestamp((pod.get("status") or {}).get("startTime")),
-                                   _timestamp(pod["metadata"].get("creationTimestamp"))))
+                started.append(max(timestamp((pod.get("status") or {}).get("startTime")),
+                                   timestamp(pod["metadata"].get("creationTimestamp"))))
             subgroup = (pod["metadata"].get("labels") or {}).get(SUBGROUP_LABEL) \
                 if subgroups else None
             index.pods[key] = pod
@@ -439,7 +319,7 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
             preemptible=preemptibility == "preemptible" or (
                 not preemptibility and priority < 100),
             semi_preemptible=preemptibility == "semi-preemptible",
-            created_at=_timestamp(podgroup["metadata"].get("creationTimestamp")),
+            created_at=timestamp(podgroup["metadata"].get("creationTimestamp")),
             min_member=_int_or_none(spec.get("minMember")),
             min_subgroup=_int_or_none(spec.get("minSubGroup")),
             subgroups=subgroups, topology=_constraint(spec.get("topologyConstraint")),

@@ -13,19 +13,12 @@ from datetime import datetime
 
 from django.conf import settings
 
-from scheduler.core import (
-    Node,
-    Pod,
-    SchedulerConfig,
-    Snapshot,
-    Topology,
-    TopologyLevel,
-)
+from scheduler.core import Node, Pod, SchedulerConfig, Snapshot, Topology
 from scheduler.core.kai_names import PRIORITY_VALUES, queue_name_for
+from scheduler.kai.decode import gang_of, topology_levels
 from scheduler.kai.selectors import cluster_topology, queues
 from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
 
-from .gangs import gang_of
 from .models import Node as NodeRow
 from .usage import queue_usage
 
@@ -53,7 +46,6 @@ def scheduler_config() -> SchedulerConfig:
                            usage_k_value=settings.OSMO_USAGE_K_VALUE)
 
 
-
 def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
                    ) -> tuple[Snapshot, SnapshotIndex]:
     namespace = settings.OSMO_NAMESPACE
@@ -63,9 +55,7 @@ def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
         for row in NodeRow.objects.values("name", "gpus", "cpu_millis", "memory_bytes",
                                           "labels", "schedulable")
     )
-    topology = Topology(levels=tuple(TopologyLevel(node_label=level["nodeLabel"],
-                                                   alias=level.get("alias"))
-                                     for level in cluster_topology()))
+    topology = Topology(levels=topology_levels(cluster_topology()))
     groups = {
         row["id"]: row for row in WorkflowGroup.objects.filter(
             status__in=SCHEDULABLE_GROUPS,

@@ -1,15 +1,36 @@
 """KAI and Kubernetes objects, as the API server serves them (plain dicts), decoded into
-``scheduler.core`` types. Pure — no Django, no client — so that every snapshot builder may use it.
+``scheduler.core`` types: pods, Nodes, Queues, Topologies and PodGroups. Pure — no Django, no
+client — so that both snapshot builders read KAI's objects alike: the embedded loop's
+(``scheduler/snapshot.py``: a workflow group's stored gang fields, the stored topology levels)
+and the Kubernetes backend's (``backends/kubernetes/snapshot.py``: the informers' objects).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler.core import Queue, ResourceQuota, Topology, TopologyConstraint, TopologyLevel
-from scheduler.core.kai_names import DEFAULT_TOPOLOGY_LEVELS, DEFAULT_TOPOLOGY_NAME, GPU_RESOURCE
+from scheduler.core import (
+    Gang,
+    Pod,
+    Queue,
+    ResourceQuota,
+    SubGroup,
+    Topology,
+    TopologyConstraint,
+    TopologyLevel,
+)
+from scheduler.core.kai_names import (
+    DEFAULT_TOPOLOGY_LEVELS,
+    DEFAULT_TOPOLOGY_NAME,
+    EXEC_TIMEOUT_ANNOTATION,
+    GPU_RESOURCE,
+    QUEUE_LABEL,
+    SUBGROUP_LABEL,
+    WORKFLOW_NAME_ANNOTATION,
+)
 from workflows.spec.units import parse_bytes, parse_millicores
 
 # Taints that only mirror what the cache reads itself (the Ready condition, spec.unschedulable);
@@ -35,6 +56,10 @@ def quantity(parse, value) -> int:
         return 0
 
 
+def _whole(value) -> int:
+    return int(str(value))
+
+
 @dataclass
 class Requests:
     gpus: int
@@ -58,7 +83,7 @@ def pod_requests(pod: dict[str, Any]) -> Requests:
         resources = container.get("resources") or {}
         requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
         gpus = requests.get(GPU_RESOURCE, limits.get(GPU_RESOURCE))
-        return (quantity(lambda v: int(str(v)), gpus),
+        return (quantity(_whole, gpus),
                 quantity(parse_millicores, requests.get("cpu")),
                 quantity(parse_bytes, requests.get("memory")))
 
@@ -74,6 +99,33 @@ def pod_requests(pod: dict[str, Any]) -> Requests:
             _requests_cache.clear()
         _requests_cache[uid] = result
     return result
+
+
+def pod_started(pod: dict[str, Any]) -> float:
+    """When a bound pod started: after it was created, whatever its clock says."""
+    return max(timestamp((pod.get("status") or {}).get("startTime")),
+               timestamp(pod["metadata"].get("creationTimestamp")))
+
+
+def pod_of(name: str, pod: dict[str, Any], node: str | None, *, subgroups: bool) -> Pod:
+    """``pod`` as a member of its gang, named ``name``, bound (or assumed bound) to ``node``;
+    its subgroup is KAI's label, read only when the PodGroup has ``subGroups``."""
+    requests = pod_requests(pod)
+    subgroup = (pod["metadata"].get("labels") or {}).get(SUBGROUP_LABEL) if subgroups else None
+    return Pod(name=name, subgroup=subgroup, gpus=requests.gpus, cpu=requests.cpu,
+               memory=requests.memory,
+               node_selector=(pod.get("spec") or {}).get("nodeSelector") or {},
+               node=node or None)
+
+
+def node_allocatable(node: dict[str, Any]) -> tuple[int, int, int]:
+    """What a Node offers pods: (GPUs, millicores, bytes), its capacity when it states no
+    allocatable."""
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    return (quantity(_whole, allocatable.get(GPU_RESOURCE)),
+            quantity(parse_millicores, allocatable.get("cpu")),
+            quantity(parse_bytes, allocatable.get("memory")))
 
 
 def node_schedulable(node: dict[str, Any]) -> bool:
@@ -104,23 +156,33 @@ def queue_of(obj: dict[str, Any], usage: float = 0.0) -> Queue:
                  created_at=timestamp(obj["metadata"].get("creationTimestamp")), usage=usage)
 
 
+def topology_levels(levels: Iterable[Mapping[str, Any]]) -> tuple[TopologyLevel, ...]:
+    """A Topology's ``spec.levels`` (coarsest first)."""
+    return tuple(TopologyLevel(node_label=level["nodeLabel"], alias=level.get("alias"))
+                 for level in levels)
+
+
 def topology_of(topologies: list[dict[str, Any]]) -> Topology:
+    """The Topology CR named ``osmo-topology``, else the first one, else the default levels."""
     chosen = next((t for t in topologies if t["metadata"]["name"] == DEFAULT_TOPOLOGY_NAME),
                   topologies[0] if topologies else None)
     if chosen is None:
         return Topology(levels=tuple(TopologyLevel(node_label=label, alias=alias)
                                      for alias, label in DEFAULT_TOPOLOGY_LEVELS))
-    levels = (chosen.get("spec") or {}).get("levels") or []
     return Topology(name=chosen["metadata"]["name"],
-                    levels=tuple(TopologyLevel(node_label=level["nodeLabel"],
-                                               alias=level.get("alias"))
-                                 for level in levels))
+                    levels=topology_levels((chosen.get("spec") or {}).get("levels") or []))
 
 
-def _constraint(raw: dict | None) -> TopologyConstraint | None:
+# --- PodGroups ----------------------------------------------------------------------------
+
+def constraint_of(raw: Mapping[str, Any] | None) -> TopologyConstraint | None:
+    """A ``topologyConstraint``. One that names no level (only a ``topology``, or nothing)
+    constrains nothing — KAI places such a gang as one without a constraint — so it is None,
+    and the gang may, for one, be consolidated like any other."""
     if not raw:
         return None
-    required, preferred = raw.get("requiredTopologyLevel"), raw.get("preferredTopologyLevel")
+    required = raw.get("requiredTopologyLevel") or None
+    preferred = raw.get("preferredTopologyLevel") or None
     if not required and not preferred:
         return None
     return TopologyConstraint(required_level=required, preferred_level=preferred)
@@ -136,3 +198,47 @@ def _seconds(value) -> float | None:
 
 def _int_or_none(value) -> int | None:
     return int(value) if isinstance(value, int) else None
+
+
+def gang_of(name: str, fields: Mapping[str, Any], pods: tuple[Pod, ...], *, queue: str = "",
+            **attributes) -> Gang:
+    """A PodGroup's gang fields — ``minMember``, ``minSubGroup``, ``subGroups``,
+    ``topologyConstraint``: its ``spec``, or the copy a workflow group keeps
+    (``WorkflowGroup.gang``) — as a core Gang of ``pods``; ``attributes`` are the Gang's
+    other fields (priority, times). A field of the wrong type reads as unset."""
+    return Gang(
+        name=name, queue=queue,
+        min_member=_int_or_none(fields.get("minMember")),
+        min_subgroup=_int_or_none(fields.get("minSubGroup")),
+        subgroups=tuple(SubGroup(name=s["name"], parent=s.get("parent") or None,
+                                 min_member=_int_or_none(s.get("minMember")),
+                                 min_subgroup=_int_or_none(s.get("minSubGroup")),
+                                 topology=constraint_of(s.get("topologyConstraint")))
+                        for s in fields.get("subGroups") or ()),
+        topology=constraint_of(fields.get("topologyConstraint")), pods=pods, **attributes)
+
+
+def podgroup_queue(podgroup: dict[str, Any]) -> str:
+    """The Queue a PodGroup names: ``spec.queue``, else KAI's queue label."""
+    return (podgroup.get("spec") or {}).get("queue") or \
+        (podgroup["metadata"].get("labels") or {}).get(QUEUE_LABEL) or ""
+
+
+def podgroup_gang(name: str, podgroup: dict[str, Any], pods: tuple[Pod, ...], *, queue: str,
+                  priority: int | None, **attributes) -> Gang:
+    """A PodGroup of the cluster as a core Gang, as KAI reads it: its priority is its pods'
+    (``priority``; 50 when none states one), preemptible below 100 unless ``preemptibility``
+    says otherwise, its age the PodGroup's; its exec_timeout is the ``osmo/exec-timeout``
+    annotation (seconds), its workload the workflow it names."""
+    spec = podgroup.get("spec") or {}
+    annotations = podgroup["metadata"].get("annotations") or {}
+    workflow_name = annotations.get(WORKFLOW_NAME_ANNOTATION)
+    priority = 50 if priority is None else priority
+    preemptibility = spec.get("preemptibility")
+    return gang_of(
+        name, spec, pods, queue=queue, priority=priority,
+        preemptible=preemptibility == "preemptible" or (not preemptibility and priority < 100),
+        semi_preemptible=preemptibility == "semi-preemptible",
+        created_at=timestamp(podgroup["metadata"].get("creationTimestamp")),
+        exec_timeout=_seconds(annotations.get(EXEC_TIMEOUT_ANNOTATION)),
+        workload=f"workflow {workflow_name!r}" if workflow_name else None, **attributes)

@@ -226,12 +226,17 @@ def test_reclaimed_elastic_surplus_returns_to_pending(admin):
     assert {(t["node"], t["reason"]) for t in requeued} == {(None, "preempted_requeued")}
 
 
-def test_consolidation_moves_a_running_task_instead_of_failing_it(admin, alice, team):
+# A constraint that names a Topology but no level constrains nothing: such a gang is moved too.
+@pytest.mark.parametrize("scheduling", [
+    "", "    scheduling:\n      topologyConstraint: {topology: osmo-topology}\n"])
+def test_consolidation_moves_a_running_task_instead_of_failing_it(admin, alice, team,
+                                                                   scheduling):
     # KAI pkg/scheduler/actions/integration_tests/consolidation/consolidation_test.go: "1 train
     # job of 1 GPU running on node0, 1 train job of 1 GPU running on node 0, 1 pending job of 2
     # GPUs - consolidate" (here 4 + 4 GPUs on two 8-GPU nodes, then an 8-GPU job).
     add_nodes(admin, 2)
-    names = [submit(alice, "team", spec(f"low{i}", 4), "LOW") for i in range(4)]
+    names = [submit(alice, "team", spec(f"low{i}", 4, scheduling=scheduling), "LOW")
+             for i in range(4)]
     assert cycle(admin)["bound"] == 4
     by_node = {}
     for name in names:

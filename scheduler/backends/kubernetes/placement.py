@@ -65,19 +65,13 @@ from django.conf import settings
 from scheduler.core import (
     Gang,
     Node,
-    Pod,
     SchedulerConfig,
     Snapshot,
-    SubGroup,
     run_cycle,
 )
 from scheduler.core.kai_names import (
-    EXEC_TIMEOUT_ANNOTATION,
-    GPU_RESOURCE,
     GROUP_NAME_ANNOTATION,
     PODGROUP_ANNOTATION,
-    QUEUE_LABEL,
-    SUBGROUP_LABEL,
     WORKFLOW_NAME_ANNOTATION,
 )
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
@@ -85,19 +79,18 @@ from scheduler.core.results import STALE, CycleResult
 from scheduler.cycle_record import PendingGang, estimate_row
 from scheduler.kai.decode import (
     Requests,
-    _constraint,
-    _int_or_none,
-    _seconds,
+    node_allocatable,
     node_schedulable,
+    pod_of,
     pod_requests,
-    quantity,
+    pod_started,
+    podgroup_gang,
+    podgroup_queue,
     queue_of,
-    timestamp,
     topology_of,
 )
 from scheduler.snapshot import scheduler_config
 from scheduler.usage import queue_usage
-from workflows.spec.units import parse_bytes, parse_millicores
 
 from .cache import FINISHED, ClusterCache
 from .client import PODGROUPS, REQUEST_TIMEOUT, Kube, call, describe, status_of
@@ -233,11 +226,7 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
 
     nodes = []
     for name, obj in sorted(node_objects.items()):
-        allocatable = (obj.get("status") or {}).get("allocatable") or \
-            (obj.get("status") or {}).get("capacity") or {}
-        gpus = quantity(lambda v: int(str(v)), allocatable.get(GPU_RESOURCE))
-        cpu = quantity(parse_millicores, allocatable.get("cpu"))
-        memory = quantity(parse_bytes, allocatable.get("memory"))
+        gpus, cpu, memory = node_allocatable(obj)
         held = foreign[name]
         nodes.append(Node(name=name, gpus=max(0, gpus - held[0]), cpu=max(0, cpu - held[1]),
                           memory=max(0, memory - held[2]),
@@ -250,10 +239,8 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
     seen: set[str] = set()
     for name, pods in members.items():
         podgroup = podgroups[name]
-        spec = podgroup.get("spec") or {}
         gang_name = f"{namespace}/{name}"
-        queue = spec.get("queue") or (podgroup["metadata"].get("labels") or {}).get(
-            QUEUE_LABEL) or ""
+        queue = podgroup_queue(podgroup)
         if queue not in queue_names or queue in parents:
             index.skipped[gang_name] = (
                 f"Queue {queue!r} does not exist" if queue not in queue_names
@@ -279,54 +266,29 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
             index.podgroups[gang_name] = podgroup
             seen.add(gang_name)
             continue
-        subgroups = tuple(
-            SubGroup(name=s["name"], parent=s.get("parent") or None,
-                     min_member=_int_or_none(s.get("minMember")),
-                     min_subgroup=_int_or_none(s.get("minSubGroup")),
-                     topology=_constraint(s.get("topologyConstraint")))
-            for s in spec.get("subGroups") or [])
+        subgroups = bool((podgroup.get("spec") or {}).get("subGroups"))
         core_pods = []
         priority = None
         started: list[float] = []
         for key, pod, node in pods:
-            requests = pod_requests(pod)
-            pod_spec = pod.get("spec") or {}
-            if priority is None and isinstance(pod_spec.get("priority"), int):
-                priority = pod_spec["priority"]
+            pod_priority = (pod.get("spec") or {}).get("priority")
+            if priority is None and isinstance(pod_priority, int):
+                priority = pod_priority
             if node and node not in node_objects:
                 continue  # bound to a node that is gone: it holds nothing anywhere
-            if node:  # a pod starts after it was created, whatever its clock says
-                started.append(max(timestamp((pod.get("status") or {}).get("startTime")),
-                                   timestamp(pod["metadata"].get("creationTimestamp"))))
-            subgroup = (pod["metadata"].get("labels") or {}).get(SUBGROUP_LABEL) \
-                if subgroups else None
+            if node:
+                started.append(pod_started(pod))
             index.pods[key] = pod
-            core_pods.append(Pod(name=key, subgroup=subgroup, gpus=requests.gpus,
-                                 cpu=requests.cpu, memory=requests.memory,
-                                 node_selector=pod_spec.get("nodeSelector") or {},
-                                 node=node or None))
+            core_pods.append(pod_of(key, pod, node, subgroups=subgroups))
         if not core_pods:
             if memo is not None:
                 memo[gang_name] = (signature, None)
                 seen.add(gang_name)
             continue
-        priority = 50 if priority is None else priority
-        preemptibility = spec.get("preemptibility")
-        annotations = podgroup["metadata"].get("annotations") or {}
-        workflow_name = annotations.get(WORKFLOW_NAME_ANNOTATION)
-        gang = Gang(
-            name=gang_name, queue=queue, priority=priority,
-            preemptible=preemptibility == "preemptible" or (
-                not preemptibility and priority < 100),
-            semi_preemptible=preemptibility == "semi-preemptible",
-            created_at=timestamp(podgroup["metadata"].get("creationTimestamp")),
-            min_member=_int_or_none(spec.get("minMember")),
-            min_subgroup=_int_or_none(spec.get("minSubGroup")),
-            subgroups=subgroups, topology=_constraint(spec.get("topologyConstraint")),
-            pods=tuple(core_pods), running_since=min(started) if started else None,
-            below_min_since=below_min.get(gang_name),
-            exec_timeout=_seconds(annotations.get(EXEC_TIMEOUT_ANNOTATION)),
-            workload=f"workflow {workflow_name!r}" if workflow_name else None)
+        gang = podgroup_gang(gang_name, podgroup, tuple(core_pods), queue=queue,
+                             priority=priority,
+                             running_since=min(started) if started else None,
+                             below_min_since=below_min.get(gang_name))
         gangs.append(gang)
         index.gangs[gang_name] = gang
         index.podgroups[gang_name] = podgroup

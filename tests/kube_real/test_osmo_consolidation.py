@@ -81,7 +81,7 @@ def test_a_move_makes_room_for_a_gang(sched, cluster, apiserver, namespace, kube
 def test_an_orphaned_replacement_is_deleted(sched, cluster, apiserver, namespace) -> None:
     """The scheduler stopped between creating a replacement and marking its pod: the
     replacement must not run beside the pod."""
-    from scheduler.backends.kubernetes.placement import replacement_of
+    from scheduler.backends.kubernetes.moves import replacement_of
 
     q = make_queue(apiserver, namespace)
     cluster.add_node(n(namespace, 1), gpus=4)

@@ -8,11 +8,8 @@ from types import SimpleNamespace
 
 from scheduler.backends.kubernetes.cache import wakes_scheduler
 from scheduler.backends.kubernetes.moves import is_replacement, moved_by_kai, replacement_of
-from scheduler.backends.kubernetes.placement import (
-    Placement,
-    build_snapshot,
-    gang_ready,
-)
+from scheduler.backends.kubernetes.placement import Placement
+from scheduler.backends.kubernetes.snapshot import build_snapshot, gang_ready
 from scheduler.backends.kubernetes.status import observe
 
 NS = "osmo"

@@ -1,22 +1,8 @@
 """``OSMO_PLACEMENT=osmo``: the backend leader places pods itself, as KAI Scheduler would.
 
-The cycle reads a cache, never the API server: informers (:mod:`.informer`) of Nodes, Pods (of
-every namespace: bound pods of any scheduler hold capacity), PodGroups of our namespace, Queues
-and Topologies. :func:`build_snapshot` turns the cache into a :class:`scheduler.core.Snapshot`:
-
-- nodes: allocatable ``nvidia.com/gpu`` / cpu / memory minus what bound pods that are not in a
-  gang of this snapshot hold (other schedulers' pods, pods without a PodGroup, terminating
-  ones); schedulable unless cordoned, not Ready, or tainted ``NoSchedule`` / ``NoExecute``
-  (other than the taints that mirror those two: :data:`CONDITION_TAINTS`);
-  labels as they are (the topology levels);
-- queues: the Queue CRs (``scheduling.run.ai/v2``), ours and anyone's;
-- gangs: every PodGroup of the namespace with pods of ours (``schedulerName`` =
-  ``OSMO_SCHEDULER_NAME``) that are pending or bound and not terminating — a PodGroup made by
-  a user or another controller is scheduled the same way (KAI's external PodGroups); its
-  priority is the pods' resolved ``spec.priority``, preemptible below 100 unless
-  ``preemptibility`` says otherwise (KAI's rule);
-- the topology: the Topology CR named ``osmo-topology`` (else the first one; else the default
-  levels).
+The cycle reads a cache, never the API server (:mod:`.cache`: informers of Nodes, Pods of every
+namespace, PodGroups of our namespace, Queues and Topologies); :mod:`.snapshot` turns it into
+a :class:`scheduler.core.Snapshot`.
 
 Then the same :func:`scheduler.core.run_cycle` decides, and :class:`Placement` applies:
 
@@ -62,45 +48,18 @@ from typing import Any
 
 from django.conf import settings
 
-from scheduler.core import (
-    Gang,
-    Node,
-    SchedulerConfig,
-    Snapshot,
-    run_cycle,
-)
-from scheduler.core.kai_names import (
-    GROUP_NAME_ANNOTATION,
-    PODGROUP_ANNOTATION,
-    WORKFLOW_NAME_ANNOTATION,
-)
-from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
+from scheduler.core import SchedulerConfig, run_cycle
+from scheduler.core.kai_names import GROUP_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION
 from scheduler.core.results import STALE, CycleResult
 from scheduler.cycle_record import PendingGang, estimate_row
-from scheduler.kai.decode import (
-    Requests,
-    node_allocatable,
-    node_schedulable,
-    pod_of,
-    pod_requests,
-    pod_started,
-    podgroup_gang,
-    podgroup_queue,
-    queue_of,
-    topology_of,
-)
+from scheduler.kai.decode import Requests, node_schedulable, pod_requests
 from scheduler.snapshot import scheduler_config
 from scheduler.usage import queue_usage
 
-from .cache import FINISHED, ClusterCache
+from .cache import ClusterCache
 from .client import PODGROUPS, REQUEST_TIMEOUT, Kube, call, describe, status_of
-from .moves import (
-    MOVE_REASON,
-    MOVED_FROM_ANNOTATION,
-    PREEMPTION_REASON,
-    is_moving,
-    replacement_of,
-)
+from .moves import MOVE_REASON, PREEMPTION_REASON, replacement_of
+from .snapshot import SnapshotIndex, build_snapshot, charge, gang_ready, is_live, is_orphan
 
 logger = logging.getLogger(__name__)
 
@@ -120,15 +79,6 @@ def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _charge(totals: list[int], held) -> None:
-    """Add what ``held`` (a core ``Pod`` or a pod's ``Requests``) takes to [gpus, cpu, memory]."""
-    totals[0] += held.gpus
-    totals[1] += held.cpu
-    totals[2] += held.memory
-
-
-# --- cache → snapshot ----------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Replacement:
     """A consolidation move that was made: ``pod`` replaces ``moved``, to be bound to
@@ -139,179 +89,6 @@ class Replacement:
     pod: str
     target: str
     requests: Requests
-
-
-@dataclass
-class SnapshotIndex:
-    """The core's names back to the cluster's objects."""
-
-    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod name → pod
-    podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # gang → PodGroup
-    gangs: dict[str, Gang] = field(default_factory=dict)
-    gang_pods: dict[str, list[str]] = field(default_factory=dict)  # gang → every live pod
-    terminating: dict[str, list[Requests]] = field(default_factory=dict)  # node → held
-    node_free: dict[str, list[int]] = field(default_factory=dict)  # node → real free
-    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)  # gang → why not in the snapshot
-    moving: list[dict[str, Any]] = field(default_factory=list)  # marked moved, not deleted
-    orphans: list[dict[str, Any]] = field(default_factory=list)  # replacements of no move
-
-
-def is_ours(pod: dict[str, Any], scheduler_name: str) -> bool:
-    return (pod.get("spec") or {}).get("schedulerName") == scheduler_name
-
-
-def _is_live(pod: dict[str, Any]) -> bool:
-    return ((pod.get("status") or {}).get("phase") or "Pending") not in FINISHED
-
-
-def _orphan(pod: dict[str, Any], cache: ClusterCache) -> bool:
-    """A replacement whose pod was never marked moved (the scheduler stopped between the two
-    writes): it must not run beside the pod it was made for."""
-    metadata = pod["metadata"]
-    moved_from = (metadata.get("annotations") or {}).get(MOVED_FROM_ANNOTATION)
-    if not moved_from:
-        return False
-    original = cache.pods.get(f"{metadata.get('namespace')}/{moved_from}")
-    return original is not None and not is_moving(original)
-
-
-def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
-                   assumed: dict[str, str] | None = None,
-                   below_min: dict[str, float] | None = None,
-                   config: SchedulerConfig | None = None,
-                   memo: dict[str, tuple] | None = None,
-                   usage: dict[str, float] | None = None) -> tuple[Snapshot, SnapshotIndex]:
-    """``memo``: the previous cycles' gangs by name with what they were built from; a gang
-    whose PodGroup and pods are unchanged (resourceVersions, bound nodes) is reused.
-    ``usage``: historical usage per queue (time-based fair share; see ``scheduler.usage``).
-    A gang's exec_timeout is its PodGroup's ``osmo/exec-timeout`` annotation (seconds)."""
-    assumed = assumed or {}
-    below_min = below_min or {}
-    namespace = cache.namespace
-    index = SnapshotIndex()
-    node_objects = {n["metadata"]["name"]: n for n in cache.nodes.items()}
-    index.nodes = node_objects
-    podgroups = {pg["metadata"]["name"]: pg for pg in cache.podgroups.items()}
-    queues = tuple(queue_of(q, (usage or {}).get(q["metadata"]["name"], 0.0))
-                   for q in cache.queues.items())
-    queue_names = {q.name for q in queues}
-    parents = {q.parent for q in queues if q.parent}
-
-    members: dict[str, list[tuple[str, dict[str, Any], str | None]]] = {}
-    foreign: dict[str, list[int]] = {name: [0, 0, 0] for name in node_objects}
-    terminating: dict[str, list[int]] = {name: [0, 0, 0] for name in node_objects}
-    for pod in cache.pods.items():
-        if not _is_live(pod):
-            continue
-        metadata = pod["metadata"]
-        key = f"{metadata.get('namespace')}/{metadata['name']}"
-        node = (pod.get("spec") or {}).get("nodeName") or assumed.get(key)
-        deleting = bool(metadata.get("deletionTimestamp"))
-        group = (metadata.get("annotations") or {}).get(PODGROUP_ANNOTATION)
-        mine = (metadata.get("namespace") == namespace and is_ours(pod, scheduler_name)
-                and group in podgroups)
-        if mine and not deleting and is_moving(pod):
-            index.moving.append(pod)  # its delete failed after the mark: done again
-            deleting = True
-        if mine and not deleting and _orphan(pod, cache):
-            index.orphans.append(pod)
-            continue
-        if mine and not deleting:
-            members.setdefault(group, []).append((key, pod, node))
-            continue
-        if node and node in node_objects:
-            requests = pod_requests(pod)
-            _charge(terminating[node] if deleting and mine else foreign[node], requests)
-
-    nodes = []
-    for name, obj in sorted(node_objects.items()):
-        gpus, cpu, memory = node_allocatable(obj)
-        held = foreign[name]
-        nodes.append(Node(name=name, gpus=max(0, gpus - held[0]), cpu=max(0, cpu - held[1]),
-                          memory=max(0, memory - held[2]),
-                          labels=(obj["metadata"].get("labels") or {}),
-                          schedulable=node_schedulable(obj)))
-        index.node_free[name] = [gpus - held[0], cpu - held[1], memory - held[2]]
-        index.terminating[name] = terminating[name]
-
-    gangs = []
-    seen: set[str] = set()
-    for name, pods in members.items():
-        podgroup = podgroups[name]
-        gang_name = f"{namespace}/{name}"
-        queue = podgroup_queue(podgroup)
-        if queue not in queue_names or queue in parents:
-            index.skipped[gang_name] = (
-                f"Queue {queue!r} does not exist" if queue not in queue_names
-                else f"Queue {queue!r} is not a leaf queue")
-            index.podgroups[gang_name] = podgroup
-            index.gang_pods[gang_name] = [key for key, _, _ in pods]
-            for key, pod, _ in pods:
-                index.pods[key] = pod
-            continue
-        signature = (podgroup["metadata"].get("resourceVersion"), queue,
-                     below_min.get(gang_name),
-                     tuple((key, pod["metadata"].get("resourceVersion"), node,
-                            node in node_objects if node else True) for key, pod, node in pods))
-        remembered = memo.get(gang_name) if memo is not None else None
-        if remembered is not None and remembered[0] == signature:
-            gang = remembered[1]
-            for key, pod, _node in pods:
-                index.pods[key] = pod
-            if gang is not None:
-                gangs.append(gang)
-                index.gangs[gang_name] = gang
-                index.gang_pods[gang_name] = [p.name for p in gang.pods]
-            index.podgroups[gang_name] = podgroup
-            seen.add(gang_name)
-            continue
-        subgroups = bool((podgroup.get("spec") or {}).get("subGroups"))
-        core_pods = []
-        priority = None
-        started: list[float] = []
-        for key, pod, node in pods:
-            pod_priority = (pod.get("spec") or {}).get("priority")
-            if priority is None and isinstance(pod_priority, int):
-                priority = pod_priority
-            if node and node not in node_objects:
-                continue  # bound to a node that is gone: it holds nothing anywhere
-            if node:
-                started.append(pod_started(pod))
-            index.pods[key] = pod
-            core_pods.append(pod_of(key, pod, node, subgroups=subgroups))
-        if not core_pods:
-            if memo is not None:
-                memo[gang_name] = (signature, None)
-                seen.add(gang_name)
-            continue
-        gang = podgroup_gang(gang_name, podgroup, tuple(core_pods), queue=queue,
-                             priority=priority,
-                             running_since=min(started) if started else None,
-                             below_min_since=below_min.get(gang_name))
-        gangs.append(gang)
-        index.gangs[gang_name] = gang
-        index.podgroups[gang_name] = podgroup
-        index.gang_pods[gang_name] = [p.name for p in core_pods]
-        if memo is not None:
-            memo[gang_name] = (signature, gang)
-            seen.add(gang_name)
-    if memo is not None:
-        for gang_name in set(memo) - seen:
-            del memo[gang_name]
-    snapshot = Snapshot(nodes=tuple(nodes), queues=queues, gangs=tuple(gangs),
-                        topology=topology_of(cache.topologies.items()), now=now,
-                        config=config or SchedulerConfig())
-    return snapshot, index
-
-
-def gang_ready(gang: Gang, bound: set[str]) -> bool:
-    """Would ``gang`` meet its minimum with exactly the pods in ``bound`` placed?"""
-    try:
-        tree = build_tree(gang)
-    except InvalidGang:
-        return False
-    return is_ready(tree, ready_counts(tree, lambda pod: pod.name in bound))
 
 
 # --- applying decisions --------------------------------------------------------------------
@@ -561,7 +338,7 @@ class Placement:
         replacements: list[Replacement] = []
         for move in result.moves:
             pod, current = index.pods.get(move.pod), self.cache.pods.get(move.pod)
-            if pod is None or current is None or not _is_live(current) or \
+            if pod is None or current is None or not is_live(current) or \
                     current["metadata"].get("deletionTimestamp"):
                 continue  # ended or going since the snapshot: nothing to move
             replacement = replacement_of(pod)
@@ -589,7 +366,7 @@ class Placement:
         deadline = time.monotonic() + REPLACEMENT_SEEN_SECONDS
         while replacements and time.monotonic() < deadline:
             replacements = [r for r in replacements if self.cache.pods.get(r.pod) is None
-                            or _orphan(self.cache.pods.get(r.pod), self.cache)]
+                            or is_orphan(self.cache.pods.get(r.pod), self.cache)]
             if replacements:
                 time.sleep(0.02)
 
@@ -626,10 +403,10 @@ class Placement:
         for gang in index.gangs.values():
             for pod in gang.pods:
                 if pod.node in used:
-                    _charge(used[pod.node], pod)
+                    charge(used[pod.node], pod)
         for node, held in arriving:
             if node in used:
-                _charge(used[node], held)
+                charge(used[node], held)
         return {node for node, usage in used.items()
                 if any(usage[i] > index.node_free[node][i] for i in range(3))}
 

@@ -37,12 +37,10 @@ bound, evicted, API calls by kind) are kept in :attr:`Placement.last` for the st
 from __future__ import annotations
 
 import logging
-import threading
 import time
-import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,6 +55,7 @@ from scheduler.snapshot import scheduler_config
 from scheduler.usage import queue_usage
 
 from .cache import ClusterCache
+from .calls import ApiCalls, CycleFigures, now_iso
 from .client import PODGROUPS, REQUEST_TIMEOUT, Kube, call, describe, status_of
 from .moves import MOVE_REASON, PREEMPTION_REASON, replacement_of
 from .snapshot import SnapshotIndex, build_snapshot, charge, gang_ready, is_live, is_orphan
@@ -75,10 +74,6 @@ USAGE_REFRESH_SECONDS = 30.0
 REPLACEMENT_SEEN_SECONDS = 2.0  # how long a cycle waits for the cache to show replacements
 
 
-def _now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass(frozen=True)
 class Replacement:
     """A consolidation move that was made: ``pod`` replaces ``moved``, to be bound to
@@ -91,33 +86,6 @@ class Replacement:
     requests: Requests
 
 
-# --- applying decisions --------------------------------------------------------------------
-
-@dataclass
-class CycleFigures:
-    at: float = 0.0
-    duration_ms: float = 0.0
-    snapshot_ms: float = 0.0
-    decide_ms: float = 0.0
-    apply_ms: float = 0.0
-    bound: int = 0
-    evicted: int = 0
-    moved: int = 0
-    deferred: int = 0
-    undone: int = 0
-    pending: int = 0
-    api_calls: Counter = field(default_factory=Counter)
-    eviction_reasons: list[str] = field(default_factory=list)  # one per evicted pod
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"duration_ms": round(self.duration_ms, 2),
-                "snapshot_ms": round(self.snapshot_ms, 2), "decide_ms": round(self.decide_ms, 2),
-                "apply_ms": round(self.apply_ms, 2), "bound": self.bound,
-                "evicted": self.evicted, "moved": self.moved, "deferred": self.deferred,
-                "undone": self.undone, "pending": self.pending,
-                "api_calls": dict(sorted(self.api_calls.items()))}
-
-
 class Placement:
     """One scheduler: the cache, the core, and the writes. ``cycle()`` runs one cycle."""
 
@@ -127,6 +95,8 @@ class Placement:
         self.cache = cache
         self.namespace = cache.namespace
         self.scheduler_name = scheduler_name or settings.OSMO_SCHEDULER_NAME
+        self.calls = ApiCalls(kube, scheduler_name=self.scheduler_name,
+                              namespace=self.namespace)
         self.config = config or scheduler_config()
         self._usage: tuple[float, dict[str, float]] = (-USAGE_REFRESH_SECONDS, {})
         self.assumed: dict[str, tuple[str, float]] = {}  # pod key → (node, when)
@@ -136,40 +106,26 @@ class Placement:
         self.last: CycleFigures | None = None
         self.last_result: CycleResult | None = None
         self.last_index: SnapshotIndex | None = None
-        self.totals: Counter = Counter()  # api calls since start, by kind
         self.time_totals: Counter = Counter()  # ms since start: snapshot, decide, apply
         self.bound_total = 0
         self.cycles = 0
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="osmo-bind")
-        self._lock = threading.Lock()
+
+    @property
+    def totals(self) -> Counter:
+        """API calls since start, by kind."""
+        return self.calls.totals
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    # --- the calls -----------------------------------------------------------------------
-    @staticmethod
-    def _retrying(call):
-        """``call()``, once more when the connection failed before any answer (a pooled
-        keep-alive connection the server had closed): every write here is safe to repeat — a
-        repeated bind answers 409, a repeated delete 404, a repeated patch changes nothing."""
-        try:
-            return call()
-        except Exception as exc:  # noqa: BLE001
-            if status_of(exc) is not None:
-                raise
-            return call()
-
-    def _count(self, figures: CycleFigures, kind: str) -> None:
-        with self._lock:
-            figures.api_calls[kind] += 1
-            self.totals[kind] += 1
-
+    # --- the pod writes ------------------------------------------------------------------
     def _bind(self, figures: CycleFigures, pod_key: str, node: str) -> str:
         """``ok``, ``bound`` (someone else bound it: 409), ``gone`` (404) or ``error``."""
         namespace, name = pod_key.split("/", 1)
-        self._count(figures, "bind")
+        self.calls.count(figures, "bind")
         try:
-            self._retrying(lambda: call(
+            self.calls.retrying(lambda: call(
                 self.kube, "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
                 {"apiVersion": "v1", "kind": "Binding",
                  "metadata": {"name": name, "namespace": namespace},
@@ -185,32 +141,6 @@ class Placement:
                            describe(exc))
             return "error"
 
-    def _event(self, figures: CycleFigures, obj: dict[str, Any], *, reason: str, message: str,
-               kind: str = "Pod", api_version: str = "v1", type_: str = "Normal") -> None:
-        metadata = obj["metadata"]
-        namespace = metadata.get("namespace") or self.namespace
-        self._count(figures, "event")
-        stamp = _now_iso()
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}",
-                         "namespace": namespace},
-            "involvedObject": {"apiVersion": api_version, "kind": kind,
-                               "name": metadata["name"], "namespace": namespace,
-                               "uid": metadata.get("uid")},
-            "reason": reason, "message": message[:1024], "type": type_,
-            "source": {"component": self.scheduler_name},
-            "reportingComponent": self.scheduler_name, "reportingInstance": "osmo",
-            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        }
-        try:  # again once after a dropped keep-alive connection, as every other write here
-            self._retrying(lambda: self.kube.core.create_namespaced_event(
-                namespace, event, _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT).release_conn())
-        except Exception as exc:  # noqa: BLE001 - an Event is best effort
-            logger.info("osmo scheduler: event on %s not recorded: %s", metadata["name"],
-                        describe(exc))
-
     def _evict(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
                message: str) -> bool:
         """A ``DisruptionTarget`` condition, a graceful delete, an Event; True when done."""
@@ -218,14 +148,14 @@ class Placement:
             return False
         if not self._delete(figures, pod):
             return False
-        self._event(figures, pod, reason=EVENT_REASONS.get(reason, reason), message=message,
+        self.calls.event(figures, pod, reason=EVENT_REASONS.get(reason, reason), message=message,
                     type_="Warning")
         return True
 
     def _mark(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
               message: str) -> bool:
         condition = {"type": "DisruptionTarget", "status": "True", "reason": reason,
-                     "message": message, "lastTransitionTime": _now_iso()}
+                     "message": message, "lastTransitionTime": now_iso()}
         return self._pod_write(figures, "pod_status", pod, lambda name, namespace:
                                self.kube.core.patch_namespaced_pod_status(
                                    name, namespace, {"status": {"conditions": [condition]}},
@@ -252,9 +182,9 @@ class Placement:
         made. A 404 (gone) or 409 (exists) is an answer, not worth a log line."""
         metadata = pod["metadata"]
         name, namespace = metadata["name"], metadata["namespace"]
-        self._count(figures, kind)
+        self.calls.count(figures, kind)
         try:
-            self._retrying(lambda: request(name, namespace)).release_conn()
+            self.calls.retrying(lambda: request(name, namespace)).release_conn()
         except Exception as exc:  # noqa: BLE001
             if status_of(exc) not in (404, 409):
                 logger.warning("osmo scheduler: %s of %s/%s failed: %s", kind, namespace, name,
@@ -353,7 +283,7 @@ class Placement:
             # Marked, the pod is leaving whatever happens: a failed delete is made again by
             # the next cycle (``SnapshotIndex.moving``).
             self._delete(figures, pod)
-            self._event(figures, pod, reason=EVENT_REASONS[MOVE_REASON], message=message)
+            self.calls.event(figures, pod, reason=EVENT_REASONS[MOVE_REASON], message=message)
             figures.moved += 1
             replacements.append(Replacement(move.gang, move.pod, f"{namespace}/{name}",
                                             move.target, pod_requests(pod)))
@@ -491,9 +421,9 @@ class Placement:
         ``("bound", node)`` on another one, ``("gone", None)`` when it was deleted,
         ``("error", None)`` when it cannot be read."""
         namespace, name = pod_key.split("/", 1)
-        self._count(figures, "get")
+        self.calls.count(figures, "get")
         try:
-            pod = self._retrying(lambda: call(
+            pod = self.calls.retrying(lambda: call(
                 self.kube, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}"))
         except Exception as exc:  # noqa: BLE001 - classified below
             if status_of(exc) == 404:
@@ -609,9 +539,9 @@ class Placement:
 
     def _podgroup_status(self, figures: CycleFigures, podgroup: dict[str, Any],
                          conditions: list[dict[str, Any]]) -> None:
-        self._count(figures, "podgroup_status")
+        self.calls.count(figures, "podgroup_status")
         try:
-            self._retrying(lambda: self.kube.custom.patch_namespaced_custom_object_status(
+            self.calls.retrying(lambda: self.kube.custom.patch_namespaced_custom_object_status(
                 PODGROUPS[0], PODGROUPS[1], podgroup["metadata"]["namespace"], PODGROUPS[2],
                 podgroup["metadata"]["name"], {"status": {"schedulingConditions": conditions}},
                 _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
@@ -631,15 +561,15 @@ class Placement:
         self._podgroup_status(figures, podgroup, [{
             "type": UNSCHEDULABLE_CONDITION, "nodePool": NODE_POOL, "reason": "Unschedulable",
             "message": message, "status": "True", "transitionID": str(transition),
-            "lastTransitionTime": _now_iso(), "reasons": words}])
-        self._event(figures, podgroup, reason="Unschedulable", message=message,
+            "lastTransitionTime": now_iso(), "reasons": words}])
+        self.calls.event(figures, podgroup, reason="Unschedulable", message=message,
                     kind="PodGroup", api_version="scheduling.run.ai/v2alpha2",
                     type_="Warning")
         pending = [index.pods[key] for key in index.gang_pods.get(gang, ())
                    if key in index.pods and not (index.pods[key].get("spec") or {}).get(
                        "nodeName")]
         for pod in pending[:MAX_POD_EVENTS]:
-            self._event(figures, pod, reason="FailedScheduling", message=message,
+            self.calls.event(figures, pod, reason="FailedScheduling", message=message,
                         type_="Warning")
 
     def _clear_unschedulable(self, figures: CycleFigures, podgroup: dict[str, Any]) -> None:

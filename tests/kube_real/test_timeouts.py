@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler import services
-from scheduler.backends.kubernetes.placement import pending_gangs
+from scheduler.backends.kubernetes.reporter import pending_gangs
 from scheduler.core.kai_names import EXEC_TIMEOUT_ANNOTATION
 from tests.k8s.conftest import spec, statuses, submit
 from workflows.models import WorkflowGroup

@@ -47,17 +47,16 @@ from typing import Any
 from django.conf import settings
 
 from scheduler.core import SchedulerConfig, run_cycle
-from scheduler.core.kai_names import GROUP_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION
 from scheduler.core.results import STALE, CycleResult
-from scheduler.cycle_record import PendingGang, estimate_row
 from scheduler.kai.decode import Requests, node_schedulable, pod_requests
 from scheduler.snapshot import scheduler_config
 from scheduler.usage import queue_usage
 
 from .cache import ClusterCache
 from .calls import ApiCalls, CycleFigures, now_iso
-from .client import PODGROUPS, REQUEST_TIMEOUT, Kube, call, describe, status_of
+from .client import REQUEST_TIMEOUT, Kube, call, describe, status_of
 from .moves import MOVE_REASON, PREEMPTION_REASON, replacement_of
+from .reporter import Reporter
 from .snapshot import SnapshotIndex, build_snapshot, charge, gang_ready, is_live, is_orphan
 
 logger = logging.getLogger(__name__)
@@ -65,10 +64,7 @@ logger = logging.getLogger(__name__)
 STALE_REASON = "EvictionByScheduler"
 INCOMPLETE_REASON = "GangIncomplete"
 CONFLICT_REASON = "BindingConflict"  # another binder took the room a pod was bound into
-UNSCHEDULABLE_CONDITION = "UnschedulableOnNodePool"
-NODE_POOL = "default"
 ASSUME_SECONDS = 30.0
-MAX_POD_EVENTS = 8  # Unschedulable Events per gang and change (the PodGroup always gets one)
 EVENT_REASONS = {PREEMPTION_REASON: "Preempted", MOVE_REASON: "Moved"}
 USAGE_REFRESH_SECONDS = 30.0
 REPLACEMENT_SEEN_SECONDS = 2.0  # how long a cycle waits for the cache to show replacements
@@ -97,12 +93,12 @@ class Placement:
         self.scheduler_name = scheduler_name or settings.OSMO_SCHEDULER_NAME
         self.calls = ApiCalls(kube, scheduler_name=self.scheduler_name,
                               namespace=self.namespace)
+        self.reporter = Reporter(self.calls)
         self.config = config or scheduler_config()
         self._usage: tuple[float, dict[str, float]] = (-USAGE_REFRESH_SECONDS, {})
         self.assumed: dict[str, tuple[str, float]] = {}  # pod key → (node, when)
         self.below_min: dict[str, float] = {}
         self.memo: dict[str, tuple] = {}  # gang → (what it was built from, Gang)
-        self.reported: dict[str, tuple] = {}  # gang → reasons last written
         self.last: CycleFigures | None = None
         self.last_result: CycleResult | None = None
         self.last_index: SnapshotIndex | None = None
@@ -115,6 +111,11 @@ class Placement:
     def totals(self) -> Counter:
         """API calls since start, by kind."""
         return self.calls.totals
+
+    @property
+    def reported(self) -> dict[str, tuple]:
+        """Gang → the reasons last written on its PodGroup."""
+        return self.reporter.reported
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -227,7 +228,7 @@ class Placement:
         self._apply_evictions(figures, result, index)
         replacements = self._apply_moves(figures, result, index)
         deferred = self._apply_bindings(figures, result, index, replacements)
-        self._report(figures, result, index, deferred)
+        self.reporter.report(figures, result, index, deferred)
         self._await_cache(replacements)
         figures.apply_ms = (time.monotonic() - apply) * 1000
         figures.duration_ms = (time.monotonic() - started) * 1000
@@ -504,101 +505,3 @@ class Placement:
             self.assumed.pop(pod_key, None)
         return (f"{causes}; the gang cannot reach its minimum, so the pods bound with them "
                 f"were released")
-
-    # --- status, events ------------------------------------------------------------------
-    def _report(self, figures: CycleFigures, result: CycleResult, index: SnapshotIndex,
-                deferred: dict[str, str]) -> None:
-        reasons: dict[str, list[dict[str, str]]] = {}
-        for explanation in result.explanations:
-            reasons[explanation.gang] = [{"reason": r.code, "message": r.message}
-                                         for r in explanation.reasons]
-        for gang, why in {**index.skipped, **deferred}.items():
-            reasons[gang] = [{"reason": "bind_deferred" if gang in deferred
-                              else "invalid_queue", "message": why}]
-        figures.pending = len(reasons)
-        bound_now = {binding.gang for binding in result.bindings} - set(deferred)
-        for gang, podgroup in index.podgroups.items():
-            words = reasons.get(gang)
-            if words is not None:
-                signature = tuple((r["reason"], r["message"]) for r in words)
-                if self.reported.get(gang) == signature:
-                    continue
-                self.reported[gang] = signature
-                self._write_unschedulable(figures, gang, podgroup, words, index)
-            elif gang in bound_now or self._has_condition(podgroup):
-                if self.reported.pop(gang, None) is not None or self._has_condition(podgroup):
-                    self._clear_unschedulable(figures, podgroup)
-        for gang in list(self.reported):
-            if gang not in index.podgroups:
-                self.reported.pop(gang, None)
-
-    @staticmethod
-    def _has_condition(podgroup: dict[str, Any]) -> bool:
-        return any(c.get("type") == UNSCHEDULABLE_CONDITION
-                   for c in (podgroup.get("status") or {}).get("schedulingConditions") or [])
-
-    def _podgroup_status(self, figures: CycleFigures, podgroup: dict[str, Any],
-                         conditions: list[dict[str, Any]]) -> None:
-        self.calls.count(figures, "podgroup_status")
-        try:
-            self.calls.retrying(lambda: self.kube.custom.patch_namespaced_custom_object_status(
-                PODGROUPS[0], PODGROUPS[1], podgroup["metadata"]["namespace"], PODGROUPS[2],
-                podgroup["metadata"]["name"], {"status": {"schedulingConditions": conditions}},
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)).release_conn()
-        except Exception as exc:  # noqa: BLE001 - written again when the reasons change
-            logger.info("osmo scheduler: PodGroup %s status not written: %s",
-                        podgroup["metadata"]["name"], describe(exc))
-
-    def _write_unschedulable(self, figures: CycleFigures, gang: str, podgroup: dict[str, Any],
-                             words: list[dict[str, str]], index: SnapshotIndex) -> None:
-        message = "; ".join(r["message"] for r in words)
-        previous = [c for c in (podgroup.get("status") or {}).get("schedulingConditions") or []
-                    if c.get("type") == UNSCHEDULABLE_CONDITION]
-        try:
-            transition = int(previous[-1].get("transitionID") or 0) + 1 if previous else 0
-        except ValueError:
-            transition = 0
-        self._podgroup_status(figures, podgroup, [{
-            "type": UNSCHEDULABLE_CONDITION, "nodePool": NODE_POOL, "reason": "Unschedulable",
-            "message": message, "status": "True", "transitionID": str(transition),
-            "lastTransitionTime": now_iso(), "reasons": words}])
-        self.calls.event(figures, podgroup, reason="Unschedulable", message=message,
-                    kind="PodGroup", api_version="scheduling.run.ai/v2alpha2",
-                    type_="Warning")
-        pending = [index.pods[key] for key in index.gang_pods.get(gang, ())
-                   if key in index.pods and not (index.pods[key].get("spec") or {}).get(
-                       "nodeName")]
-        for pod in pending[:MAX_POD_EVENTS]:
-            self.calls.event(figures, pod, reason="FailedScheduling", message=message,
-                        type_="Warning")
-
-    def _clear_unschedulable(self, figures: CycleFigures, podgroup: dict[str, Any]) -> None:
-        if not self._has_condition(podgroup):
-            return
-        self._podgroup_status(figures, podgroup, [])
-
-
-def pending_gangs(placement: Placement) -> tuple[PendingGang, ...]:
-    """The last cycle's pending gangs for the cycle record (``explain``,
-    ``GET /api/scheduler/status``): the PodGroup's name, its workflow and group when it is
-    ours (``osmo/*`` annotations), and the reasons in words."""
-    result, index = placement.last_result, placement.last_index
-    if result is None or index is None:
-        return ()
-    rows = []
-    reasons = {e.gang: (e.queue, [r.to_dict() for r in e.reasons]) for e in result.explanations}
-    for gang, why in index.skipped.items():
-        reasons[gang] = ("", [{"code": "invalid_queue", "message": why}])
-    for gang, signature in placement.reported.items():
-        if gang not in reasons and signature and signature[0][0] == "bind_deferred":
-            reasons[gang] = (index.gangs[gang].queue if gang in index.gangs else "",
-                             [{"code": "bind_deferred", "message": signature[0][1]}])
-    for gang, (queue, words) in sorted(reasons.items()):
-        podgroup = index.podgroups.get(gang)
-        annotations = ((podgroup or {}).get("metadata") or {}).get("annotations") or {}
-        rows.append(PendingGang(podgroup=gang.split("/", 1)[-1],
-                                workflow=annotations.get(WORKFLOW_NAME_ANNOTATION, ""),
-                                group=annotations.get(GROUP_NAME_ANNOTATION, ""), queue=queue,
-                                reasons=words, estimate=estimate_row(result.estimate(gang))))
-    return tuple(rows)
-

@@ -49,8 +49,9 @@ from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
 from .health import Health
 from .listener import PodListener
-from .placement import Placement, pending_gangs
+from .placement import Placement
 from .pod_logs import PodLogs
+from .reporter import pending_gangs
 
 logger = logging.getLogger(__name__)
 

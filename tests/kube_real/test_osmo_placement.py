@@ -227,7 +227,7 @@ def test_only_our_scheduler_name_is_scheduled(sched, cluster, apiserver, namespa
 
 def intercept_bind(sched, pod_name: str, action) -> None:
     """Run ``action`` once, just before ``pod_name`` is bound: between decision and bind."""
-    original = sched.placement._bind
+    original = sched.placement.applier._bind
     done = []
 
     def bind(figures, pod_key, node):
@@ -236,7 +236,7 @@ def intercept_bind(sched, pod_name: str, action) -> None:
             action()
         return original(figures, pod_key, node)
 
-    sched.placement._bind = bind
+    sched.placement.applier._bind = bind
 
 
 def race_bind(monkeypatch, sched, cluster, pod_name: str, choose) -> dict[str, str]:

@@ -1,102 +1,52 @@
 """``OSMO_PLACEMENT=osmo``: the backend leader places pods itself, as KAI Scheduler would.
 
-The cycle reads a cache, never the API server (:mod:`.cache`: informers of Nodes, Pods of every
-namespace, PodGroups of our namespace, Queues and Topologies); :mod:`.snapshot` turns it into
-a :class:`scheduler.core.Snapshot`.
-
-Then the same :func:`scheduler.core.run_cycle` decides, and :class:`Placement` applies:
-
-1. evictions: a ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``, as KAI and
-   kube-scheduler write it; ``EvictionByScheduler`` for stale gangs) through ``pods/status``,
-   a graceful delete, and an Event on the pod. The status listener maps them as for KAI.
-2. consolidation moves (:mod:`.moves`): the moved pod's replacement is created first, then the
-   pod is marked (``DisruptionTarget``, reason ``ConsolidationByScheduler``), deleted and given
-   a ``Moved`` Event; the replacement is bound to its target with the bindings. A replacement
-   whose pod was never marked (a stop between the two writes) is deleted.
-3. bindings, per gang, all pods of a gang in one cycle, through ``pods/binding``. Before the
-   first write the gang is checked against the newest cache — every pod still there, unbound
-   and not terminating, every node still there and schedulable, and the node's real free
-   capacity (terminating pods still hold theirs: a preemptor waits until its victims are
-   gone, KAI's pipelining) — and deferred whole when any check fails. A bind that fails
-   anyway: ``409`` (bound meanwhile by someone else) counts as bound, and the pod is read: on
-   another node than planned, it may leave that node short of room for what this cycle bound
-   there — then pods this cycle bound there are deleted (reason ``BindingConflict``; they
-   never ran) until the node has room, so no node holds more than its allocatable; ``404``
-   (deleted) does not count. A gang left below its minimum is completed in the next cycles
-   when it still has the pods to reach it, else undone (the pods bound in this cycle are
-   deleted, reason ``GangIncomplete``) and explained.
-4. PodGroup status: ``schedulingConditions`` of type ``UnschedulableOnNodePool`` with the
-   core's reasons in words (written when they change, cleared once the gang is scheduled),
-   an ``Unschedulable`` Event on the PodGroup and on its pending pods when the reasons change.
-
-Bound pods are remembered ("assumed") until the cache shows them bound, so a cycle that runs
-before the watch delivers the binding does not bind them again. Each cycle's figures (duration,
-bound, evicted, API calls by kind) are kept in :attr:`Placement.last` for the status endpoint.
+One cycle, in rooms of one job each: the cache (:mod:`.cache`: informers of Nodes, Pods of every
+namespace, PodGroups of our namespace, Queues and Topologies — never the API server) becomes a
+:class:`scheduler.core.Snapshot` (:mod:`.snapshot`, the objects read by
+:mod:`scheduler.kai.decode`); the same :func:`scheduler.core.run_cycle` as the embedded loop
+decides; :mod:`.applier` writes the decisions through the API server (evictions, consolidation
+moves, bindings) and :mod:`.reporter` the reasons of the gangs left pending, every request
+counted by :mod:`.calls`. Each cycle's figures (duration, bound, evicted, API calls by kind)
+are kept in :attr:`Placement.last` for the status endpoint.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from django.conf import settings
 
 from scheduler.core import SchedulerConfig, run_cycle
-from scheduler.core.results import STALE, CycleResult
-from scheduler.kai.decode import Requests, node_schedulable, pod_requests
+from scheduler.core.results import CycleResult
 from scheduler.snapshot import scheduler_config
 from scheduler.usage import queue_usage
 
+from .applier import Applier
 from .cache import ClusterCache
-from .calls import ApiCalls, CycleFigures, now_iso
-from .client import REQUEST_TIMEOUT, Kube, call, describe, status_of
-from .moves import MOVE_REASON, PREEMPTION_REASON, replacement_of
+from .calls import ApiCalls, CycleFigures
+from .client import Kube
 from .reporter import Reporter
-from .snapshot import SnapshotIndex, build_snapshot, charge, gang_ready, is_live, is_orphan
+from .snapshot import SnapshotIndex, build_snapshot
 
-logger = logging.getLogger(__name__)
-
-STALE_REASON = "EvictionByScheduler"
-INCOMPLETE_REASON = "GangIncomplete"
-CONFLICT_REASON = "BindingConflict"  # another binder took the room a pod was bound into
-ASSUME_SECONDS = 30.0
-EVENT_REASONS = {PREEMPTION_REASON: "Preempted", MOVE_REASON: "Moved"}
 USAGE_REFRESH_SECONDS = 30.0
-REPLACEMENT_SEEN_SECONDS = 2.0  # how long a cycle waits for the cache to show replacements
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """A consolidation move that was made: ``pod`` replaces ``moved``, to be bound to
-    ``target``."""
-
-    gang: str
-    moved: str
-    pod: str
-    target: str
-    requests: Requests
 
 
 class Placement:
-    """One scheduler: the cache, the core, and the writes. ``cycle()`` runs one cycle."""
+    """One scheduler: the cache, the core, the applier and the reporter. ``cycle()`` runs one
+    cycle."""
 
     def __init__(self, kube: Kube, cache: ClusterCache, *, scheduler_name: str | None = None,
                  config: SchedulerConfig | None = None, workers: int = 8):
-        self.kube = kube
         self.cache = cache
-        self.namespace = cache.namespace
         self.scheduler_name = scheduler_name or settings.OSMO_SCHEDULER_NAME
-        self.calls = ApiCalls(kube, scheduler_name=self.scheduler_name,
-                              namespace=self.namespace)
-        self.reporter = Reporter(self.calls)
         self.config = config or scheduler_config()
+        self.calls = ApiCalls(kube, scheduler_name=self.scheduler_name,
+                              namespace=cache.namespace)
+        self.applier = Applier(self.calls, cache, workers=workers)
+        self.reporter = Reporter(self.calls)
         self._usage: tuple[float, dict[str, float]] = (-USAGE_REFRESH_SECONDS, {})
-        self.assumed: dict[str, tuple[str, float]] = {}  # pod key → (node, when)
         self.below_min: dict[str, float] = {}
         self.memo: dict[str, tuple] = {}  # gang → (what it was built from, Gang)
         self.last: CycleFigures | None = None
@@ -105,7 +55,6 @@ class Placement:
         self.time_totals: Counter = Counter()  # ms since start: snapshot, decide, apply
         self.bound_total = 0
         self.cycles = 0
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="osmo-bind")
 
     @property
     def totals(self) -> Counter:
@@ -113,110 +62,33 @@ class Placement:
         return self.calls.totals
 
     @property
+    def assumed(self) -> dict[str, tuple[str, float]]:
+        """Pods bound but not yet seen bound in the cache: pod key → (node, when)."""
+        return self.applier.assumed
+
+    @property
     def reported(self) -> dict[str, tuple]:
         """Gang → the reasons last written on its PodGroup."""
         return self.reporter.reported
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self.applier.close()
 
-    # --- the pod writes ------------------------------------------------------------------
-    def _bind(self, figures: CycleFigures, pod_key: str, node: str) -> str:
-        """``ok``, ``bound`` (someone else bound it: 409), ``gone`` (404) or ``error``."""
-        namespace, name = pod_key.split("/", 1)
-        self.calls.count(figures, "bind")
-        try:
-            self.calls.retrying(lambda: call(
-                self.kube, "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
-                {"apiVersion": "v1", "kind": "Binding",
-                 "metadata": {"name": name, "namespace": namespace},
-                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}))
-            return "ok"
-        except Exception as exc:  # noqa: BLE001 - classified below
-            status = status_of(exc)
-            if status == 409:
-                return "bound"
-            if status == 404:
-                return "gone"
-            logger.warning("osmo scheduler: binding %s to %s failed: %s", pod_key, node,
-                           describe(exc))
-            return "error"
-
-    def _evict(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
-               message: str) -> bool:
-        """A ``DisruptionTarget`` condition, a graceful delete, an Event; True when done."""
-        if not self._mark(figures, pod, reason=reason, message=message):
-            return False
-        if not self._delete(figures, pod):
-            return False
-        self.calls.event(figures, pod, reason=EVENT_REASONS.get(reason, reason), message=message,
-                    type_="Warning")
-        return True
-
-    def _mark(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
-              message: str) -> bool:
-        condition = {"type": "DisruptionTarget", "status": "True", "reason": reason,
-                     "message": message, "lastTransitionTime": now_iso()}
-        return self._pod_write(figures, "pod_status", pod, lambda name, namespace:
-                               self.kube.core.patch_namespaced_pod_status(
-                                   name, namespace, {"status": {"conditions": [condition]}},
-                                   _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
-
-    def _delete(self, figures: CycleFigures, pod: dict[str, Any]) -> bool:
-        """A graceful delete; True when it was made (False: gone already, or failed)."""
-        return self._pod_write(figures, "delete", pod, lambda name, namespace:
-                               self.kube.core.delete_namespaced_pod(
-                                   name, namespace, _preload_content=False,
-                                   _request_timeout=REQUEST_TIMEOUT))
-
-    def _create(self, figures: CycleFigures, pod: dict[str, Any]) -> bool:
-        """False also when the name is taken (409: left from a move that was not made, and
-        deleted first)."""
-        return self._pod_write(figures, "create", pod, lambda _name, namespace:
-                               self.kube.core.create_namespaced_pod(
-                                   namespace, pod, _preload_content=False,
-                                   _request_timeout=REQUEST_TIMEOUT))
-
-    def _pod_write(self, figures: CycleFigures, kind: str, pod: dict[str, Any],
-                   request) -> bool:
-        """``request(name, namespace)`` about ``pod``, counted as ``kind``; True when it was
-        made. A 404 (gone) or 409 (exists) is an answer, not worth a log line."""
-        metadata = pod["metadata"]
-        name, namespace = metadata["name"], metadata["namespace"]
-        self.calls.count(figures, kind)
-        try:
-            self.calls.retrying(lambda: request(name, namespace)).release_conn()
-        except Exception as exc:  # noqa: BLE001
-            if status_of(exc) not in (404, 409):
-                logger.warning("osmo scheduler: %s of %s/%s failed: %s", kind, namespace, name,
-                               describe(exc))
-            return False
-        return True
-
-    # --- the cycle -----------------------------------------------------------------------
     def usage(self, now: float) -> dict[str, float]:
         """Historical usage per queue, read again at most every ``USAGE_REFRESH_SECONDS``
         (the series gains a sample a minute)."""
         read_at, usage = self._usage
         if settings.OSMO_USAGE_HALF_LIFE and now - read_at >= USAGE_REFRESH_SECONDS:
-            usage = queue_usage(now=datetime.now(UTC), namespace=self.namespace)
+            usage = queue_usage(now=datetime.now(UTC), namespace=self.cache.namespace)
             self._usage = (now, usage)
         return usage
-
-    def _assumed_nodes(self, now: float) -> dict[str, str]:
-        for key, (_node, when) in list(self.assumed.items()):
-            pod = self.cache.pods.get(key)
-            if pod is None or (pod.get("spec") or {}).get("nodeName") or \
-                    now - when > ASSUME_SECONDS:
-                self.assumed.pop(key, None)
-        return {key: node for key, (node, _when) in self.assumed.items()}
 
     def cycle(self) -> CycleFigures:
         started = time.monotonic()
         figures = CycleFigures(at=time.time())
         snapshot, index = build_snapshot(
             self.cache, scheduler_name=self.scheduler_name, now=figures.at,
-            assumed=self._assumed_nodes(started), below_min=self.below_min,
+            assumed=self.applier.assumed_nodes(started), below_min=self.below_min,
             config=self.config, memo=self.memo, usage=self.usage(started))
         figures.snapshot_ms = (time.monotonic() - started) * 1000
         decide = time.monotonic()
@@ -225,11 +97,9 @@ class Placement:
         apply = time.monotonic()
         self.below_min = {stale.gang: stale.since for stale in result.stale
                           if not stale.evicted}
-        self._apply_evictions(figures, result, index)
-        replacements = self._apply_moves(figures, result, index)
-        deferred = self._apply_bindings(figures, result, index, replacements)
+        deferred, replacements = self.applier.apply(figures, result, index)
         self.reporter.report(figures, result, index, deferred)
-        self._await_cache(replacements)
+        self.applier.await_cache(replacements)
         figures.apply_ms = (time.monotonic() - apply) * 1000
         figures.duration_ms = (time.monotonic() - started) * 1000
         self.last, self.last_result, self.last_index = figures, result, index
@@ -238,270 +108,3 @@ class Placement:
         self.time_totals.update({"snapshot": figures.snapshot_ms, "decide": figures.decide_ms,
                                  "apply": figures.apply_ms})
         return figures
-
-    def _apply_evictions(self, figures: CycleFigures, result: CycleResult,
-                         index: SnapshotIndex) -> None:
-        for eviction in result.evictions:
-            pod = index.pods.get(eviction.pod)
-            if pod is None:
-                continue
-            if eviction.reason == STALE:
-                reason = STALE_REASON
-                message = (f"{self.scheduler_name}: gang {eviction.gang} stayed below its "
-                           f"minimum longer than its grace period")
-            else:
-                reason = PREEMPTION_REASON
-                message = (f"{self.scheduler_name}: {eviction.reason} by "
-                           f"{eviction.by_gang or 'a waiting gang'}")
-            if self._evict(figures, pod, reason=reason, message=message):
-                figures.evicted += 1
-                figures.eviction_reasons.append(eviction.reason)
-
-    def _apply_moves(self, figures: CycleFigures, result: CycleResult,
-                     index: SnapshotIndex) -> list[Replacement]:
-        """Consolidation moves: each moved pod's replacement is created first (unbound, see
-        :func:`replacement_of`), then the pod gets a ``DisruptionTarget`` condition (reason
-        ``ConsolidationByScheduler``) and is deleted, so its task is never without a pod.
-        A move whose create fails is not made; a replacement whose pod could not be marked is
-        deleted again. Returns the replacements to bind to their targets."""
-        for pod in index.moving + index.orphans:  # the rest of a move an earlier cycle began
-            self._delete(figures, pod)
-        replacements: list[Replacement] = []
-        for move in result.moves:
-            pod, current = index.pods.get(move.pod), self.cache.pods.get(move.pod)
-            if pod is None or current is None or not is_live(current) or \
-                    current["metadata"].get("deletionTimestamp"):
-                continue  # ended or going since the snapshot: nothing to move
-            replacement = replacement_of(pod)
-            namespace, name = pod["metadata"]["namespace"], replacement["metadata"]["name"]
-            if not self._create(figures, replacement):
-                continue
-            message = (f"{self.scheduler_name}: moved from {move.source} to {move.target} "
-                       f"(as {name}) to make room for gang {move.by_gang}")
-            if not self._mark(figures, pod, reason=MOVE_REASON, message=message):
-                self._delete(figures, replacement)  # the pod is gone or unchanged: no copy
-                continue
-            # Marked, the pod is leaving whatever happens: a failed delete is made again by
-            # the next cycle (``SnapshotIndex.moving``).
-            self._delete(figures, pod)
-            self.calls.event(figures, pod, reason=EVENT_REASONS[MOVE_REASON], message=message)
-            figures.moved += 1
-            replacements.append(Replacement(move.gang, move.pod, f"{namespace}/{name}",
-                                            move.target, pod_requests(pod)))
-        return replacements
-
-    def _await_cache(self, replacements: list[Replacement]) -> None:
-        """Wait (briefly) until the cache shows the moves just made: the replacement, and the
-        moved pod marked. Until then the next cycle would not count what the replacement
-        holds, or would take it for an orphan."""
-        deadline = time.monotonic() + REPLACEMENT_SEEN_SECONDS
-        while replacements and time.monotonic() < deadline:
-            replacements = [r for r in replacements if self.cache.pods.get(r.pod) is None
-                            or is_orphan(self.cache.pods.get(r.pod), self.cache)]
-            if replacements:
-                time.sleep(0.02)
-
-    def _precheck(self, placements: list[tuple[str, str]], waiting: set[str]) -> str | None:
-        """Why the gang's bindings must wait, from the newest cache; None when they may go."""
-        for pod_key, node in placements:
-            pod = self.cache.pods.get(pod_key)
-            if pod is None:
-                return f"pod {pod_key} was deleted"
-            if pod["metadata"].get("deletionTimestamp"):
-                return f"pod {pod_key} is being deleted"
-            if (pod.get("spec") or {}).get("nodeName"):
-                continue  # bound meanwhile: the bind answers 409, then where it went is read
-            node_obj = self.cache.nodes.get(node)
-            if node_obj is None:
-                return f"node {node} is gone"
-            if not node_schedulable(node_obj):
-                return f"node {node} is no longer schedulable"
-            if node in waiting:
-                return f"waiting for evicted pods on node {node} to terminate"
-        return None
-
-    @staticmethod
-    def _overcommitted(index: SnapshotIndex, nodes: set[str],
-                       arriving: list[tuple[str, Any]]) -> set[str]:
-        """Those of ``nodes`` where what is bound there — the snapshot's pods, terminating ones
-        included (the core counts a victim's or a moved pod's room free at once; the node frees
-        it when the pod is gone) — plus ``arriving`` (node, requests) needs more than the node
-        has."""
-        used = {node: list(index.terminating.get(node) or (0, 0, 0))
-                for node in nodes if node in index.node_free}
-        if not used:
-            return set()
-        for gang in index.gangs.values():
-            for pod in gang.pods:
-                if pod.node in used:
-                    charge(used[pod.node], pod)
-        for node, held in arriving:
-            if node in used:
-                charge(used[node], held)
-        return {node for node, usage in used.items()
-                if any(usage[i] > index.node_free[node][i] for i in range(3))}
-
-    @staticmethod
-    def _requests(index: SnapshotIndex, replacements: list[Replacement]) -> dict[str, Any]:
-        """Pod key → what it asks for, for every pod this cycle may bind."""
-        held: dict[str, Any] = {pod.name: pod for gang in index.gangs.values()
-                                for pod in gang.pods}
-        held.update({replacement.pod: replacement.requests for replacement in replacements})
-        return held
-
-    def _waiting_on(self, result: CycleResult, index: SnapshotIndex,
-                    replacements: list[Replacement]) -> set[str]:
-        """Nodes where this cycle's bindings need room that is not free yet: what terminating
-        pods still hold, or what a move that was not made still holds."""
-        gang_pods = self._requests(index, [])
-        leaving = {eviction.pod for eviction in result.evictions}
-        leaving |= {replacement.moved for replacement in replacements}
-        nodes = {node for node, values in index.terminating.items() if any(values)}
-        nodes |= {gang_pods[name].node for name in leaving if name in gang_pods}
-        nodes |= {move.source for move in result.moves}
-        nodes |= {replacement.target for replacement in replacements}
-        held = self._requests(index, replacements)
-        arriving = [(binding.node, held[binding.pod]) for binding in result.bindings
-                    if binding.pod in held]
-        arriving += [(r.target, r.requests) for r in replacements]
-        return self._overcommitted(index, nodes, arriving)
-
-    def _apply_bindings(self, figures: CycleFigures, result: CycleResult,
-                        index: SnapshotIndex, replacements: list[Replacement]
-                        ) -> dict[str, str]:
-        by_gang: dict[str, list[tuple[str, str]]] = {}
-        for binding in result.bindings:
-            by_gang.setdefault(binding.gang, []).append((binding.pod, binding.node))
-        deferred: dict[str, str] = {}
-        checked: dict[str, list[tuple[str, str]]] = {}
-        waiting = self._waiting_on(result, index, replacements) \
-            if by_gang or replacements else set()
-        for gang, placements in by_gang.items():
-            why = self._precheck(placements, waiting)
-            if why is not None:
-                deferred[gang] = why
-                figures.deferred += 1
-                continue
-            checked[gang] = placements
-        jobs = [(gang, pod, node) for gang, placements in checked.items()
-                for pod, node in placements]
-        # A replacement whose target still waits for a terminating pod stays pending: a later
-        # cycle places it like any pending pod of its gang.
-        moved = [(None, r.pod, r.target) for r in replacements if r.target not in waiting]
-        outcomes = list(self._pool.map(lambda job: self._bind(figures, job[1], job[2]),
-                                       jobs + moved))
-        now = time.monotonic()
-        results: dict[str, dict[str, str]] = {}
-        placed: dict[str, tuple[str | None, str]] = {}  # pod → (gang, node) bound by us now
-        landed: dict[str, str] = {}  # pod → the node another binder bound it to, not ours
-        for (gang, pod, node), outcome in zip(jobs + moved, outcomes, strict=True):
-            if outcome == "bound":
-                outcome, elsewhere = self._bound_where(figures, pod, node)
-                if elsewhere:
-                    landed[pod] = elsewhere
-                    self.assumed[pod] = (elsewhere, now)
-            if outcome == "ok":
-                self.assumed[pod] = (node, now)
-                placed[pod] = (gang, node)
-                figures.bound += 1
-            if gang is not None:
-                results.setdefault(gang, {})[pod] = outcome
-        conflicts = self._release_conflicts(figures, index, replacements, placed, landed,
-                                            results) if landed else {}
-        for gang, outcome in results.items():
-            if all(value in ("ok", "bound") for value in outcome.values()):
-                continue
-            why = self._incomplete(figures, gang, outcome, index, conflicts)
-            if why:
-                deferred[gang] = why
-        return deferred
-
-    def _bound_where(self, figures: CycleFigures, pod_key: str, planned: str
-                     ) -> tuple[str, str | None]:
-        """After a 409: where the pod is bound. ``("bound", None)`` on the planned node,
-        ``("bound", node)`` on another one, ``("gone", None)`` when it was deleted,
-        ``("error", None)`` when it cannot be read."""
-        namespace, name = pod_key.split("/", 1)
-        self.calls.count(figures, "get")
-        try:
-            pod = self.calls.retrying(lambda: call(
-                self.kube, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}"))
-        except Exception as exc:  # noqa: BLE001 - classified below
-            if status_of(exc) == 404:
-                return "gone", None
-            logger.warning("osmo scheduler: %s answered 409 and cannot be read: %s", pod_key,
-                           describe(exc))
-            return "error", None
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node or (pod.get("metadata") or {}).get("deletionTimestamp"):
-            return "gone", None
-        return "bound", (node if node != planned else None)
-
-    def _release_conflicts(self, figures: CycleFigures, index: SnapshotIndex,
-                           replacements: list[Replacement],
-                           placed: dict[str, tuple[str | None, str]], landed: dict[str, str],
-                           results: dict[str, dict[str, str]]) -> dict[str, str]:
-        """Pods another binder bound to other nodes than planned: where such a node now lacks
-        room for what this cycle bound there, pods this cycle bound there are released
-        (deleted: they never ran) until it has room — those of the intruder's gang first — so
-        no node holds more than it has; their gangs are then completed or undone as any gang
-        whose binds failed. Returns each released pod's explanation."""
-        held = self._requests(index, replacements)
-        arriving = {pod: (node, held[pod]) for pod, (_gang, node) in placed.items()
-                    if pod in held}
-        intruding = [(node, held[pod]) for pod, node in landed.items() if pod in held]
-        gang_by_pod = {pod: gang for gang, outcome in results.items() for pod in outcome}
-        conflicts: dict[str, str] = {}
-        for node in sorted(set(landed.values())):
-            intruders = sorted(pod for pod, n in landed.items() if n == node)
-            gangs = {gang_by_pod.get(pod) for pod in intruders}
-            candidates = sorted((pod for pod, (n, _held) in arriving.items() if n == node),
-                                key=lambda pod: (placed[pod][0] not in gangs, pod))
-            while candidates and self._overcommitted(
-                    index, {node}, [*arriving.values(), *intruding]):
-                pod_key = candidates.pop(0)
-                del arriving[pod_key]
-                why = (f"{', '.join(intruders)} was bound to {node} by another binder, which "
-                       f"left no room there for {pod_key}")
-                pod = self.cache.pods.get(pod_key) or index.pods.get(pod_key)
-                if pod is not None:
-                    self._evict(figures, pod, reason=CONFLICT_REASON,
-                                message=f"{self.scheduler_name}: {why}")
-                self.assumed.pop(pod_key, None)
-                figures.undone += 1
-                conflicts[pod_key] = why
-                gang = placed[pod_key][0]
-                if gang is not None:
-                    results[gang][pod_key] = "released"
-        return conflicts
-
-    def _incomplete(self, figures: CycleFigures, gang_name: str, outcome: dict[str, str],
-                    index: SnapshotIndex, conflicts: dict[str, str]) -> str:
-        """Some binds of a gang failed or were released: complete later if it can still reach
-        its minimum, else undo what this cycle bound. Returns the explanation."""
-        gang = index.gangs[gang_name]
-        failed = sorted(pod for pod, value in outcome.items() if value not in ("ok", "bound"))
-        bound = {pod.name for pod in gang.pods if pod.node} | {
-            pod for pod, value in outcome.items() if value in ("ok", "bound")}
-        if gang_ready(gang, bound):
-            return ""
-        causes = "; ".join(
-            conflicts.get(pod) or (f"{pod} was deleted before binding"
-                                   if outcome[pod] == "gone" else f"binding {pod} failed")
-            for pod in failed)
-        alive = {pod.name for pod in gang.pods if outcome.get(pod.name) not in ("gone",
-                                                                               "released")}
-        if gang_ready(gang, alive):
-            return f"{causes}; the gang is completed in the next cycle"
-        for pod_key, value in outcome.items():
-            if value != "ok":
-                continue
-            pod = self.cache.pods.get(pod_key) or index.pods.get(pod_key)
-            if pod is not None and self._evict(
-                    figures, pod, reason=INCOMPLETE_REASON,
-                    message=f"{self.scheduler_name}: gang {gang_name} cannot reach its "
-                            f"minimum: {causes}"):
-                figures.undone += 1
-            self.assumed.pop(pod_key, None)
-        return (f"{causes}; the gang cannot reach its minimum, so the pods bound with them "
-                f"were released")

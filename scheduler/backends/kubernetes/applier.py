@@ -39,7 +39,7 @@ from .cache import ClusterCache
 from .calls import ApiCalls, CycleFigures, now_iso
 from .client import REQUEST_TIMEOUT, call, describe, status_of
 from .moves import MOVE_REASON, PREEMPTION_REASON, replacement_of
-from .snapshot import SnapshotIndex, charge, gang_ready, is_live, is_orphan
+from .snapshot import ClusterIndex, charge, gang_ready, is_live, is_orphan
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Applier:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def apply(self, figures: CycleFigures, result: CycleResult, index: SnapshotIndex
+    def apply(self, figures: CycleFigures, result: CycleResult, index: ClusterIndex
               ) -> tuple[dict[str, str], list[Replacement]]:
         """Evictions, then moves, then bindings. Returns the gangs whose bindings were
         deferred (gang → why) and the replacements the moves made."""
@@ -169,7 +169,7 @@ class Applier:
         return {key: node for key, (node, _when) in self.assumed.items()}
 
     def _apply_evictions(self, figures: CycleFigures, result: CycleResult,
-                         index: SnapshotIndex) -> None:
+                         index: ClusterIndex) -> None:
         for eviction in result.evictions:
             pod = index.pods.get(eviction.pod)
             if pod is None:
@@ -187,7 +187,7 @@ class Applier:
                 figures.eviction_reasons.append(eviction.reason)
 
     def _apply_moves(self, figures: CycleFigures, result: CycleResult,
-                     index: SnapshotIndex) -> list[Replacement]:
+                     index: ClusterIndex) -> list[Replacement]:
         """Consolidation moves: each moved pod's replacement is created first (unbound, see
         :func:`replacement_of`), then the pod gets a ``DisruptionTarget`` condition (reason
         ``ConsolidationByScheduler``) and is deleted, so its task is never without a pod.
@@ -211,7 +211,7 @@ class Applier:
                 self._delete(figures, replacement)  # the pod is gone or unchanged: no copy
                 continue
             # Marked, the pod is leaving whatever happens: a failed delete is made again by
-            # the next cycle (``SnapshotIndex.moving``).
+            # the next cycle (``ClusterIndex.moving``).
             self._delete(figures, pod)
             self.calls.event(figures, pod, reason=EVENT_REASONS[MOVE_REASON], message=message)
             figures.moved += 1
@@ -250,7 +250,7 @@ class Applier:
         return None
 
     @staticmethod
-    def _overcommitted(index: SnapshotIndex, nodes: set[str],
+    def _overcommitted(index: ClusterIndex, nodes: set[str],
                        arriving: list[tuple[str, Any]]) -> set[str]:
         """Those of ``nodes`` where what is bound there — the snapshot's pods, terminating ones
         included (the core counts a victim's or a moved pod's room free at once; the node frees
@@ -271,14 +271,14 @@ class Applier:
                 if any(usage[i] > index.node_free[node][i] for i in range(3))}
 
     @staticmethod
-    def _requests(index: SnapshotIndex, replacements: list[Replacement]) -> dict[str, Any]:
+    def _requests(index: ClusterIndex, replacements: list[Replacement]) -> dict[str, Any]:
         """Pod key → what it asks for, for every pod this cycle may bind."""
         held: dict[str, Any] = {pod.name: pod for gang in index.gangs.values()
                                 for pod in gang.pods}
         held.update({replacement.pod: replacement.requests for replacement in replacements})
         return held
 
-    def _waiting_on(self, result: CycleResult, index: SnapshotIndex,
+    def _waiting_on(self, result: CycleResult, index: ClusterIndex,
                     replacements: list[Replacement]) -> set[str]:
         """Nodes where this cycle's bindings need room that is not free yet: what terminating
         pods still hold, or what a move that was not made still holds."""
@@ -296,7 +296,7 @@ class Applier:
         return self._overcommitted(index, nodes, arriving)
 
     def _apply_bindings(self, figures: CycleFigures, result: CycleResult,
-                        index: SnapshotIndex, replacements: list[Replacement]
+                        index: ClusterIndex, replacements: list[Replacement]
                         ) -> dict[str, str]:
         by_gang: dict[str, list[tuple[str, str]]] = {}
         for binding in result.bindings:
@@ -366,7 +366,7 @@ class Applier:
             return "gone", None
         return "bound", (node if node != planned else None)
 
-    def _release_conflicts(self, figures: CycleFigures, index: SnapshotIndex,
+    def _release_conflicts(self, figures: CycleFigures, index: ClusterIndex,
                            replacements: list[Replacement],
                            placed: dict[str, tuple[str | None, str]], landed: dict[str, str],
                            results: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -405,7 +405,7 @@ class Applier:
         return conflicts
 
     def _incomplete(self, figures: CycleFigures, gang_name: str, outcome: dict[str, str],
-                    index: SnapshotIndex, conflicts: dict[str, str]) -> str:
+                    index: ClusterIndex, conflicts: dict[str, str]) -> str:
         """Some binds of a gang failed or were released: complete later if it can still reach
         its minimum, else undo what this cycle bound. Returns the explanation."""
         gang = index.gangs[gang_name]

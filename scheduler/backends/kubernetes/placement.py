@@ -28,7 +28,7 @@ from .cache import ClusterCache
 from .calls import ApiCalls, CycleFigures
 from .client import Kube
 from .reporter import Reporter
-from .snapshot import SnapshotIndex, build_snapshot
+from .snapshot import ClusterIndex, build_snapshot
 
 USAGE_REFRESH_SECONDS = 30.0
 
@@ -51,7 +51,7 @@ class Placement:
         self.memo: dict[str, tuple] = {}  # gang → (what it was built from, Gang)
         self.last: CycleFigures | None = None
         self.last_result: CycleResult | None = None
-        self.last_index: SnapshotIndex | None = None
+        self.last_index: ClusterIndex | None = None
         self.time_totals: Counter = Counter()  # ms since start: snapshot, decide, apply
         self.bound_total = 0
         self.cycles = 0

@@ -15,7 +15,7 @@ from scheduler.cycle_record import PendingGang, estimate_row
 
 from .calls import ApiCalls, CycleFigures, now_iso
 from .client import PODGROUPS, REQUEST_TIMEOUT, describe
-from .snapshot import SnapshotIndex
+from .snapshot import ClusterIndex
 
 if TYPE_CHECKING:
     from .placement import Placement
@@ -34,7 +34,7 @@ class Reporter:
         self.calls = calls
         self.reported: dict[str, tuple] = {}  # gang → reasons last written
 
-    def report(self, figures: CycleFigures, result: CycleResult, index: SnapshotIndex,
+    def report(self, figures: CycleFigures, result: CycleResult, index: ClusterIndex,
                deferred: dict[str, str]) -> None:
         """The cycle's reasons (the core's, an invalid queue, a deferred bind) on the
         PodGroups whose reasons changed; the condition cleared on those now placed."""
@@ -81,7 +81,7 @@ class Reporter:
                         podgroup["metadata"]["name"], describe(exc))
 
     def _write_unschedulable(self, figures: CycleFigures, gang: str, podgroup: dict[str, Any],
-                             words: list[dict[str, str]], index: SnapshotIndex) -> None:
+                             words: list[dict[str, str]], index: ClusterIndex) -> None:
         message = "; ".join(r["message"] for r in words)
         previous = [c for c in (podgroup.get("status") or {}).get("schedulingConditions") or []
                     if c.get("type") == UNSCHEDULABLE_CONDITION]

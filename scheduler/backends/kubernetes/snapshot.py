@@ -48,8 +48,9 @@ def charge(totals: list[int], held) -> None:
 
 
 @dataclass
-class SnapshotIndex:
-    """The core's names back to the cluster's objects."""
+class ClusterIndex:
+    """The core's names back to the cluster's objects (the embedded loop's
+    :class:`scheduler.snapshot.SnapshotIndex` maps them back to rows)."""
 
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod name → pod
     podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # gang → PodGroup
@@ -87,7 +88,7 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
                    below_min: dict[str, float] | None = None,
                    config: SchedulerConfig | None = None,
                    memo: dict[str, tuple] | None = None,
-                   usage: dict[str, float] | None = None) -> tuple[Snapshot, SnapshotIndex]:
+                   usage: dict[str, float] | None = None) -> tuple[Snapshot, ClusterIndex]:
     """``memo``: the previous cycles' gangs by name with what they were built from; a gang
     whose PodGroup and pods are unchanged (resourceVersions, bound nodes) is reused.
     ``usage``: historical usage per queue (time-based fair share; see ``scheduler.usage``).
@@ -95,7 +96,7 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
     assumed = assumed or {}
     below_min = below_min or {}
     namespace = cache.namespace
-    index = SnapshotIndex()
+    index = ClusterIndex()
     node_objects = {n["metadata"]["name"]: n for n in cache.nodes.items()}
     index.nodes = node_objects
     podgroups = {pg["metadata"]["name"]: pg for pg in cache.podgroups.items()}

@@ -31,7 +31,8 @@ Rules (OSMO's, where the contract is silent):
   (FAILED_PREEMPTED or the eviction's reason), while evicted elastic surplus (the gang keeps
   other bound pods) returns to pending (SCHEDULING, unbound, reason `preempted_requeued`) to
   run again later, as KAI re-queues them; a task moved by consolidation keeps running on its
-  new node (reason `consolidated`).
+  new node (reason `consolidated`); a task whose pod the scheduler released before it ran
+  waits for a node again (SCHEDULING, unbound).
 """
 
 from __future__ import annotations
@@ -567,17 +568,40 @@ def task_observed(*, workflow_name: str, task_name: str, status: str, node: str 
 def task_moved(*, workflow_name: str, task_name: str, node: str) -> bool:
     """Consolidation on Kubernetes: the task's replacement pod is bound to ``node``. The task
     keeps its status; its node becomes ``node`` and its reason ``consolidated`` records the
-    move. True when something changed."""
+    move. A move is from a node: a replacement bound while the task holds none (its pod was
+    released, :func:`task_released`) is a binding (:func:`task_observed`). True when something
+    changed."""
     workflow = Workflow.objects.select_for_update().filter(name=workflow_name).first()
     if workflow is None or not node:
         return False
     task = Task.objects.filter(workflow=workflow, name=task_name,
-                               status__in=ALIVE_TASK_STATUSES).exclude(node_name=node).first()
+                               status__in=ALIVE_TASK_STATUSES).exclude(
+        node_name__in=(node, "")).first()
     if task is None:
         return False
     Task.objects.filter(pk=task.pk).update(node_name=node, reason=CONSOLIDATED)
     logstore.events_record([Event(workflow.pk, task.pk, "Moved", "moved by consolidation "
                                   f"from {task.node_name or 'no node'} to {node}")])
+    return True
+
+
+@transaction.atomic
+def task_released(*, workflow_name: str, task_name: str, node: str) -> bool:
+    """On Kubernetes our scheduler took the task's pod back from ``node`` before it ran
+    (another binder took the room, or its gang fell below its minimum) and made an unbound
+    replacement: the task, SCHEDULING, waits for a node again instead of failing. True when
+    something changed."""
+    workflow = Workflow.objects.select_for_update().filter(name=workflow_name).first()
+    if workflow is None or not node:
+        return False
+    task = Task.objects.filter(workflow=workflow, name=task_name, node_name=node,
+                               status=TaskStatus.SCHEDULING).first()
+    if task is None:
+        return False
+    Task.objects.filter(pk=task.pk).update(node_name="")
+    logstore.events_record([Event(workflow.pk, task.pk, "Released",
+                                  f"taken back from node {node} before it ran; waits for a "
+                                  f"node again")])
     return True
 
 

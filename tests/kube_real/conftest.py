@@ -118,12 +118,13 @@ class Cluster:
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": message}]})
 
-    def preempt(self, pod: str, message: str = "preempted by a higher priority job") -> None:
+    def preempt(self, pod: str, message: str = "preempted by a higher priority job", *,
+                reason: str = "PreemptionByScheduler") -> None:
         """What KAI's evictor does: a DisruptionTarget condition through a strategic merge
         patch of pods/status, then a (graceful) delete."""
         self.server.request("PATCH", self._path("pods", pod) + "/status", {"status": {
             "conditions": [{"type": "DisruptionTarget", "status": "True",
-                            "reason": "PreemptionByScheduler", "message": message}]}},
+                            "reason": reason, "message": message}]}},
             content_type="application/strategic-merge-patch+json")
         self.server.request("DELETE", self._path("pods", pod))
 

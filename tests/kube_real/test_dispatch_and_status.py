@@ -241,6 +241,34 @@ def test_kai_s_consolidation_of_an_ended_task_recreates_nothing(backend, cluster
     assert statuses(alice, name) == ("COMPLETED", ["COMPLETED"])
 
 
+def test_a_pod_our_scheduler_released_waits_again_in_its_replacement(backend, cluster, alice,
+                                                                     team) -> None:
+    """Our scheduler (``OSMO_PLACEMENT=osmo``) makes a released pod's replacement before the
+    release; when that create failed, the listener makes it from the marked pod. The task
+    gives back its node and waits: never failed, it runs in the replacement."""
+    name = submit(alice, "team", spec("released"))
+    cluster.add_node("n1", gpus=8)
+    backend.dispatch()
+    backend.listen()
+    pod = f"{name}-g-t0"
+    cluster.bind(pod, "n1")
+    backend.listen()
+    assert workflow(alice, name)["groups"][0]["tasks"][0]["node"] == "n1"
+    cluster.preempt(pod, "osmo-scheduler: another binder left no room", reason="BindingConflict")
+    backend.listen()
+    replacement = cluster.get("pods", f"{pod}-m1")
+    assert replacement is not None and "nodeName" not in replacement["spec"]
+    cluster.delete_pod(pod, final=True)  # the kubelet confirms the released pod is gone
+    backend.listen()
+    task = workflow(alice, name)["groups"][0]["tasks"][0]
+    assert (task["status"], task["node"]) == ("SCHEDULING", None)
+    cluster.run(f"{pod}-m1", "n1")
+    backend.listen()
+    task = workflow(alice, name)["groups"][0]["tasks"][0]
+    assert (task["status"], task["node"], task["reason"]) == ("RUNNING", "n1", None)
+    assert cluster.get("pods", f"{pod}-m2") is None
+
+
 def test_a_deleted_pod_evicts_its_task_watched_or_relisted(backend, cluster, alice,
                                                            team) -> None:
     watched = submit(alice, "team", spec("watched"))

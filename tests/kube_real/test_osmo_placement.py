@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.backends.kubernetes import placement as placement_module
-from tests.k8s.conftest import spec, statuses, submit
+from tests.k8s.conftest import spec, statuses, submit, workflow
 
 from .conftest import wait_for
 from .kubelet import overcommitted
@@ -260,6 +260,20 @@ def cluster_overcommits(apiserver) -> list[str]:
                          apiserver.request("GET", "/api/v1/nodes")["items"])
 
 
+def race_onto_our_plan(monkeypatch, sched, cluster, kubelet, names) -> dict[str, str]:
+    """One cycle in which another binder puts ``names[0]`` where we planned ``names[1]``, what
+    it leaves judged before any kubelet acts on it: no node holds more than its allocatable,
+    ``names[0]`` is where the other binder put it. Returns the plan."""
+    kubelet.pause()
+    plan = race_bind(monkeypatch, sched, cluster, names[0], lambda plan: plan[names[1]])
+    wait_for(lambda: all(sched.cache.pods.get(f"{cluster.namespace}/{name}") for name in names),
+             what="the scheduler's cache sees the gang")  # else the one cycle plans nothing
+    sched.cycle()
+    assert cluster_overcommits(cluster.server) == []
+    assert node_of(cluster.server, cluster.namespace, names[0]) == plan[names[1]]
+    return plan
+
+
 def test_a_pod_bound_meanwhile_where_we_planned_it_counts_as_bound(
         monkeypatch, sched, cluster, apiserver, namespace) -> None:
     q = make_queue(apiserver, namespace)
@@ -300,13 +314,7 @@ def test_a_pod_bound_meanwhile_onto_our_plan_never_overcommits_a_node(
     cluster.add_node(n(namespace, 1), gpus=2)
     cluster.add_node(n(namespace, 2), gpus=2)
     names = create_gang(apiserver, namespace, "race", q, pods=2, gpus=2, min_member=2)
-    kubelet.pause()  # what the cycle leaves is judged before any kubelet acts on it
-    plan = race_bind(monkeypatch, sched, cluster, names[0], lambda plan: plan[names[1]])
-    wait_for(lambda: all(sched.cache.pods.get(f"{namespace}/{name}") for name in names),
-             what="the scheduler's cache sees the gang")  # else the one cycle plans nothing
-    sched.cycle()
-    assert cluster_overcommits(apiserver) == []
-    assert node_of(apiserver, namespace, names[0]) == plan[names[1]]  # the other binder's
+    plan = race_onto_our_plan(monkeypatch, sched, cluster, kubelet, names)
     second = cluster.get("pods", names[1])
     assert second is None or second["metadata"].get("deletionTimestamp")  # undone
     reported = str(sched.placement.reported.get(f"{namespace}/race"))
@@ -316,7 +324,50 @@ def test_a_pod_bound_meanwhile_onto_our_plan_never_overcommits_a_node(
     kubelet.step_now()
     assert cluster_overcommits(apiserver) == []
     assert not exists(apiserver, namespace, names[1])
+    assert not exists(apiserver, namespace, f"{names[1]}-m1")  # another user's: not replaced
     assert running(apiserver, namespace, names[:1])  # the kubelet admitted what is left
+
+
+def test_a_workflow_task_whose_pod_is_released_waits_and_then_runs(
+        monkeypatch, sched, backend, cluster, alice, team, namespace, apiserver,
+        kubelet) -> None:
+    """A three-task gang on three 2-GPU nodes; another binder puts t0 where we planned t1. The
+    pod we bound there is released (``BindingConflict``), and with it the gang's other pod
+    bound this cycle (``GangIncomplete``: the gang fell below its minimum). Neither ever ran:
+    their tasks wait again — never FAILED — in new pods, bound and Running once there is room."""
+    for i in (1, 2, 3):
+        cluster.add_node(n(namespace, i), gpus=2)
+    name = submit(alice, "team", spec("race", gpus=2, tasks=3))
+    backend.dispatch()
+    backend.listen()  # the listener watches from here on: it sees every step of the pods
+    pods = [f"{name}-g-t{i}" for i in range(3)]
+    plan = race_onto_our_plan(monkeypatch, sched, cluster, kubelet, pods)
+    released = {p: [e["reason"] for e in events_for(apiserver, namespace, p)
+                    if e["reason"] != "FailedScheduling"] for p in pods[1:]}
+    assert released == {pods[1]: ["BindingConflict"], pods[2]: ["GangIncomplete"]}
+    kubelet.resume()
+    wait_for(lambda: running(apiserver, namespace, pods[:1])
+             and not exists(apiserver, namespace, pods[1])
+             and not exists(apiserver, namespace, pods[2]), what="released pods gone")
+    for _ in range(3):  # the listener sees the released pods go
+        backend.listen()
+    assert statuses(alice, name) == ("RUNNING", ["RUNNING", "SCHEDULING", "SCHEDULING"])
+    again = [pods[0], f"{pods[1]}-m1", f"{pods[2]}-m1"]
+    sched.until(lambda: running(apiserver, namespace, again), what="the gang running")
+    wait_for(lambda: (backend.listen() or True) and statuses(alice, name) == (
+        "RUNNING", ["RUNNING"] * 3), what="tasks running")
+    tasks = workflow(alice, name)["groups"][0]["tasks"]
+    assert [(t["node"], t["reason"]) for t in tasks] == [
+        (node_of(apiserver, namespace, p), None) for p in again]  # bound again, not "moved"
+    lines = b"".join(alice.get(f"/api/workflow/{name}/events").streaming_content).decode()
+    for task, (first, last) in {"t1": (plan[pods[1]], tasks[1]["node"]),
+                                "t2": (plan[pods[2]], tasks[2]["node"])}.items():
+        assert [line.split("] ", 1)[1] for line in lines.splitlines()
+                if f"[{task}]" in line] == [
+            f"Bound: bound to node {first}",
+            f"Released: taken back from node {first} before it ran; waits for a node again",
+            f"Bound: bound to node {last}", f"Running: on node {last}"]
+    assert cluster_overcommits(apiserver) == []
 
 
 def test_a_pod_deleted_before_its_bind_undoes_the_gang(sched, cluster, apiserver,

@@ -7,7 +7,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from scheduler.backends.kubernetes.cache import wakes_scheduler
-from scheduler.backends.kubernetes.moves import is_replacement, moved_by_kai, replacement_of
+from scheduler.backends.kubernetes.moves import (
+    is_replacement,
+    is_task_pod,
+    moved_by_kai,
+    replacement_of,
+)
 from scheduler.backends.kubernetes.placement import Placement
 from scheduler.backends.kubernetes.snapshot import build_snapshot, gang_ready
 from scheduler.backends.kubernetes.status import observe
@@ -195,7 +200,7 @@ def test_moved_pods_leave_and_orphaned_replacements_are_not_members() -> None:
     assert [(p.name, p.node) for p in gangs["osmo/mv"].pods] == [("osmo/mv-0-m1", None)]
     assert [(p.name, p.node) for p in gangs["osmo/or"].pods] == [("osmo/or-0", "a")]
     assert index.terminating["a"][0] == 2  # the moved pod holds its GPUs until it is gone
-    assert [p["metadata"]["name"] for p in index.moving] == ["mv-0"]  # delete it again
+    assert [p["metadata"]["name"] for p in index.leaving] == ["mv-0"]  # delete it again
     assert [p["metadata"]["name"] for p in index.orphans] == ["or-0-m1"]
 
 
@@ -220,3 +225,35 @@ def test_kai_s_consolidation_is_told_from_its_preemption_by_the_message() -> Non
     preempted = evicted("Pod osmo/k-0 was preempted by higher priority workload osmo/big")
     assert moved_by_kai(consolidated) and observe(consolidated) is None
     assert not moved_by_kai(preempted) and observe(preempted).status == "FAILED_PREEMPTED"
+
+
+def released(p, reason="BindingConflict"):
+    p["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                  "reason": reason}]
+    return p
+
+
+def test_a_released_pod_leaves_and_its_task_waits_in_the_replacement() -> None:
+    """A pod the scheduler took back before it ran says nothing of its task (no FAILED on its
+    delete); marked but not deleted, it is deleted again; its replacement is a member."""
+    for reason in ("BindingConflict", "GangIncomplete"):
+        gone = released(pod("g-0", "g", node_name="a"), reason)
+        assert observe(gone) is None and observe(gone, deleted=True) is None
+    replacement = replacement_of(pod("rl-0", "rl", gpus=2, node_name="a"))
+    replacement.update(status={"phase": "Pending"})
+    cache = FakeCache(nodes=[node("a")], queues=QUEUES, podgroups=[podgroup("rl")],
+                      pods=[released(pod("rl-0", "rl", gpus=2, node_name="a")), replacement])
+    snap, index = snapshot(cache)
+    assert [(p.name, p.node) for p in snap.gangs[0].pods] == [("osmo/rl-0-m1", None)]
+    assert [p["metadata"]["name"] for p in index.leaving] == ["rl-0"]
+    assert index.orphans == []
+
+
+def test_only_a_workflow_task_s_pod_is_ours_to_replace() -> None:
+    task = pod("w-g-t0", "g")
+    task["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "osmo"}
+    task["metadata"]["annotations"].update({"osmo/workflow-name": "w", "osmo/task-name": "t0"})
+    assert is_task_pod(task)
+    assert not is_task_pod(pod("theirs-0", "g"))  # another user's: only deleted
+    task["metadata"]["labels"] = {}
+    assert not is_task_pod(task)

@@ -14,11 +14,13 @@
    gone, KAI's pipelining) — and deferred whole when any check fails. A bind that fails
    anyway: ``409`` (bound meanwhile by someone else) counts as bound, and the pod is read: on
    another node than planned, it may leave that node short of room for what this cycle bound
-   there — then pods this cycle bound there are deleted (reason ``BindingConflict``; they
+   there — then pods this cycle bound there are released (reason ``BindingConflict``; they
    never ran) until the node has room, so no node holds more than its allocatable; ``404``
    (deleted) does not count. A gang left below its minimum is completed in the next cycles
    when it still has the pods to reach it, else undone (the pods bound in this cycle are
-   deleted, reason ``GangIncomplete``) and explained.
+   released, reason ``GangIncomplete``) and explained. A released pod is evicted as above; a
+   workflow task's is first replaced by an unbound copy (:mod:`.moves`), so that the task waits
+   for a node again instead of failing for the scheduler's own race.
 
 Bound pods are remembered ("assumed") until the cache shows them bound, so a cycle that runs
 before the watch delivers the binding does not bind them again.
@@ -38,14 +40,19 @@ from scheduler.kai.decode import Requests, node_schedulable, pod_requests
 from .cache import ClusterCache
 from .calls import ApiCalls, CycleFigures, now_iso
 from .client import REQUEST_TIMEOUT, call, describe, status_of
-from .moves import MOVE_REASON, PREEMPTION_REASON, replacement_of
+from .moves import (
+    CONFLICT_REASON,
+    INCOMPLETE_REASON,
+    MOVE_REASON,
+    PREEMPTION_REASON,
+    is_task_pod,
+    replacement_of,
+)
 from .snapshot import ClusterIndex, charge, gang_ready, is_live, is_orphan
 
 logger = logging.getLogger(__name__)
 
 STALE_REASON = "EvictionByScheduler"
-INCOMPLETE_REASON = "GangIncomplete"
-CONFLICT_REASON = "BindingConflict"  # another binder took the room a pod was bound into
 ASSUME_SECONDS = 30.0
 EVENT_REASONS = {PREEMPTION_REASON: "Preempted", MOVE_REASON: "Moved"}
 REPLACEMENT_SEEN_SECONDS = 2.0  # how long a cycle waits for the cache to show replacements
@@ -73,18 +80,21 @@ class Applier:
         self.cache = cache
         self.scheduler_name = calls.scheduler_name
         self.assumed: dict[str, tuple[str, float]] = {}  # pod key → (node, when)
+        self.made: list[str] = []  # the replacements this cycle created (pod keys)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="osmo-bind")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
     def apply(self, figures: CycleFigures, result: CycleResult, index: ClusterIndex
-              ) -> tuple[dict[str, str], list[Replacement]]:
+              ) -> dict[str, str]:
         """Evictions, then moves, then bindings. Returns the gangs whose bindings were
-        deferred (gang → why) and the replacements the moves made."""
+        deferred (gang → why); the pods created on the way are in ``made``."""
+        self.made = []
         self._apply_evictions(figures, result, index)
         replacements = self._apply_moves(figures, result, index)
-        return self._apply_bindings(figures, result, index, replacements), replacements
+        self.made += [replacement.pod for replacement in replacements]
+        return self._apply_bindings(figures, result, index, replacements)
 
     def _bind(self, figures: CycleFigures, pod_key: str, node: str) -> str:
         """``ok``, ``bound`` (someone else bound it: 409), ``gone`` (404) or ``error``."""
@@ -117,6 +127,17 @@ class Applier:
         self.calls.event(figures, pod, reason=EVENT_REASONS.get(reason, reason),
                          message=message, type_="Warning")
         return True
+
+    def _release(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
+                 message: str) -> bool:
+        """Take back a pod this cycle bound, before it ran: evicted — a workflow task's after
+        its unbound replacement is made (a 409: made already), so the task waits again. When
+        that create fails, the status listener makes it from the marked pod."""
+        if is_task_pod(pod):
+            replacement = replacement_of(pod)
+            self._create(figures, replacement)
+            self.made.append(f"{pod['metadata']['namespace']}/{replacement['metadata']['name']}")
+        return self._evict(figures, pod, reason=reason, message=message)
 
     def _mark(self, figures: CycleFigures, pod: dict[str, Any], *, reason: str,
               message: str) -> bool:
@@ -193,7 +214,7 @@ class Applier:
         ``ConsolidationByScheduler``) and is deleted, so its task is never without a pod.
         A move whose create fails is not made; a replacement whose pod could not be marked is
         deleted again. Returns the replacements to bind to their targets."""
-        for pod in index.moving + index.orphans:  # the rest of a move an earlier cycle began
+        for pod in index.leaving + index.orphans:  # the rest of what an earlier cycle began
             self._delete(figures, pod)
         replacements: list[Replacement] = []
         for move in result.moves:
@@ -211,7 +232,7 @@ class Applier:
                 self._delete(figures, replacement)  # the pod is gone or unchanged: no copy
                 continue
             # Marked, the pod is leaving whatever happens: a failed delete is made again by
-            # the next cycle (``ClusterIndex.moving``).
+            # the next cycle (``ClusterIndex.leaving``).
             self._delete(figures, pod)
             self.calls.event(figures, pod, reason=EVENT_REASONS[MOVE_REASON], message=message)
             figures.moved += 1
@@ -219,15 +240,16 @@ class Applier:
                                             move.target, pod_requests(pod)))
         return replacements
 
-    def await_cache(self, replacements: list[Replacement]) -> None:
-        """Wait (briefly) until the cache shows the moves just made: the replacement, and the
-        moved pod marked. Until then the next cycle would not count what the replacement
+    def await_cache(self) -> None:
+        """Wait (briefly) until the cache shows the replacements this cycle made, and the pods
+        they replace marked. Until then the next cycle would not count what a replacement
         holds, or would take it for an orphan."""
         deadline = time.monotonic() + REPLACEMENT_SEEN_SECONDS
-        while replacements and time.monotonic() < deadline:
-            replacements = [r for r in replacements if self.cache.pods.get(r.pod) is None
-                            or is_orphan(self.cache.pods.get(r.pod), self.cache)]
-            if replacements:
+        made = self.made
+        while made and time.monotonic() < deadline:
+            made = [key for key in made if self.cache.pods.get(key) is None
+                    or is_orphan(self.cache.pods.get(key), self.cache)]
+            if made:
                 time.sleep(0.02)
 
     def _precheck(self, placements: list[tuple[str, str]], waiting: set[str]) -> str | None:
@@ -394,8 +416,8 @@ class Applier:
                        f"left no room there for {pod_key}")
                 pod = self.cache.pods.get(pod_key) or index.pods.get(pod_key)
                 if pod is not None:
-                    self._evict(figures, pod, reason=CONFLICT_REASON,
-                                message=f"{self.scheduler_name}: {why}")
+                    self._release(figures, pod, reason=CONFLICT_REASON,
+                                  message=f"{self.scheduler_name}: {why}")
                 self.assumed.pop(pod_key, None)
                 figures.undone += 1
                 conflicts[pod_key] = why
@@ -426,7 +448,7 @@ class Applier:
             if value != "ok":
                 continue
             pod = self.cache.pods.get(pod_key) or index.pods.get(pod_key)
-            if pod is not None and self._evict(
+            if pod is not None and self._release(
                     figures, pod, reason=INCOMPLETE_REASON,
                     message=f"{self.scheduler_name}: gang {gang_name} cannot reach its "
                             f"minimum: {causes}"):

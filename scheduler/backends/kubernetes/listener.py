@@ -47,10 +47,8 @@ class PodListener(ListWatch):
     def handle(self, pod: dict[str, Any], *, deleted: bool = False) -> bool:
         """Apply one pod's state; True when a task changed."""
         key = task_of_pod(pod)
-        if key and moves.moved_by_kai(pod):
-            if selectors.task_alive(workflow_name=key[0], task_name=key[1]):
-                self._replace(pod)  # not for a task that ended meanwhile
-            return False
+        if key and (moves.moved_by_kai(pod) or moves.is_released(pod)):
+            return self._left(pod, *key, deleted=deleted)
         observation = status.observe(pod, deleted=deleted) if key else None
         if observation is None:
             return False
@@ -75,10 +73,24 @@ class PodListener(ListWatch):
             node=observation.node, exit_code=observation.exit_code,
             reason=observation.reason) or moved
 
+    def _left(self, pod: dict[str, Any], workflow_name: str, task_name: str, *,
+              deleted: bool) -> bool:
+        """The pod leaves and its task goes on in a replacement (not a task that ended
+        meanwhile): KAI's consolidation moved it, or our scheduler released it before it ran
+        — then the task holds no node until its replacement is bound."""
+        if not selectors.task_alive(workflow_name=workflow_name, task_name=task_name):
+            return False
+        self._replace(pod)
+        if deleted or not moves.is_released(pod):
+            return False
+        return lifecycle.task_released(workflow_name=workflow_name, task_name=task_name,
+                                       node=(pod.get("spec") or {}).get("nodeName") or "")
+
     def _replace(self, pod: dict[str, Any]) -> None:
-        """KAI moved the pod (its consolidation) and leaves re-creating it to the pod's owner:
-        the replacement, unbound, for KAI to place. Made once (409: it exists); a failed
-        create is made again at the pod's next event or the next re-list."""
+        """The pod's replacement, unbound, for the scheduler to place: KAI leaves re-creating a
+        moved pod to its owner; our scheduler makes a released pod's itself, and this is the
+        fallback when that create failed. Made once (409: it exists); a failed create is made
+        again at the pod's next event or the next re-list."""
         replacement = moves.replacement_of(pod)
         try:
             self.kube.core.create_namespaced_pod(
@@ -86,8 +98,8 @@ class PodListener(ListWatch):
                 _request_timeout=REQUEST_TIMEOUT).release_conn()
         except Exception as exc:  # noqa: BLE001
             if status_of(exc) != 409:
-                logger.warning("k8s backend: recreating %s after KAI's consolidation failed: "
-                               "%s", pod["metadata"]["name"], exc)
+                logger.warning("k8s backend: recreating %s failed: %s", pod["metadata"]["name"],
+                               exc)
 
     # --- LIST --------------------------------------------------------------------------------
     def relist(self) -> int:

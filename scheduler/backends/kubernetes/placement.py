@@ -97,9 +97,9 @@ class Placement:
         apply = time.monotonic()
         self.below_min = {stale.gang: stale.since for stale in result.stale
                           if not stale.evicted}
-        deferred, replacements = self.applier.apply(figures, result, index)
+        deferred = self.applier.apply(figures, result, index)
         self.reporter.report(figures, result, index, deferred)
-        self.applier.await_cache(replacements)
+        self.applier.await_cache()
         figures.apply_ms = (time.monotonic() - apply) * 1000
         figures.duration_ms = (time.monotonic() - started) * 1000
         self.last, self.last_result, self.last_index = figures, result, index

@@ -37,7 +37,7 @@ from scheduler.kai.decode import (
 )
 
 from .cache import FINISHED, ClusterCache
-from .moves import is_moving
+from .moves import is_leaving
 
 
 def charge(totals: list[int], held) -> None:
@@ -60,7 +60,7 @@ class ClusterIndex:
     node_free: dict[str, list[int]] = field(default_factory=dict)  # node → real free
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # gang → why not in the snapshot
-    moving: list[dict[str, Any]] = field(default_factory=list)  # marked moved, not deleted
+    leaving: list[dict[str, Any]] = field(default_factory=list)  # marked, not deleted
     orphans: list[dict[str, Any]] = field(default_factory=list)  # replacements of no move
 
 
@@ -73,14 +73,15 @@ def is_live(pod: dict[str, Any]) -> bool:
 
 
 def is_orphan(pod: dict[str, Any], cache: ClusterCache) -> bool:
-    """A replacement whose pod was never marked moved (the scheduler stopped between the two
-    writes): it must not run beside the pod it was made for."""
+    """A replacement whose pod was never marked moved or released (the scheduler stopped
+    between the two writes, or the mark failed): it must not run beside the pod it was made
+    for."""
     metadata = pod["metadata"]
     moved_from = (metadata.get("annotations") or {}).get(MOVED_FROM_ANNOTATION)
     if not moved_from:
         return False
     original = cache.pods.get(f"{metadata.get('namespace')}/{moved_from}")
-    return original is not None and not is_moving(original)
+    return original is not None and not is_leaving(original)
 
 
 def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
@@ -118,8 +119,8 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
         group = (metadata.get("annotations") or {}).get(PODGROUP_ANNOTATION)
         mine = (metadata.get("namespace") == namespace and is_ours(pod, scheduler_name)
                 and group in podgroups)
-        if mine and not deleting and is_moving(pod):
-            index.moving.append(pod)  # its delete failed after the mark: done again
+        if mine and not deleting and is_leaving(pod):
+            index.leaving.append(pod)  # its delete failed after the mark: done again
             deleting = True
         if mine and not deleting and is_orphan(pod, cache):
             index.orphans.append(pod)

@@ -7,6 +7,8 @@ Mapping (OSMO's backend listener; decisions where the documents are silent are m
 - a consolidation move (:mod:`.moves`: reason ``ConsolidationByScheduler``, our scheduler's, or
   KAI's consolidation message) → nothing: the task lives on in the replacement pod, whose
   binding records the move (node, reason ``consolidated``);
+- a pod our scheduler released before it ran (reason ``BindingConflict`` or ``GangIncomplete``)
+  → nothing either: the task waits for a node again in the replacement pod;
 - phase Succeeded → COMPLETED; phase Failed → FAILED, the exit code from the first
   terminated container that failed (else the first one); * Failed with pod reason ``Evicted``
   (kubelet pressure eviction) → FAILED_EVICTED;
@@ -34,7 +36,7 @@ from typing import Any
 
 from workflows.models import TaskStatus
 
-from .moves import PREEMPTION_REASON, is_moving, moved_by_kai
+from .moves import PREEMPTION_REASON, is_leaving, moved_by_kai
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def observe(pod: dict[str, Any], *, deleted: bool = False) -> Observation | None
     spec = pod.get("spec") or {}
     node = spec.get("nodeName") or ""
     conditions = status.get("conditions") or []
-    if is_moving(pod) or moved_by_kai(pod):
+    if is_leaving(pod) or moved_by_kai(pod):
         return None  # the task goes on in the replacement (``moves``)
     if any(c.get("reason") == PREEMPTION_REASON and c.get("status", "True") == "True"
            for c in conditions):

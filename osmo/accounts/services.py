@@ -7,14 +7,16 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.contrib.postgres.expressions import ArraySubquery
 from django.db import transaction
+from django.db.models import OuterRef
 from django.utils import timezone
 
 from osmo.errors import Conflict, Forbidden, OsmoError
 
 from . import login_tokens
 from .models import AccessToken, UserProfile
-from .roles import roles_for
+from .roles import roles_attach, roles_for
 
 TOKEN_PREFIX = "osmo_"
 
@@ -53,13 +55,22 @@ def tokens_revoke_all(*, user) -> int:
     )
 
 
-def token_lookup(raw: str) -> AccessToken | None:
-    """The unrevoked access token of an active user with this raw value, else None."""
-    token = (AccessToken.objects.select_related("user").live()
-             .filter(digest=token_digest(raw)).first())
+def token_with_roles(tokens) -> AccessToken | None:
+    """The one live token of ``tokens`` with its user, and the user's roles read in the same
+    query (a request's authentication is one round trip); None when there is none or its user
+    is inactive."""
+    token = next(iter(tokens.select_related("user").live().annotate(
+        group_names=ArraySubquery(Group.objects.filter(user=OuterRef("user_id"))
+                                  .values("name"))).order_by()[:1]), None)
     if token is None or not token.user.is_active:
         return None
+    roles_attach(token.user, token.group_names)
     return token
+
+
+def token_lookup(raw: str) -> AccessToken | None:
+    """The unrevoked access token of an active user with this raw value, else None."""
+    return token_with_roles(AccessToken.objects.filter(digest=token_digest(raw)))
 
 
 def login_token_issue(*, raw_token: str) -> tuple[str, int]:

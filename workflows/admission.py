@@ -13,6 +13,7 @@ nothing; an accepted one is committed before the response is sent.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -31,7 +32,7 @@ from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
-from . import logstore, metrics, ports
+from . import metrics, ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -267,10 +268,28 @@ def _platform_settings(pool: Pool) -> tuple:
     return settings_pool.platforms, settings_pool.default_platform
 
 
-def _visible_target(pool: Pool | str, roles=None) -> Pool:
+# The target pools as last read without a lock, by name, for a few seconds: a submission
+# parses its spec with their platforms before any lock, and the locked read decides 404/403
+# again and parses again when the platforms changed meanwhile, so a stale entry costs at most a
+# second parse, never a wrong admission (and a spec error is answered after a fresh read, so
+# it never hides a pool's 404).
+UNLOCKED_SECONDS = 5.0
+_unlocked: dict[str, tuple[float, Pool]] = {}
+
+
+def _visible_target(pool: Pool | str, roles=None, *, fresh: bool = False) -> Pool:
     """The target pool and its parent, read without a lock (404/403 as `_locked_target`)."""
     name = pool if isinstance(pool, str) else pool.name
-    target = Pool.objects.select_related("parent").filter(name=name).first()
+    now = time.monotonic()
+    cached = None if fresh else _unlocked.get(name)
+    if cached is not None and now - cached[0] < UNLOCKED_SECONDS:
+        target = cached[1]
+    else:
+        target = Pool.objects.select_related("parent").filter(name=name).first()
+        if len(_unlocked) >= 1024:
+            _unlocked.clear()
+        if target is not None:
+            _unlocked[name] = (now, target)
     if target is None or target.archived_at is not None or (
             target.is_subpool and target.parent.archived_at is not None):
         raise pool_not_found(name)
@@ -298,15 +317,14 @@ def _locked_target(pool: Pool | str, roles=None) -> Pool:
 
 
 def _save(admission: Admission) -> Admission:
-    insert_admitted(admission.workflow, admission.groups, admission.tasks)
     workflow = admission.workflow
     by = workflow.user.get_username() if workflow.user else "an anonymous caller"
-    now = workflow.submitted_at
-    logstore.events_record([
-        logstore.Event(workflow.pk, None, "Submitted", f"by {by} to pool {workflow.pool.name} "
-                       f"at {workflow.priority} priority, {workflow.gpus_requested} GPU(s)", now),
-        logstore.Event(workflow.pk, None, "Admitted", f"within the quota of pool "
-                       f"{workflow.pool.name}; {len(admission.groups)} group(s) queued", now)])
+    # The workflow's first events go in the same statement as its rows.
+    insert_admitted(workflow, admission.groups, admission.tasks, events=[
+        ("Submitted", f"by {by} to pool {workflow.pool.name} at {workflow.priority} "
+                      f"priority, {workflow.gpus_requested} GPU(s)"),
+        ("Admitted", f"within the quota of pool {workflow.pool.name}; "
+                     f"{len(admission.groups)} group(s) queued")])
     events.publish(events.WorkflowAdmitted(workflow=workflow.name, pool=workflow.pool.name))
     return admission
 
@@ -320,8 +338,12 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
     # Parse before any lock: a large spec costs its own request time, never its pool's lock.
     unlocked = _visible_target(pool, roles)
     priority = validate_priority(priority)
-    spec = parse_for_pool(unlocked, source, set_variables=set_variables,
-                          set_string_variables=set_string_variables)
+    try:
+        spec = parse_for_pool(unlocked, source, set_variables=set_variables,
+                              set_string_variables=set_string_variables)
+    except OsmoError:
+        _visible_target(pool, roles, fresh=True)  # the pool's 404/403 come first
+        raise
     exec_timeout(spec)  # above the maximum: 400 before any lock
     with transaction.atomic():
         target = _locked_target(pool, roles)

@@ -1,18 +1,19 @@
-"""Writing an admitted workflow, its groups and its tasks in ONE statement.
+"""Writing an admitted workflow, its groups, its tasks and its first events in ONE statement.
 
-Admission is the hot path of the API: as ORM calls this is three round trips (workflow, groups,
-tasks), as one data-modifying CTE it is one. The column lists and casts come from the models'
-fields (computed once per process), so the statement follows the models as they change; the
-admission tests cover it.
+Admission is the hot path of the API: as ORM calls this is four round trips (workflow, groups,
+tasks, the workflow's first events), as one data-modifying CTE it is one. The column lists and
+casts come from the models' fields (computed once per process), so the statement follows the
+models as they change; the admission tests cover it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache, lru_cache
 
 from django.db import connection
 
-from .models import Task, Workflow, WorkflowGroup
+from .models import Task, TaskEvent, Workflow, WorkflowGroup
 
 _SKIP = {Workflow: (), WorkflowGroup: ("workflow_id",), Task: ("group_id", "workflow_id")}
 
@@ -28,7 +29,7 @@ def _fields(model) -> tuple[list, str, str]:
 
 
 @lru_cache(maxsize=256)
-def _statement(groups: int, tasks: int) -> str:
+def _statement(groups: int, tasks: int, events: int) -> str:
     _, workflow_columns, workflow_row = _fields(Workflow)
     _, group_columns, group_row = _fields(WorkflowGroup)
     task_fields, task_columns, task_row = _fields(Task)
@@ -46,10 +47,23 @@ task AS (
     INSERT INTO {Task._meta.db_table} (group_id, workflow_id, {task_columns})
     SELECT grp.id, workflow.id, {task_values} FROM workflow,
         (VALUES {task_rows}) v(group_name, {task_columns}) JOIN grp ON grp.name = v.group_name
-    RETURNING id, group_id, name)
+    RETURNING id, group_id, name){_events(events)}
 SELECT workflow.id, grp.id, grp.name, task.id, task.name
 FROM workflow JOIN grp ON true LEFT JOIN task ON task.group_id = grp.id
 """
+
+
+def _events(count: int) -> str:
+    """The workflow's own events (``TaskEvent`` rows without a task), as ``logstore`` keeps
+    them, in the same statement."""
+    if not count:
+        return ""
+    rows = ", ".join(["(%s::text, %s::text)"] * count)
+    return f""",
+event AS (
+    INSERT INTO {TaskEvent._meta.db_table} (workflow_id, task_id, at, reason, message)
+    SELECT workflow.id, NULL, %s::timestamptz, e.reason, e.message
+    FROM workflow, (VALUES {rows}) e(reason, message))"""
 
 
 def _values(instance, model, params: list) -> None:
@@ -57,8 +71,10 @@ def _values(instance, model, params: list) -> None:
         params.append(field.get_db_prep_save(field.pre_save(instance, add=True), connection))
 
 
-def insert_admitted(workflow: Workflow, groups: list[WorkflowGroup], tasks: list[Task]) -> None:
-    """Insert everything; the instances get their primary keys."""
+def insert_admitted(workflow: Workflow, groups: list[WorkflowGroup], tasks: list[Task], *,
+                    events: Sequence[tuple[str, str]] = ()) -> None:
+    """Insert everything, and the workflow's ``events`` ((reason, message), at its submission
+    time); the instances get their primary keys."""
     params: list = []
     _values(workflow, Workflow, params)
     for group in groups:
@@ -66,8 +82,12 @@ def insert_admitted(workflow: Workflow, groups: list[WorkflowGroup], tasks: list
     for task in tasks:
         params.append(task.group.name)
         _values(task, Task, params)
+    if events:
+        params.append(workflow.submitted_at)
+        for reason, message in events:
+            params += [reason[:40], message[:1000]]
     with connection.cursor() as cursor:
-        cursor.execute(_statement(len(groups), len(tasks)), params)
+        cursor.execute(_statement(len(groups), len(tasks), len(events)), params)
         rows = cursor.fetchall()
     workflow.pk = rows[0][0]
     group_ids = {name: pk for _, pk, name, _, _ in rows}

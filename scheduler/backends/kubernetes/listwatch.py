@@ -8,6 +8,9 @@ resourceVersion moves past it, so an event whose write failed comes again with t
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +20,9 @@ from . import metrics
 from .client import REQUEST_TIMEOUT, status_of
 
 logger = logging.getLogger(__name__)
+
+BATCH_WINDOW = 0.05  # seconds a batch of watch events waits for more after its first
+BATCH_SIZE = 500
 
 
 class ListWatch:
@@ -57,6 +63,68 @@ class ListWatch:
                 if self._stopping:
                     break
         finally:
+            self._watch = None
+        return counted
+
+    def stream_batches(self, lister: Callable[..., Any], *args: Any, timeout: int,
+                       apply: Callable[[list[tuple[str, dict[str, Any]]]], int],
+                       window: float = BATCH_WINDOW, size: int = BATCH_SIZE,
+                       **kwargs: Any) -> int:
+        """As :meth:`stream`, but the events are applied in batches — ``apply(events)`` with
+        what arrived within ``window`` seconds of a batch's first event, at most ``size`` —
+        in this thread, while a reader thread takes the next ones off the connection. The
+        resourceVersion moves past a batch once it is applied."""
+        events: queue.Queue = queue.Queue()
+        done = object()
+
+        stream = self._watch = watch.Watch(return_type="object")
+
+        def read() -> None:
+            try:
+                for event in stream.stream(
+                        lister, *args, **kwargs, resource_version=self.resource_version,
+                        allow_watch_bookmarks=True, timeout_seconds=timeout,
+                        _request_timeout=(REQUEST_TIMEOUT[0], timeout + 15)):
+                    events.put(event)
+                    if self._stopping:
+                        break
+                events.put(done)
+            except BaseException as exc:  # noqa: BLE001 - raised in the applying thread
+                events.put(exc)
+
+        reader = threading.Thread(target=read, name=f"{self.log_name}-watch", daemon=True)
+        reader.start()
+        counted, finished = 0, False
+        try:
+            while not finished:
+                batch, deadline = [events.get()], None
+                while True:
+                    last = batch[-1]
+                    if last is done or isinstance(last, BaseException):
+                        batch.pop()
+                        finished = True
+                        break
+                    if len(batch) >= size:
+                        break
+                    deadline = deadline or time.monotonic() + window
+                    try:
+                        batch.append(events.get(timeout=max(0.0, deadline - time.monotonic())))
+                    except queue.Empty:
+                        break
+                applied = [(e["type"], e["raw_object"]) for e in batch
+                           if e["type"] != "BOOKMARK"]
+                if applied:
+                    counted += apply(applied)
+                for event in batch:
+                    version = (event["raw_object"].get("metadata") or {}).get("resourceVersion")
+                    if version:
+                        self.resource_version = version
+                if finished and isinstance(last, BaseException):
+                    raise last
+        finally:
+            if not finished:  # an apply failed: end the watch; its events come again
+                self.stop()
+            reader.join(timeout=REQUEST_TIMEOUT[1])
             self._watch = None
         return counted
 

@@ -342,8 +342,12 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
         spec = parse_for_pool(unlocked, source, set_variables=set_variables,
                               set_string_variables=set_string_variables)
     except OsmoError:
-        _visible_target(pool, roles, fresh=True)  # the pool's 404/403 come first
-        raise
+        fresh = _visible_target(pool, roles, fresh=True)  # the pool's 404/403 come first
+        if _platform_settings(fresh) == _platform_settings(unlocked):
+            raise
+        unlocked = fresh  # the platforms changed since they were read: parse with the new
+        spec = parse_for_pool(unlocked, source, set_variables=set_variables,
+                              set_string_variables=set_string_variables)
     exec_timeout(spec)  # above the maximum: 400 before any lock
     with transaction.atomic():
         target = _locked_target(pool, roles)

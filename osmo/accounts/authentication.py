@@ -3,7 +3,6 @@ from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework import authentication, exceptions
 
 from . import login_tokens
-from .models import AccessToken
 from .services import token_lookup, token_with_roles
 
 
@@ -37,8 +36,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             claims = login_tokens.decode(raw)
         except login_tokens.InvalidLoginToken as exc:
             raise exceptions.AuthenticationFailed("Expired or invalid login token.") from exc
-        token = token_with_roles(AccessToken.objects.filter(pk=claims.token_id,
-                                                            user_id=claims.user_id))
+        token = token_with_roles(pk=claims.token_id, user_id=claims.user_id)
         if token is None:
             raise exceptions.AuthenticationFailed(
                 "The access token behind this login token was revoked.")

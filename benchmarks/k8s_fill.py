@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import logging
 import os
 import random
 import shutil
@@ -49,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.end_to_end import SPEC  # noqa: E402 - the same one-GPU workflow
+from benchmarks.standalone import Standalone  # noqa: E402
 from tests.kube_real.kubelet import (  # noqa: E402 - the tests' kubelet admission
     Admission,
     overcommitted,
@@ -278,20 +278,6 @@ def report(label: str, problems: list[str]) -> None:
 
 # --- fill: the product, the floor, kube-scheduler and our scheduler, in one run --------------
 
-def free_port(low: int = 18900, high: int = 18999) -> int:
-    """A free port of the range this benchmark may use (any free one when all are taken)."""
-    import socket
-
-    for port in [*range(low, high + 1), 0]:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return probe.getsockname()[1]
-    raise RuntimeError("no free port")
-
-
 def _template(obj: dict, api_version: str, kind: str) -> dict:
     """An object as it was written: no server-set fields, no binding, no status."""
     metadata = {k: v for k, v in obj["metadata"].items() if k in (
@@ -336,46 +322,16 @@ def _until(done, limit: float, label: str, problems=lambda: []) -> None:
 
 def product_phase(server, admin: Admin, args, run_dir: Path) -> dict:
     """(1) ``osmo standalone`` as a user starts it, on this cluster: REST → Running."""
-    data_dir, port = run_dir / "osmo", free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OSMO_", "DATABASE_URL",
-                                                                     "SECRET_KEY", "REDIS_URL",
-                                                                     "CELERY_", "DJANGO_"))}
-    env.update(OSMO_CLUSTER_BACKEND="kubernetes", OSMO_PLACEMENT="osmo",
-               OSMO_KAI_KUBECONFIG=str(server.backend_kubeconfig))
-    log = (run_dir / "standalone.log").open("wb")
-    standalone = subprocess.Popen(
-        [str(Path(sys.executable).parent / "osmo"), "standalone", "--no-demo", "--port",
-         str(port), "--data-dir", str(data_dir)], env=env, cwd=str(ROOT),
-        stdout=subprocess.PIPE, stderr=log, text=True)
-    token = None
-    for line in standalone.stdout:
-        if line.startswith("token: "):
-            token = line.split(": ", 1)[1].strip()
-            break
-    if token is None:
-        raise SystemExit(f"[product] osmo standalone did not start (see {run_dir}/"
-                         "standalone.log)")
-    # Beside the running server, as `manage.py` joins it: the same embedded PostgreSQL.
-    os.environ.update(OSMO_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="osmo.settings",
-                      OSMO_CLUSTER_BACKEND="kubernetes", OSMO_PLACEMENT="osmo")
-    import django
-
-    from osmo.embedded import prepare_local_environment
-
-    prepare_local_environment()
-    django.setup()
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    from django.db import connections
-
-    from osmo.accounts import services as accounts
-    from pools import services as pools
+    standalone = Standalone(run_dir / "osmo", {
+        "OSMO_CLUSTER_BACKEND": "kubernetes", "OSMO_PLACEMENT": "osmo",
+        "OSMO_KAI_KUBECONFIG": str(server.backend_kubeconfig)})
+    standalone.start()
+    standalone.join_database()
     from scheduler.models import SchedulerCycle
     from workflows.models import Task
 
-    pools.pool_upsert(actor=None, name="bench", quota_gpus=args.nodes * 8)
-    user = accounts.user_ensure(username="bench", groups=["osmo-bench-user"])
-    bench_token = accounts.token_issue(user=user)
-    base, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {bench_token}"}
+    bench_token = standalone.bench_token("bench", args.nodes * 8)
+    base, headers = standalone.base, {"Authorization": f"Bearer {bench_token}"}
     kubelet = Kubelet(admin, NAMESPACE).start()
     figures: dict = {}
     try:
@@ -443,9 +399,7 @@ def product_phase(server, admin: Admin, args, run_dir: Path) -> dict:
                 "GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]])
     finally:
         kubelet.stop()
-        connections.close_all()
-        standalone.terminate()
-        standalone.wait(60)
+        standalone.stop()
     return figures
 
 

@@ -213,9 +213,20 @@ def sleep_seconds(command, args=()) -> int | None:
     return None
 
 
+def _numbered_in_insert(spec: WorkflowSpec) -> bool:
+    """Are the workflow's PodGroup names plain joins ("{spec}-{n}-{group}") whatever its
+    number (up to ten digits)? Then the insert numbers the workflow itself: the name
+    counter's row — every submission of this spec name queues on it until its holder commits —
+    is held for one statement and the commit, not for the statements and the Python between."""
+    return all(podgroup_name(f"{spec.name}-{n}", group.name) == f"{spec.name}-{n}-{group.name}"
+               for n in (1, 9_999_999_999) for group in spec.groups)
+
+
 def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, source: str,
            set_variables, set_string_variables, kind: str,
-           labels: dict[str, str] | None = None) -> Admission:
+           labels: dict[str, str] | None = None, numbered: bool = False) -> Admission:
+    """``numbered``: ``name`` is the spec's name and each PodGroup is named as its group; the
+    insert gives both their final names (:func:`_numbered_in_insert`)."""
     workflow = Workflow(
         name=name, kind=kind, pool=pool, priority=priority,
         user=actor if getattr(actor, "is_authenticated", False) else None,
@@ -234,7 +245,8 @@ def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, s
         group = WorkflowGroup(workflow=workflow, name=group_spec.name, position=group_index,
                               status=status, depends_on=list(group_spec.depends_on),
                               lead_task=group_spec.lead, gpus=group_spec.gpus,
-                              podgroup=podgroup_name(name, group_spec.name),
+                              podgroup=group_spec.name if numbered
+                              else podgroup_name(name, group_spec.name),
                               gang=group_spec.podgroup_spec_fields(),
                               scheduling_at=None if group_spec.depends_on
                               else workflow.submitted_at)
@@ -316,11 +328,11 @@ def _locked_target(pool: Pool | str, roles=None) -> Pool:
     return target
 
 
-def _save(admission: Admission) -> Admission:
+def _save(admission: Admission, *, numbered: str | None = None) -> Admission:
     workflow = admission.workflow
     by = workflow.user.get_username() if workflow.user else "an anonymous caller"
     # The workflow's first events go in the same statement as its rows.
-    insert_admitted(workflow, admission.groups, admission.tasks, events=[
+    insert_admitted(workflow, admission.groups, admission.tasks, numbered=numbered, events=[
         ("Submitted", f"by {by} to pool {workflow.pool.name} at {workflow.priority} "
                       f"priority, {workflow.gpus_requested} GPU(s)"),
         ("Admitted", f"within the quota of pool {workflow.pool.name}; "
@@ -359,12 +371,15 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
                     largest_group=max((_spec_group_minimum(group) for group in spec.groups),
                                       default=0),
                     priority=priority)
-        name = _peek_name(spec.name) if dry_run else _next_name(spec.name)
+        numbered = not dry_run and _numbered_in_insert(spec)
+        name = spec.name if numbered else _peek_name(spec.name) if dry_run else \
+            _next_name(spec.name)
         admission = _build(spec, name=name, pool=target, priority=priority, actor=actor,
                            source=source, set_variables=set_variables,
                            set_string_variables=set_string_variables,
-                           kind=WorkflowKind.WORKFLOW, labels=labels)
-        return admission if dry_run else _save(admission)
+                           kind=WorkflowKind.WORKFLOW, labels=labels, numbered=numbered)
+        return admission if dry_run else _save(admission,
+                                               numbered=spec.name if numbered else None)
 
 
 @metrics.counted("workload")

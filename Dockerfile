@@ -17,4 +17,4 @@ RUN pip install --no-cache-dir -e . && SECRET_KEY=build DATABASE_URL=postgresql:
 RUN useradd --system --uid 1000 osmo && chown -R osmo /app
 USER osmo
 EXPOSE 8000
-CMD ["gunicorn", "osmo.wsgi:application", "--config", "python:osmo.gunicorn_config", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "40"]
+CMD ["gunicorn", "osmo.wsgi:application", "--config", "python:osmo.gunicorn_config", "--bind", "0.0.0.0:8000"]

@@ -1,34 +1,44 @@
 """``OSMO_PLACEMENT=osmo`` at scale on a real kube-apiserver with simulated nodes (KAI's own
 scale rig works the same way: a real API server, nodes that are only objects, a kubelet
-stand-in). Three scenarios, each on an empty cluster:
+stand-in — the tests' kubelet admission, ``tests/kube_real/kubelet.py``: a pod its node has no
+room for is refused). Scenarios, each on an empty cluster:
 
-- ``fill``: 500 Nodes × 8 GPUs; 4,000 single-GPU workflows submitted through our REST API by 8
-  clients (gunicorn), dispatched by ``manage.py run_k8s_backend`` (which also schedules), a
-  kubelet stand-in marks bound pods Running → seconds from the first submission until every
-  pod is bound and Running, and until every task is RUNNING in our database. KAI's published
-  rig: 6 min 38 s. Target: < 60 s.
+- ``fill``: 500 Nodes × 8 GPUs and 4,000 one-GPU jobs, four ways in ONE run (the machine is
+  shared, so the ratios are what compare):
+  (1) the product as a user starts it — ``osmo standalone`` with
+  ``OSMO_CLUSTER_BACKEND=kubernetes OSMO_PLACEMENT=osmo`` and nothing else — 4,000 workflows
+  through the REST API by 8 clients: seconds from the first submission until every pod is
+  Running (and until every task is RUNNING in the database);
+  (2) the floor: 8 bare client threads writing the objects the product wrote (a PodGroup and a
+  pod per job), binding each pod; the kubelet stand-in marks them Running;
+  (3) the real kube-scheduler v1.25 (``../shared/tools/kube``, client qps/burst 1000) on the
+  same pods created directly, and (4) our scheduler alone (the backend's placement loop, in a
+  process of its own) on the same PodGroups and pods created directly: for both, every pod
+  exists before the scheduler starts, and the figure is the time from its start to the last
+  binding. Targets: (1) ≤ 1.3 × (2); our binding rate ≥ 1.5 × kube-scheduler's; ≤ 1.05 API
+  requests of our scheduler per scheduled pod.
 - ``gang``: one 512-pod gang (1 GPU each, ``minMember`` 512) on 512 nodes × 8 GPUs.
 - ``rack``: a 16 × 8-GPU gang that requires one rack, on 512 nodes (32 racks of 16) that
   another scheduler's pods fragment: one rack only has 16 whole nodes free.
 
-It prints where the time goes (our API, dispatch, cycles, binding, API server) and the API
-requests per scheduled pod (target ≤ 2). Before any time it checks the result and stops with
-the problems instead when it is wrong: every submission accepted, every pod there once, bound
-(and Running, as the kubelet stand-in admits it: it refuses a pod its node has no room for),
-no node's pods requesting more than its allocatable, the scheduler's bind and delete counts.
-The backend runs with the product's intervals as the environment sets them, printed first.
+Before any time it checks each result and stops with the problems instead when one is wrong:
+every submission accepted, every pod there once and bound by one binding, (Running, as the
+kubelet stand-in admits it), no node's pods requesting more than its allocatable, the
+scheduler's bind and delete counts. Then it prints where the time goes and the load.
 
     python benchmarks/k8s_fill.py [fill gang rack] [--nodes 500] [--workflows 4000]
-                                  [--clients 8] [--web-workers 4]
+                                  [--clients 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
 import shutil
+import signal
 import ssl
 import subprocess
 import sys
@@ -45,8 +55,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.django_env import bootstrap  # noqa: E402
 from benchmarks.end_to_end import SPEC  # noqa: E402 - the same one-GPU workflow
+from benchmarks.standalone import Standalone  # noqa: E402
 from tests.kube_real.kubelet import (  # noqa: E402 - the tests' kubelet admission
     Admission,
     overcommitted,
@@ -65,6 +75,7 @@ class Admin:
 
     def __init__(self, kubeconfig: Path):
         config = yaml.safe_load(kubeconfig.read_text())
+        self.kubeconfig = kubeconfig
         self.base = config["clusters"][0]["cluster"]["server"]
         self.token = config["users"][0]["user"]["token"]
         self.verify = ssl.create_default_context(
@@ -98,6 +109,8 @@ class Admin:
             "capacity": capacity, "allocatable": capacity,
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "simulated"}]}}, patch=True)
+        # Ready: no node lifecycle controller runs to lift admission's not-ready taint.
+        self.call("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}}, patch=True)
 
     def nodes(self, count: int, gpus: int = 8) -> list[str]:
         for node in self.call("GET", "/api/v1/nodes")["items"]:
@@ -271,54 +284,65 @@ def report(label: str, problems: list[str]) -> None:
     print(f"[{label}] checked: every pod distinct and bound, no node over its allocatable")
 
 
-# --- fill -------------------------------------------------------------------------------------
+# --- fill: the product, the floor, kube-scheduler and our scheduler, in one run --------------
 
-def fill(server, admin: Admin, args) -> None:
-    from django.conf import settings
-    from django.db import connections
+def _template(obj: dict, api_version: str, kind: str) -> dict:
+    """An object as it was written: no server-set fields, no binding, no status."""
+    metadata = {k: v for k, v in obj["metadata"].items() if k in (
+        "name", "namespace", "labels", "annotations")}
+    body = {"apiVersion": api_version, "kind": kind, "metadata": metadata,
+            "spec": dict(obj["spec"])}
+    body["spec"].pop("nodeName", None)
+    return body
 
-    from osmo.accounts import services as accounts
-    from osmo.embedded import free_port
-    from pools import services as pools
+
+def _clean(admin: Admin) -> None:
+    """No pod and no PodGroup left in the namespace (the next phase starts on empty nodes)."""
+    admin.delete_namespace_pods(NAMESPACE)
+    admin.call("DELETE", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups")
+    deadline = time.monotonic() + 120
+    while admin.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
+                     query=[("limit", "1")])["items"]:
+        if time.monotonic() > deadline:
+            raise SystemExit("[fill] the pods of the previous phase are still there")
+        time.sleep(0.5)
+
+
+def _bindings(requests: Counter) -> int:
+    return requests.get("POST pods/binding", 0)
+
+
+def _create_all(admin: Admin, objects: list[dict], clients: int) -> None:
+    path = {"Pod": f"/api/v1/namespaces/{NAMESPACE}/pods",
+            "PodGroup": f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups"}
+    admin.parallel([lambda o=o: admin.call("POST", path[o["kind"]], o) for o in objects],
+                   workers=clients)
+
+
+def _until(done, limit: float, label: str, problems=lambda: []) -> None:
+    deadline = time.monotonic() + limit
+    while not done():
+        if problems() or time.monotonic() > deadline:
+            raise SystemExit(f"[{label}] FAILED, no time printed: "
+                             + "; ".join(problems() or [f"not done within {limit:g} s"]))
+        time.sleep(0.05)
+
+
+def product_phase(server, admin: Admin, args, run_dir: Path) -> dict:
+    """(1) ``osmo standalone`` as a user starts it, on this cluster: REST → Running."""
+    standalone = Standalone(run_dir / "osmo", {
+        "OSMO_CLUSTER_BACKEND": "kubernetes", "OSMO_PLACEMENT": "osmo",
+        "OSMO_KAI_KUBECONFIG": str(server.backend_kubeconfig)})
+    standalone.start()
+    standalone.join_database()
     from scheduler.models import SchedulerCycle
     from workflows.models import Task
 
-    started = time.perf_counter()
-    admin.nodes(args.nodes)
-    print(f"[fill] {args.nodes} nodes created in {time.perf_counter() - started:.1f} s")
-    pools.pool_upsert(actor=None, name="bench", quota_gpus=args.nodes * 8)
-    user = accounts.user_ensure(username="bench", groups=["osmo-bench-user"])
-    token = accounts.token_issue(user=user)
-    connections.close_all()
-
-    port = free_port()
-    # The backend's intervals are the product's settings as this environment gives them
-    # (set OSMO_K8S_INTERVAL / OSMO_K8S_RESYNC_INTERVAL as for any deployment to change them).
-    print(f"[fill] backend intervals: OSMO_K8S_INTERVAL={settings.OSMO_K8S_INTERVAL:g} s "
-          f"(dispatch and cleanup passes), OSMO_K8S_RESYNC_INTERVAL="
-          f"{settings.OSMO_K8S_RESYNC_INTERVAL:g} s (re-lists)")
-    env = dict(os.environ, OSMO_LOG_LEVEL="WARNING", OSMO_CLUSTER_BACKEND="kubernetes",
-               OSMO_PLACEMENT="osmo", OSMO_NAMESPACE=NAMESPACE, OSMO_KAI_SYNC="0",
-               OSMO_KAI_KUBECONFIG=str(server.backend_kubeconfig))
-    web = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "osmo.wsgi:application",
-         "--config", "python:osmo.gunicorn_config", "--bind",
-         f"127.0.0.1:{port}", "--workers", str(args.web_workers), "--threads", "2",
-         "--log-level", "warning"], env=env, cwd=str(ROOT))
-    backend = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "run_k8s_backend"],
-                               env=env, cwd=str(ROOT))
+    bench_token = standalone.bench_token("bench", args.nodes * 8)
+    base, headers = standalone.base, {"Authorization": f"Bearer {bench_token}"}
     kubelet = Kubelet(admin, NAMESPACE).start()
-    base = f"http://127.0.0.1:{port}"
-    headers = {"Authorization": f"Bearer {token}"}
+    figures: dict = {}
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/api/health", timeout=2).json().get("cluster") == "ok":
-                    break
-            except (httpx.HTTPError, ValueError):
-                pass
-            time.sleep(0.2)
         before = api_requests(admin)
         remaining = iter(range(args.workflows))
         lock = threading.Lock()
@@ -342,78 +366,263 @@ def fill(server, admin: Admin, args) -> None:
         threads = [threading.Thread(target=client) for _ in range(args.clients)]
         for thread in threads:
             thread.start()
-        submitted = all_running = tasks_running = None
-        expected = args.workflows
-        while time.perf_counter() - start < args.limit:
+        submitted = all_running = None
+        while time.perf_counter() - start < args.limit and not (failures or kubelet.problems()):
             now = time.perf_counter() - start
             if submitted is None and not any(t.is_alive() for t in threads):
                 submitted = now
-            if failures or kubelet.problems():
-                break  # the run has failed: reported below, with no time
-            if all_running is None and len(kubelet.running) >= expected and submitted:
+            if all_running is None and submitted and len(kubelet.running) >= args.workflows:
                 all_running = now
             if all_running is not None and Task.objects.filter(
-                    status="RUNNING").count() >= expected:
-                tasks_running = time.perf_counter() - start
+                    status="RUNNING").count() >= args.workflows:
+                figures["tasks_running"] = time.perf_counter() - start
                 break
             time.sleep(0.2)
         for thread in threads:
             thread.join()
+        requests = delta(api_requests(admin), before)
         cycle = SchedulerCycle.objects.filter(pk=1).values_list("metrics", flat=True).first()
-        after = api_requests(admin)
         problems = [f"{len(failures)} of {args.workflows} submissions failed (HTTP "
                     f"{sorted(Counter(failures).items())})"] if failures else []
         problems += kubelet.problems()
-        if all_running is None:
-            problems.append(f"not every pod bound and Running within {args.limit:g} s")
-        if tasks_running is None:
-            problems.append(f"not every task RUNNING within {args.limit:g} s")
+        if all_running is None or "tasks_running" not in figures:
+            problems.append(f"not every pod Running and task RUNNING within {args.limit:g} s")
         calls = (cycle or {}).get("api_calls_total", {})
-        if (cycle or {}).get("bound_total") != expected or calls.get("delete"):
+        if (cycle or {}).get("bound_total") != args.workflows or calls.get("delete"):
             problems.append(f"the scheduler bound {(cycle or {}).get('bound_total')} pods and "
-                            f"deleted {calls.get('delete', 0)}; expected {expected} and 0")
-        problems += verify(admin, count=expected, running=True)
+                            f"deleted {calls.get('delete', 0)}; expected {args.workflows}, 0")
+        if _bindings(requests) != args.workflows:
+            problems.append(f"{_bindings(requests)} bindings for {args.workflows} pods")
+        problems += verify(admin, count=args.workflows, running=True)
+        report("product", problems)
+        figures.update(
+            time=all_running, submitted=submitted, submit_times=submit_times,
+            created=sorted(kubelet.created.values()), bound=sorted(kubelet.bound.values()),
+            running=sorted(kubelet.running.values()), start=start, cycle=cycle,
+            requests=requests, created_to_bound=median_gap(kubelet.created, kubelet.bound),
+            templates=[_template(o, "scheduling.run.ai/v2alpha2", "PodGroup") for o in
+                       admin.call("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/"
+                                         f"{NAMESPACE}/podgroups")["items"]]
+            + [_template(o, "v1", "Pod") for o in admin.call(
+                "GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]])
     finally:
-        backend.terminate()
-        web.terminate()
         kubelet.stop()
-        backend.wait(30)
-        web.wait(30)
-    report("fill", problems)
-    created = sorted(kubelet.created.values())
-    bound = sorted(kubelet.bound.values())
-    running = sorted(kubelet.running.values())
-    print(f"[fill] {args.nodes} nodes × 8 GPUs, {args.workflows} single-GPU workflows, "
-          f"{args.clients} clients, gunicorn {args.web_workers}×2")
-    if submitted:
-        print(f"[fill] submitted in {submitted:.1f} s ({args.workflows / submitted:.0f}/s, "
-              f"median request {sorted(submit_times)[len(submit_times) // 2] * 1000:.0f} ms), "
-              f"failed {len(failures)}")
-    if created:
-        print(f"[fill] pods created (dispatch): first {created[0] - start:.1f} s, "
-              f"last {created[-1] - start:.1f} s ({len(created)} pods)")
-    if bound:
-        print(f"[fill] pods bound: first {bound[0] - start:.1f} s, last {bound[-1] - start:.1f} "
-              f"s ({len(bound)}); median created→bound "
-              f"{median_gap(kubelet.created, kubelet.bound) * 1000:.0f} ms")
-    if running:
-        print(f"[fill] pods Running (kubelet stand-in): last {running[-1] - start:.1f} s "
-              f"({len(running)})")
-    print(f"[fill] ALL PODS BOUND AND RUNNING after: {all_running:.1f} s; all tasks "
-          f"RUNNING in the database after: {tasks_running:.1f} s")
-    if cycle:
-        calls = cycle.get("api_calls_total", {})
-        bound_total = max(1, cycle.get("bound_total", 0))
-        print(f"[fill] scheduler: {cycle.get('cycles')} cycles, time in cycles (ms) "
-              f"{cycle.get('time_total_ms')}, its API calls {calls} → "
-              f"{sum(calls.values()) / bound_total:.2f} per scheduled pod")
-    requests = delta(after, before)
-    pods = max(1, len(bound))
-    print(f"[fill] API server requests during the run: {sum(requests.values())} "
-          f"({sum(requests.values()) / pods:.1f} per pod, all clients); the largest: "
-          + ", ".join(f"{k} {v}" for k, v in requests.most_common(8)))
-    target = all_running < 60
-    print(f"[fill] target (< 60 s to all bound and Running): {'met' if target else 'NOT met'}")
+        standalone.stop()
+    return figures
+
+
+def floor_phase(admin: Admin, args, templates: list[dict], nodes: list[str]) -> dict:
+    """(2) Bare clients writing what the product writes per job — its PodGroup and its pod —
+    and binding the pod (to the next node with room: no scheduling), the kubelet stand-in
+    marking it Running."""
+    podgroups = {o["metadata"]["name"]: o for o in templates if o["kind"] == "PodGroup"}
+    pods = [o for o in templates if o["kind"] == "Pod"]
+    jobs = [(podgroups[pod["metadata"]["annotations"]["pod-group-name"]], pod,
+             nodes[index // 8]) for index, pod in enumerate(sorted(
+                 pods, key=lambda p: p["metadata"]["name"]))]
+
+    def job(podgroup: dict, pod: dict, node: str) -> None:
+        admin.call("POST", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups",
+                   podgroup)
+        admin.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+        name = pod["metadata"]["name"]
+        admin.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/binding", {
+            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+
+    kubelet = Kubelet(admin, NAMESPACE).start()
+    try:
+        before = api_requests(admin)
+        start = time.perf_counter()
+        admin.parallel([lambda j=j: job(*j) for j in jobs], workers=args.clients)
+        _until(lambda: len(kubelet.running) >= len(pods), args.limit, "floor", kubelet.problems)
+        took = time.perf_counter() - start
+        requests = delta(api_requests(admin), before)
+    finally:
+        kubelet.stop()
+    problems = kubelet.problems() + verify(admin, count=len(pods), running=True)
+    if _bindings(requests) != len(pods):
+        problems.append(f"{_bindings(requests)} bindings for {len(pods)} pods")
+    report("floor", problems)
+    return {"time": took, "requests": requests}
+
+
+def _scheduler_figures(label: str, admin: Admin, args, objects: list[dict], launch) -> dict:
+    """Every object created first; then the scheduler starts (``launch()``, returning a stop
+    function): the time from its start to the last binding the watch shows."""
+    pods = sum(1 for o in objects if o["kind"] == "Pod")
+    kubelet = Kubelet(admin, NAMESPACE).start()
+    try:
+        _create_all(admin, objects, args.clients)
+        _until(lambda: len(kubelet.created) >= pods, 60, label, kubelet.problems)
+        before = api_requests(admin)
+        start = time.perf_counter()
+        stop = launch()
+        try:
+            _until(lambda: len(kubelet.bound) >= pods, args.limit, label, kubelet.problems)
+            last = max(kubelet.bound.values()) - start
+            first = min(kubelet.bound.values()) - start
+        finally:
+            extra = stop() or {}
+        requests = delta(api_requests(admin), before)
+    finally:
+        kubelet.stop()
+    problems = kubelet.problems() + verify(admin, count=pods)
+    if _bindings(requests) != pods:
+        problems.append(f"{_bindings(requests)} bindings for {pods} pods (each once)")
+    report(label, problems)
+    return {"time": last, "first": first, "requests": requests, "pods": pods, **extra}
+
+
+def kube_scheduler_phase(admin: Admin, args, templates: list[dict], run_dir: Path) -> dict:
+    """(3) The real kube-scheduler v1.25 (qps/burst 1000) on the same pods, created directly."""
+    from tests.kube_real.server import TOOLS
+
+    binary = run_dir / "kube-scheduler"
+    if not binary.exists():
+        with gzip.open(TOOLS / "kube-scheduler-v1.25.0-k3s1.gz") as packed:
+            binary.write_bytes(packed.read())
+        binary.chmod(0o755)
+    config = run_dir / "kube-scheduler.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(admin.kubeconfig), "qps": 1000, "burst": 1000},
+        "leaderElection": {"leaderElect": False}}))
+    pods = []
+    for obj in templates:
+        if obj["kind"] == "Pod":
+            pod = json.loads(json.dumps(obj))
+            pod["spec"]["schedulerName"] = "default-scheduler"
+            pods.append(pod)
+
+    def launch():
+        log = (run_dir / "kube-scheduler.log").open("wb")
+        process = subprocess.Popen([str(binary), "--config", str(config), "--secure-port", "0"],
+                                   stdout=log, stderr=log)
+
+        def stop() -> None:
+            process.terminate()
+            process.wait(30)
+        return stop
+
+    return _scheduler_figures("kube-scheduler", admin, args, pods, launch)
+
+
+def osmo_scheduler_phase(server, admin: Admin, args, templates: list[dict]) -> dict:
+    """(4) Our scheduler alone — the backend's placement loop, in a process of its own as the
+    backend runs it — on the same PodGroups and pods, created directly."""
+
+    def launch():
+        env = dict(os.environ, OSMO_CLUSTER_BACKEND="kubernetes", OSMO_PLACEMENT="osmo",
+                   OSMO_NAMESPACE=NAMESPACE, OSMO_LOG_LEVEL="WARNING")
+        process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--scheduler-process",
+             str(server.backend_kubeconfig)], env=env, cwd=str(ROOT), stdout=subprocess.PIPE,
+            text=True)
+
+        def stop() -> dict:
+            process.send_signal(signal.SIGTERM)
+            out, _ = process.communicate(timeout=60)
+            return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        return stop
+
+    figures = _scheduler_figures("osmo-scheduler", admin, args, templates, launch)
+    problems = []
+    if figures.get("bound_total") != figures["pods"] or figures.get("calls", {}).get("delete"):
+        problems.append(f"our scheduler bound {figures.get('bound_total')} pods and deleted "
+                        f"{figures.get('calls', {}).get('delete', 0)}")
+    report("osmo-scheduler", problems)
+    return figures
+
+
+def scheduler_process(kubeconfig: str) -> None:
+    """The body of phase (4)'s process: the product's placement loop; on SIGTERM, its totals
+    as one JSON line."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
+    os.environ.setdefault("SECRET_KEY", "osmo-benchmark")
+    os.environ.setdefault("DATABASE_URL", "postgresql://unused/none")  # no cycle record
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from scheduler.backends.kubernetes.client import api_client
+    from scheduler.backends.kubernetes.runner import placement_loop
+
+    stop, wake, seen = threading.Event(), threading.Event(), {}
+    signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
+
+    def publish(placement, figures) -> None:
+        seen.update(bound_total=placement.bound_total, cycles=placement.cycles,
+                    calls=dict(placement.totals),
+                    time_ms={k: round(v) for k, v in placement.time_totals.items()})
+
+    placement_loop(lambda: not stop.is_set(), wake, interval=settings.OSMO_K8S_INTERVAL,
+                   watch_timeout=settings.OSMO_K8S_WATCH_TIMEOUT,
+                   client_factory=lambda: api_client(kubeconfig=kubeconfig), publish=publish)
+    print(json.dumps(seen), flush=True)
+
+
+def fill(server, admin: Admin, args, run_dir: Path) -> None:
+    started = time.perf_counter()
+    nodes = admin.nodes(args.nodes)
+    print(f"[fill] {args.nodes} Nodes × 8 GPUs created in {time.perf_counter() - started:.1f} s; "
+          f"{args.workflows} one-GPU jobs, {args.clients} clients; load before: "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    product = product_phase(server, admin, args, run_dir)
+    templates = product["templates"]
+    _clean(admin)
+    floor = floor_phase(admin, args, templates, nodes)
+    _clean(admin)
+    kube = kube_scheduler_phase(admin, args, templates, run_dir)
+    _clean(admin)
+    ours = osmo_scheduler_phase(server, admin, args, templates)
+    _clean(admin)
+    print_fill(args, product, floor, kube, ours)
+
+
+def print_fill(args, product: dict, floor: dict, kube: dict, ours: dict) -> None:
+    jobs, start = args.workflows, product["start"]
+    submit_times = sorted(product["submit_times"])
+    print(f"\n[fill] results (load now {os.getloadavg()[0]:.1f}; checked above):")
+    print(f"  (1) product, REST → all Running ...................... {product['time']:6.1f} s")
+    print(f"  (2) floor, bare clients writing the same objects ..... {floor['time']:6.1f} s")
+    print(f"  (3) kube-scheduler v1.25, start → last binding ........ {kube['time']:6.1f} s "
+          f"({jobs / kube['time']:.0f} pods/s)")
+    print(f"  (4) our scheduler, start → last binding ............... {ours['time']:6.1f} s "
+          f"({jobs / ours['time']:.0f} pods/s; first binding {ours['first']:.1f} s)")
+    calls = product["cycle"].get("api_calls_total", {})
+    per_pod = sum(calls.values()) / max(1, product["cycle"].get("bound_total", 0))
+    alone = sum(ours.get("calls", {}).values()) / max(1, ours.get("bound_total", 0))
+    ratio, rate = product["time"] / floor["time"], kube["time"] / ours["time"]
+    print(f"  product / floor: {ratio:.2f} (target ≤ 1.3: {'met' if ratio <= 1.3 else 'NOT met'})"
+          f"; our binding rate / kube-scheduler's: {rate:.2f} (target ≥ 1.5: "
+          f"{'met' if rate >= 1.5 else 'NOT met'}); our API requests per scheduled pod: "
+          f"{per_pod:.2f} in (1), {alone:.2f} in (4) (target ≤ 1.05: "
+          f"{'met' if max(per_pod, alone) <= 1.05 else 'NOT met'})")
+    print("\n[fill] where the product's time goes:")
+    print(f"  submissions: all {jobs} in {product['submitted']:.1f} s "
+          f"({jobs / product['submitted']:.0f}/s, median request "
+          f"{submit_times[len(submit_times) // 2] * 1000:.0f} ms, p99 "
+          f"{submit_times[int(0.99 * len(submit_times))] * 1000:.0f} ms)")
+    for label, key in (("pods created (dispatch)", "created"), ("pods bound", "bound"),
+                       ("pods Running", "running")):
+        times = product[key]
+        print(f"  {label}: first {times[0] - start:.1f} s, last {times[-1] - start:.1f} s")
+    print(f"  a pod waits a median {product['created_to_bound'] * 1000:.0f} ms from its creation "
+          f"to its binding; every task RUNNING in the database at "
+          f"{product['tasks_running']:.1f} s")
+    cycle = product["cycle"]
+    print(f"  the scheduler: {cycle.get('cycles')} cycles, ms in them "
+          f"{cycle.get('time_total_ms')}, its API calls {calls}")
+    for label, figures in (("product", product), ("floor", floor), ("kube-scheduler", kube),
+                           ("osmo-scheduler", ours)):
+        requests = figures["requests"]
+        print(f"  API server requests, {label}: {sum(requests.values())} — "
+              + ", ".join(f"{k} {v}" for k, v in requests.most_common(6)))
+    if ours.get("time_ms"):
+        print(f"  our scheduler alone: {ours.get('cycles')} cycles, ms in them "
+              f"{ours['time_ms']}, its API calls {ours.get('calls')}")
 
 
 def median_gap(first: dict[str, float], second: dict[str, float]) -> float:
@@ -582,18 +791,19 @@ def rack(server, admin: Admin, args) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--scheduler-process"]:
+        scheduler_process(sys.argv[2])
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("scenarios", nargs="*", default=["fill", "gang", "rack"])
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--workflows", type=int, default=4000)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--web-workers", type=int, default=4)
     parser.add_argument("--limit", type=float, default=600.0)
     args = parser.parse_args()
+    scenarios = sorted(args.scenarios, key=lambda name: name != "fill")  # fill sets Django up
 
-    bootstrap()
-    from tests.kube_real.osmo_placement import install_rbac
-    from tests.kube_real.server import ApiServer, unavailable_reason
+    from tests.kube_real.server import DEPLOY, ApiServer, load_documents, unavailable_reason
 
     reason = unavailable_reason()
     if reason:
@@ -602,13 +812,38 @@ def main() -> None:
     server = ApiServer(run_dir)
     try:
         server.start()
-        install_rbac(server, NAMESPACE)
+        # The placement's RBAC as shipped (``tests.kube_real.osmo_placement.install_rbac``,
+        # whose module needs Django set up first).
+        for doc in load_documents(DEPLOY / "placement-osmo" / "rbac.yaml"):
+            if doc["kind"] in ("Role", "RoleBinding"):
+                doc["metadata"]["namespace"] = NAMESPACE
+            server.create(doc, exist_ok=True)
         admin = Admin(server.kubeconfig)
-        for scenario in args.scenarios:
-            {"fill": fill, "gang": gang, "rack": rack}[scenario](server, admin, args)
+        for scenario in scenarios:
+            if scenario == "fill":
+                fill(server, admin, args, run_dir)
+                continue
+            _settings_only()
+            {"gang": gang, "rack": rack}[scenario](server, admin, args)
     finally:
         server.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _settings_only() -> None:
+    """Django's settings for the in-process scheduler of ``gang`` and ``rack`` (no database:
+    the placement reads only its cache)."""
+    from django.conf import settings
+
+    if settings.configured:
+        return
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
+    os.environ.setdefault("SECRET_KEY", "osmo-benchmark")
+    os.environ.setdefault("DATABASE_URL", "postgresql://unused/none")
+    os.environ.setdefault("OSMO_LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@
   too deep for a Unix socket path turns it off.
 - The worker answers the errors gunicorn meets before the application runs in the contract's
   JSON shape (osmo.gunicorn_worker).
+- Workers and threads fit the machine (osmo.capacity); `--workers` / `--threads` override them.
 """
 
+from osmo.capacity import WEB_THREADS, web_workers
 from osmo.embedded import data_dir
 
 UNIX_SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes, the last a NUL
@@ -18,3 +20,5 @@ if len(_control_socket.encode()) <= UNIX_SOCKET_PATH_MAX:
 else:
     control_socket_disable = True
 worker_class = "osmo.gunicorn_worker.ThreadWorker"
+workers = web_workers()
+threads = WEB_THREADS

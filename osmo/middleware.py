@@ -61,3 +61,4 @@ class CollapseSlashesMiddleware:
             request.path = _SLASHES.sub("/", request.path)
             request.META["PATH_INFO"] = request.path_info
         return self.get_response(request)
+

@@ -7,6 +7,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from osmo import capacity
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -167,6 +169,7 @@ CELERY_TASK_TIME_LIMIT = env_int("OSMO_TASK_TIME_LIMIT", 300)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("OSMO_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_CONCURRENCY = capacity.worker_concurrency()  # `celery worker --concurrency` wins
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A publish must not hang a request while the broker is down: fail fast, the database is the
 # source of truth and periodic tasks pick up what a lost message would have done.

@@ -39,9 +39,6 @@ from . import embedded
 from .supervisor import Child, Supervisor, Watched, end_leftovers
 
 STOP_GRACE_SECONDS = 15
-# gunicorn's threaded workers: a followed log holds a thread while it lasts, so each process
-# has room for OSMO_LOG_STREAMS_PER_PROCESS (32) of them and 8 threads for everything else.
-WEB_THREADS = 40
 LISTEN_BACKLOG = 2048
 
 
@@ -57,7 +54,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="Where the embedded database and broker keep their data.")
     parser.add_argument("--demo", action=argparse.BooleanOptionalAction, default=False,
                         help="Seed demo pools, subpools and an admin.")
-    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--web-workers", type=int, default=None,
+                        help="gunicorn worker processes (default: one per CPU, at least 2; "
+                             "see osmo.capacity).")
     return parser
 
 
@@ -187,11 +186,11 @@ class Standalone:
         listener = self.listener.fileno()
         self.spawn("web", [python, "-m", "gunicorn", "osmo.wsgi:application",
                            "--config", "python:osmo.gunicorn_config", "--bind", f"fd://{listener}",
-                           "--workers", str(self.args.web_workers), "--threads", str(WEB_THREADS),
-                           "--timeout", "120", "--graceful-timeout", "10"], env,
+                           *(["--workers", str(self.args.web_workers)] if self.args.web_workers
+                             else []), "--timeout", "120", "--graceful-timeout", "10"], env,
                    pass_fds=(listener,))
         self.spawn("worker", [python, "-m", "celery", "-A", "osmo", "worker", "--loglevel",
-                              "INFO", "--concurrency", "2", "--without-gossip",
+                              "INFO", "--without-gossip",
                               "--without-mingle"], env)
         self.spawn("beat", [python, "-m", "celery", "-A", "osmo", "beat", "--loglevel", "INFO",
                             "--schedule", str(self.data_dir / "celerybeat-schedule")], env)

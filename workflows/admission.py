@@ -13,6 +13,7 @@ nothing; an accepted one is committed before the response is sent.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -31,7 +32,7 @@ from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
-from . import logstore, metrics, ports
+from . import metrics, ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -212,9 +213,20 @@ def sleep_seconds(command, args=()) -> int | None:
     return None
 
 
+def _numbered_in_insert(spec: WorkflowSpec) -> bool:
+    """Are the workflow's PodGroup names plain joins ("{spec}-{n}-{group}") whatever its
+    number (up to ten digits)? Then the insert numbers the workflow itself: the name
+    counter's row — every submission of this spec name queues on it until its holder commits —
+    is held for one statement and the commit, not for the statements and the Python between."""
+    return all(podgroup_name(f"{spec.name}-{n}", group.name) == f"{spec.name}-{n}-{group.name}"
+               for n in (1, 9_999_999_999) for group in spec.groups)
+
+
 def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, source: str,
            set_variables, set_string_variables, kind: str,
-           labels: dict[str, str] | None = None) -> Admission:
+           labels: dict[str, str] | None = None, numbered: bool = False) -> Admission:
+    """``numbered``: ``name`` is the spec's name and each PodGroup is named as its group; the
+    insert gives both their final names (:func:`_numbered_in_insert`)."""
     workflow = Workflow(
         name=name, kind=kind, pool=pool, priority=priority,
         user=actor if getattr(actor, "is_authenticated", False) else None,
@@ -233,7 +245,8 @@ def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, s
         group = WorkflowGroup(workflow=workflow, name=group_spec.name, position=group_index,
                               status=status, depends_on=list(group_spec.depends_on),
                               lead_task=group_spec.lead, gpus=group_spec.gpus,
-                              podgroup=podgroup_name(name, group_spec.name),
+                              podgroup=group_spec.name if numbered
+                              else podgroup_name(name, group_spec.name),
                               gang=group_spec.podgroup_spec_fields(),
                               scheduling_at=None if group_spec.depends_on
                               else workflow.submitted_at)
@@ -267,10 +280,28 @@ def _platform_settings(pool: Pool) -> tuple:
     return settings_pool.platforms, settings_pool.default_platform
 
 
-def _visible_target(pool: Pool | str, roles=None) -> Pool:
+# The target pools as last read without a lock, by name, for a few seconds: a submission
+# parses its spec with their platforms before any lock, and the locked read decides 404/403
+# again and parses again when the platforms changed meanwhile, so a stale entry costs at most a
+# second parse, never a wrong admission (and a spec error is answered after a fresh read, so
+# it never hides a pool's 404).
+UNLOCKED_SECONDS = 5.0
+_unlocked: dict[str, tuple[float, Pool]] = {}
+
+
+def _visible_target(pool: Pool | str, roles=None, *, fresh: bool = False) -> Pool:
     """The target pool and its parent, read without a lock (404/403 as `_locked_target`)."""
     name = pool if isinstance(pool, str) else pool.name
-    target = Pool.objects.select_related("parent").filter(name=name).first()
+    now = time.monotonic()
+    cached = None if fresh else _unlocked.get(name)
+    if cached is not None and now - cached[0] < UNLOCKED_SECONDS:
+        target = cached[1]
+    else:
+        target = Pool.objects.select_related("parent").filter(name=name).first()
+        if len(_unlocked) >= 1024:
+            _unlocked.clear()
+        if target is not None:
+            _unlocked[name] = (now, target)
     if target is None or target.archived_at is not None or (
             target.is_subpool and target.parent.archived_at is not None):
         raise pool_not_found(name)
@@ -297,16 +328,15 @@ def _locked_target(pool: Pool | str, roles=None) -> Pool:
     return target
 
 
-def _save(admission: Admission) -> Admission:
-    insert_admitted(admission.workflow, admission.groups, admission.tasks)
+def _save(admission: Admission, *, numbered: str | None = None) -> Admission:
     workflow = admission.workflow
     by = workflow.user.get_username() if workflow.user else "an anonymous caller"
-    now = workflow.submitted_at
-    logstore.events_record([
-        logstore.Event(workflow.pk, None, "Submitted", f"by {by} to pool {workflow.pool.name} "
-                       f"at {workflow.priority} priority, {workflow.gpus_requested} GPU(s)", now),
-        logstore.Event(workflow.pk, None, "Admitted", f"within the quota of pool "
-                       f"{workflow.pool.name}; {len(admission.groups)} group(s) queued", now)])
+    # The workflow's first events go in the same statement as its rows.
+    insert_admitted(workflow, admission.groups, admission.tasks, numbered=numbered, events=[
+        ("Submitted", f"by {by} to pool {workflow.pool.name} at {workflow.priority} "
+                      f"priority, {workflow.gpus_requested} GPU(s)"),
+        ("Admitted", f"within the quota of pool {workflow.pool.name}; "
+                     f"{len(admission.groups)} group(s) queued")])
     events.publish(events.WorkflowAdmitted(workflow=workflow.name, pool=workflow.pool.name))
     return admission
 
@@ -320,8 +350,16 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
     # Parse before any lock: a large spec costs its own request time, never its pool's lock.
     unlocked = _visible_target(pool, roles)
     priority = validate_priority(priority)
-    spec = parse_for_pool(unlocked, source, set_variables=set_variables,
-                          set_string_variables=set_string_variables)
+    try:
+        spec = parse_for_pool(unlocked, source, set_variables=set_variables,
+                              set_string_variables=set_string_variables)
+    except OsmoError:
+        fresh = _visible_target(pool, roles, fresh=True)  # the pool's 404/403 come first
+        if _platform_settings(fresh) == _platform_settings(unlocked):
+            raise
+        unlocked = fresh  # the platforms changed since they were read: parse with the new
+        spec = parse_for_pool(unlocked, source, set_variables=set_variables,
+                              set_string_variables=set_string_variables)
     exec_timeout(spec)  # above the maximum: 400 before any lock
     with transaction.atomic():
         target = _locked_target(pool, roles)
@@ -333,12 +371,15 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
                     largest_group=max((_spec_group_minimum(group) for group in spec.groups),
                                       default=0),
                     priority=priority)
-        name = _peek_name(spec.name) if dry_run else _next_name(spec.name)
+        numbered = not dry_run and _numbered_in_insert(spec)
+        name = spec.name if numbered else _peek_name(spec.name) if dry_run else \
+            _next_name(spec.name)
         admission = _build(spec, name=name, pool=target, priority=priority, actor=actor,
                            source=source, set_variables=set_variables,
                            set_string_variables=set_string_variables,
-                           kind=WorkflowKind.WORKFLOW, labels=labels)
-        return admission if dry_run else _save(admission)
+                           kind=WorkflowKind.WORKFLOW, labels=labels, numbered=numbered)
+        return admission if dry_run else _save(admission,
+                                               numbered=spec.name if numbered else None)
 
 
 @metrics.counted("workload")

@@ -1,18 +1,19 @@
-"""Writing an admitted workflow, its groups and its tasks in ONE statement.
+"""Writing an admitted workflow, its groups, its tasks and its first events in ONE statement.
 
-Admission is the hot path of the API: as ORM calls this is three round trips (workflow, groups,
-tasks), as one data-modifying CTE it is one. The column lists and casts come from the models'
-fields (computed once per process), so the statement follows the models as they change; the
-admission tests cover it.
+Admission is the hot path of the API: as ORM calls this is four round trips (workflow, groups,
+tasks, the workflow's first events), as one data-modifying CTE it is one. The column lists and
+casts come from the models' fields (computed once per process), so the statement follows the
+models as they change; the admission tests cover it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache, lru_cache
 
 from django.db import connection
 
-from .models import Task, Workflow, WorkflowGroup
+from .models import Task, TaskEvent, Workflow, WorkflowGroup, WorkflowNameCounter
 
 _SKIP = {Workflow: (), WorkflowGroup: ("workflow_id",), Task: ("group_id", "workflow_id")}
 
@@ -28,28 +29,64 @@ def _fields(model) -> tuple[list, str, str]:
 
 
 @lru_cache(maxsize=256)
-def _statement(groups: int, tasks: int) -> str:
-    _, workflow_columns, workflow_row = _fields(Workflow)
-    _, group_columns, group_row = _fields(WorkflowGroup)
+def _statement(groups: int, tasks: int, events: int, numbered: bool) -> str:
+    """``numbered``: the workflow's number is taken in the statement itself (the name
+    counter's row, locked until the commit, is then held for this one statement and the
+    commit only); its name is the sent name, "-" and the number, and each group's PodGroup
+    the workflow's name, "-" and the sent one."""
+    workflow_fields, workflow_columns, workflow_row = _fields(Workflow)
+    group_fields, group_columns, group_row = _fields(WorkflowGroup)
     task_fields, task_columns, task_row = _fields(Task)
-    task_values = ", ".join(f"v.{connection.ops.quote_name(f.column)}" for f in task_fields)
+    quote = connection.ops.quote_name
+    task_values = ", ".join(f"v.{quote(f.column)}" for f in task_fields)
     group_rows = ", ".join([f"({group_row})"] * groups)
     task_rows = ", ".join([f"(%s::text, {task_row})"] * tasks)
+    if numbered:
+        counter = f"""counter AS (
+    INSERT INTO {WorkflowNameCounter._meta.db_table} (spec_name, value) VALUES (%s, 1)
+    ON CONFLICT (spec_name) DO UPDATE SET value = {WorkflowNameCounter._meta.db_table}.value + 1
+    RETURNING value),
+"""
+        workflow_values = ", ".join(
+            f"w.{quote(f.column)} || '-' || counter.value" if f.attname == "name"
+            else f"w.{quote(f.column)}" for f in workflow_fields)
+        workflow_insert = (f"SELECT {workflow_values} FROM counter, (VALUES ({workflow_row})) "
+                           f"w({workflow_columns})")
+        group_values = ", ".join(
+            f"workflow.name || '-' || g.{quote(f.column)}" if f.attname == "podgroup"
+            else f"g.{quote(f.column)}" for f in group_fields)
+    else:
+        counter, workflow_insert = "", f"VALUES ({workflow_row})"
+        group_values = ", ".join(f"g.{quote(f.column)}" for f in group_fields)
     return f"""
-WITH workflow AS (
-    INSERT INTO {Workflow._meta.db_table} ({workflow_columns}) VALUES ({workflow_row})
-    RETURNING id),
+WITH {counter}workflow AS (
+    INSERT INTO {Workflow._meta.db_table} ({workflow_columns}) {workflow_insert}
+    RETURNING id, name),
 grp AS (
     INSERT INTO {WorkflowGroup._meta.db_table} (workflow_id, {group_columns})
-    SELECT workflow.id, g.* FROM workflow, (VALUES {group_rows}) g RETURNING id, name),
+    SELECT workflow.id, {group_values} FROM workflow, (VALUES {group_rows}) g({group_columns})
+    RETURNING id, name, podgroup),
 task AS (
     INSERT INTO {Task._meta.db_table} (group_id, workflow_id, {task_columns})
     SELECT grp.id, workflow.id, {task_values} FROM workflow,
         (VALUES {task_rows}) v(group_name, {task_columns}) JOIN grp ON grp.name = v.group_name
-    RETURNING id, group_id, name)
-SELECT workflow.id, grp.id, grp.name, task.id, task.name
+    RETURNING id, group_id, name){_events(events)}
+SELECT workflow.id, workflow.name, grp.id, grp.name, grp.podgroup, task.id, task.name
 FROM workflow JOIN grp ON true LEFT JOIN task ON task.group_id = grp.id
 """
+
+
+def _events(count: int) -> str:
+    """The workflow's own events (``TaskEvent`` rows without a task), as ``logstore`` keeps
+    them, in the same statement."""
+    if not count:
+        return ""
+    rows = ", ".join(["(%s::text, %s::text)"] * count)
+    return f""",
+event AS (
+    INSERT INTO {TaskEvent._meta.db_table} (workflow_id, task_id, at, reason, message)
+    SELECT workflow.id, NULL, %s::timestamptz, e.reason, e.message
+    FROM workflow, (VALUES {rows}) e(reason, message))"""
 
 
 def _values(instance, model, params: list) -> None:
@@ -57,23 +94,34 @@ def _values(instance, model, params: list) -> None:
         params.append(field.get_db_prep_save(field.pre_save(instance, add=True), connection))
 
 
-def insert_admitted(workflow: Workflow, groups: list[WorkflowGroup], tasks: list[Task]) -> None:
-    """Insert everything; the instances get their primary keys."""
+def insert_admitted(workflow: Workflow, groups: list[WorkflowGroup], tasks: list[Task], *,
+                    events: Sequence[tuple[str, str]] = (), numbered: str | None = None) -> None:
+    """Insert everything, and the workflow's ``events`` ((reason, message), at its submission
+    time); the instances get their primary keys. ``numbered``: the spec name whose counter
+    numbers the workflow in this statement — the workflow was built named ``numbered`` and
+    each group's PodGroup named as the group; they get their final names."""
     params: list = []
+    if numbered is not None:
+        params.append(numbered)
     _values(workflow, Workflow, params)
     for group in groups:
         _values(group, WorkflowGroup, params)
     for task in tasks:
         params.append(task.group.name)
         _values(task, Task, params)
+    if events:
+        params.append(workflow.submitted_at)
+        for reason, message in events:
+            params += [reason[:40], message[:1000]]
     with connection.cursor() as cursor:
-        cursor.execute(_statement(len(groups), len(tasks)), params)
+        cursor.execute(_statement(len(groups), len(tasks), len(events), numbered is not None),
+                       params)
         rows = cursor.fetchall()
-    workflow.pk = rows[0][0]
-    group_ids = {name: pk for _, pk, name, _, _ in rows}
-    task_ids = {(group, name): pk for _, _, group, pk, name in rows if pk is not None}
+    workflow.pk, workflow.name = rows[0][0], rows[0][1]
+    group_ids = {name: (pk, podgroup) for _, _, pk, name, podgroup, _, _ in rows}
+    task_ids = {(group, name): pk for _, _, _, group, _, pk, name in rows if pk is not None}
     for group in groups:
-        group.pk = group_ids[group.name]
+        group.pk, group.podgroup = group_ids[group.name]
         group.workflow = workflow  # sets workflow_id and keeps the cached instance
     for task in tasks:
         group = task.group

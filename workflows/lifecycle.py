@@ -535,7 +535,6 @@ def tasks_evict_from_node(*, node_name: str, reason: str, now: datetime) -> int:
 
 # --- a real cluster's reports (the Kubernetes backend) --------------------------------------
 
-@transaction.atomic
 def task_observed(*, workflow_name: str, task_name: str, status: str, node: str = "",
                   exit_code: int | None = None, reason: str | None = None) -> bool:
     """Apply what the cluster says of a task's pod; True when something changed.
@@ -544,24 +543,101 @@ def task_observed(*, workflow_name: str, task_name: str, status: str, node: str 
     is bound but still starting (SCHEDULING with a node) records the node, so the task holds
     its GPUs from the binding on, as on the embedded cluster.
     """
-    workflow = Workflow.objects.select_for_update().filter(name=workflow_name).first()
-    if workflow is None:
-        return False
-    task = Task.objects.filter(workflow=workflow, name=task_name).first()
-    if task is None or task.status in FINAL_TASK_STATUSES:
-        return False
-    if status == TaskStatus.SCHEDULING:
-        if node and not task.node_name and Task.objects.filter(
-                pk=task.pk, node_name="", status__in=ALIVE_TASK_STATUSES).update(node_name=node):
-            logstore.events_record([Event(workflow.pk, task.pk, "Bound",
-                                          f"bound to node {node}")])
-            return True
-        return False
-    if status not in FINAL_TASK_STATUSES and status_rank(status) <= status_rank(task.status):
-        return False
-    task_report_status(workflow=workflow, task_name=task_name, status=status,
-                       exit_code=exit_code, node=node or None, reason=reason)
-    return True
+    return tasks_observed([TaskObservation(workflow_name, task_name, status, node, exit_code,
+                                           reason)]) > 0
+
+
+@dataclass(frozen=True)
+class TaskObservation:
+    """What the cluster says of one task's pod (:func:`task_observed`'s arguments)."""
+
+    workflow_name: str
+    task_name: str
+    status: str
+    node: str = ""
+    exit_code: int | None = None
+    reason: str | None = None
+
+
+@transaction.atomic
+def tasks_observed(observations: Sequence[TaskObservation]) -> int:
+    """:func:`task_observed` for many pods in one transaction, in their order (a watch
+    delivers them in bursts): the workflows locked in id order, bindings and starts in one
+    statement each, ends one by one. Returns how many tasks changed."""
+    if not observations:
+        return 0
+    workflows = dict(Workflow.objects.filter(
+        name__in={o.workflow_name for o in observations}).values_list("name", "pk"))
+    lock_workflows(workflows.values())
+    tasks = {(task.workflow_id, task.name): task for task in Task.objects.filter(
+        workflow_id__in=workflows.values(), name__in={o.task_name for o in observations},
+    ).only("id", "workflow_id", "name", "status", "node_name")}
+    bound: dict[int, str] = {}
+    started: dict[int, str] = {}
+    ends: list[tuple[Task, TaskObservation]] = []
+    for seen in observations:
+        task = tasks.get((workflows.get(seen.workflow_name), seen.task_name))
+        if task is None or task.status in FINAL_TASK_STATUSES:
+            continue
+        if seen.status == TaskStatus.SCHEDULING:
+            if seen.node and not task.node_name:
+                task.node_name = bound[task.pk] = seen.node
+        elif seen.status in FINAL_TASK_STATUSES:
+            ends.append((task, seen))
+            task.status = seen.status
+        elif status_rank(seen.status) > status_rank(task.status):
+            task.status, started[task.pk] = seen.status, seen.node
+            task.node_name = seen.node or task.node_name
+    now = timezone.now()
+    changed = _tasks_bound_observed(bound, now) + _tasks_started_observed(started, now)
+    by_id = {w.pk: w for w in Workflow.objects.filter(
+        pk__in={task.workflow_id for task, _ in ends})} if ends else {}
+    for task, seen in ends:
+        task_report_status(workflow=by_id[task.workflow_id], task_name=task.name,
+                           status=seen.status, exit_code=seen.exit_code,
+                           node=seen.node or None, reason=seen.reason)
+    return changed + len(ends)
+
+
+def _tasks_bound_observed(bound: Mapping[int, str], now: datetime) -> int:
+    """Pods bound but still starting: their tasks record the node (a ``Bound`` event)."""
+    if not bound:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH bound AS (UPDATE workflows_task t SET node_name = v.node "
+            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
+            "WHERE t.id = v.id AND t.node_name = '' AND t.status = ANY(%s) "
+            "RETURNING t.id, t.workflow_id, t.node_name), "
+            "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
+            "message) SELECT workflow_id, id, %s, 'Bound', 'bound to node ' || node_name "
+            "FROM bound ORDER BY id) SELECT count(*) FROM bound",
+            [list(bound), list(bound.values()), list(ALIVE_TASK_STATUSES), now])
+        return cursor.fetchone()[0]
+
+
+def _tasks_started_observed(started: Mapping[int, str], now: datetime) -> int:
+    """Pods Running: their tasks are RUNNING (on the pod's node when it says one), a
+    ``Running`` event each, and their groups and workflows are running (settle's rule for a
+    start, :func:`tasks_mark_running`)."""
+    if not started:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH started AS (UPDATE workflows_task t SET status = %s, "
+            "started_at = COALESCE(t.started_at, %s), "
+            "node_name = CASE WHEN v.node = '' THEN t.node_name ELSE v.node END "
+            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
+            "WHERE t.id = v.id AND t.status = ANY(%s) "
+            "RETURNING t.id, t.workflow_id, t.node_name), "
+            "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
+            "message) SELECT workflow_id, id, %s, 'Running', CASE WHEN node_name = '' THEN '' "
+            "ELSE 'on node ' || node_name END FROM started ORDER BY id) SELECT id FROM started",
+            [TaskStatus.RUNNING, now, list(started), list(started.values()),
+             [TaskStatus.WAITING, TaskStatus.SCHEDULING], now])
+        ids = [row[0] for row in cursor.fetchall()]
+    tasks_mark_running(ids, now)
+    return len(ids)
 
 
 @transaction.atomic

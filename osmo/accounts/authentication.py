@@ -3,8 +3,7 @@ from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework import authentication, exceptions
 
 from . import login_tokens
-from .models import AccessToken
-from .services import token_lookup
+from .services import token_lookup, token_with_roles
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -37,9 +36,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             claims = login_tokens.decode(raw)
         except login_tokens.InvalidLoginToken as exc:
             raise exceptions.AuthenticationFailed("Expired or invalid login token.") from exc
-        token = (AccessToken.objects.select_related("user")
-                 .live().filter(pk=claims.token_id, user_id=claims.user_id).first())
-        if token is None or not token.user.is_active:
+        token = token_with_roles(pk=claims.token_id, user_id=claims.user_id)
+        if token is None:
             raise exceptions.AuthenticationFailed(
                 "The access token behind this login token was revoked.")
         return token.user, token

@@ -83,7 +83,13 @@ def roles_for(user) -> Roles:
     cached = getattr(user, "_osmo_roles", None)
     if cached is not None:
         return cached
-    names = sorted(user.groups.values_list("name", flat=True))
+    return roles_attach(user, user.groups.values_list("name", flat=True))
+
+
+def roles_attach(user, group_names) -> Roles:
+    """The roles of ``user`` from its group names, read with it (the token lookup reads them
+    in the same query), kept on the user object for the rest of the request."""
+    names = sorted(group_names)
     admin_patterns, user_patterns = [], []
     for name in names:
         parsed = parse_pool_group(name)

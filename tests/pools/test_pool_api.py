@@ -448,13 +448,13 @@ def test_list_endpoints_use_a_fixed_number_of_queries(admin_client, django_asser
         parent = factories.pool(f"p{index}", 100)
         for sub in range(3):
             factories.running_workflow(factories.subpool(parent, f"s{sub}", 10), 2)
-    # token + groups + pools + one usage aggregate (+ the nodes with their usage for the
-    # quota report's node sets), whatever the size
-    with django_assert_num_queries(5):
-        assert len(admin_client.get("/api/pool_quota").json()["pools"]) == parents
+    # the token with its user's groups + pools + one usage aggregate (+ the nodes with their
+    # usage for the quota report's node sets), whatever the size
     with django_assert_num_queries(4):
+        assert len(admin_client.get("/api/pool_quota").json()["pools"]) == parents
+    with django_assert_num_queries(3):
         assert len(admin_client.get("/api/configs/pool").json()) == parents
-    with django_assert_num_queries(5):  # + the parent's lookup
+    with django_assert_num_queries(4):  # + the parent's lookup
         assert len(admin_client.get("/api/configs/pool/p0/subpool").json()) == 3
 
 

@@ -7,6 +7,10 @@ by the next watch, and a redelivered event is a no-op (status reports only move 
 watch that ends (server timeout, broken connection) resumes from the last resourceVersion; a
 410 Gone (the server compacted past it) or a restart re-LISTs. So no update is lost.
 
+Pod events are applied in batches: a LIST in transactions of ``BATCH`` pods, a WATCH's events
+as they arrive together (within ``listwatch.BATCH_WINDOW`` of each other), so the statuses of a
+burst of bindings and starts reach the database in a few transactions instead of one per pod.
+
 A pod missing from a full LIST although its group was applied before the LIST started was
 deleted while nobody watched: its task ends FAILED_EVICTED (``pod_deleted``).
 """
@@ -31,6 +35,8 @@ from .pod_logs import PodLogs
 
 logger = logging.getLogger(__name__)
 
+BATCH = 500  # pods of a re-list applied in one transaction
+
 
 class PodListener(ListWatch):
     def __init__(self, kube: Kube, *, namespace: str | None = None,
@@ -43,35 +49,50 @@ class PodListener(ListWatch):
         self.reasons_changed = False
         self.logs = PodLogs(kube, namespace=self.namespace)
 
-    # --- one pod -----------------------------------------------------------------------------
+    # --- pods --------------------------------------------------------------------------------
     def handle(self, pod: dict[str, Any], *, deleted: bool = False) -> bool:
         """Apply one pod's state; True when a task changed."""
-        key = task_of_pod(pod)
-        if key and (moves.moved_by_kai(pod) or moves.is_released(pod)):
-            return self._left(pod, *key, deleted=deleted)
-        observation = status.observe(pod, deleted=deleted) if key else None
-        if observation is None:
-            return False
-        workflow_name, task_name = key
-        moved = bool(observation.node) and moves.is_replacement(pod) and \
-            observation.status in ALIVE_TASK_STATUSES and lifecycle.task_moved(
-                workflow_name=workflow_name, task_name=task_name, node=observation.node)
-        if observation.status == "SCHEDULING":
-            # KAI's reasons ride on the pods; our own scheduler publishes its reasons itself.
-            why = status.reasons_of(observation)
-            if settings.OSMO_PLACEMENT != "osmo" and reasons.group_reasons_record(
-                    workflow_name=workflow_name, task_name=task_name, reasons=why):
-                self.reasons_changed = True
-                reasons.unschedulable_event(workflow_name=workflow_name, task_name=task_name,
-                                            reasons=why)
-            if not observation.node:
-                return moved
-        if observation.status in FINAL_TASK_STATUSES:
-            self.logs.archive(pod)  # before the final status: then the cleaner may delete it
-        return lifecycle.task_observed(
-            workflow_name=workflow_name, task_name=task_name, status=observation.status,
-            node=observation.node, exit_code=observation.exit_code,
-            reason=observation.reason) or moved
+        return self.handle_batch([(pod, deleted)]) > 0
+
+    def handle_batch(self, pods: list[tuple[dict[str, Any], bool]]) -> int:
+        """Apply pods' states, (pod, deleted) in their order; returns how many tasks changed.
+        Their task statuses go to the database in one transaction
+        (:func:`workflows.lifecycle.tasks_observed`)."""
+        changed = 0
+        observed: list[lifecycle.TaskObservation] = []
+        for pod, deleted in pods:
+            key = task_of_pod(pod)
+            if key and (moves.moved_by_kai(pod) or moves.is_released(pod)):
+                changed += lifecycle.tasks_observed(observed)  # in order, before it leaves
+                observed = []
+                changed += self._left(pod, *key, deleted=deleted)
+                continue
+            observation = status.observe(pod, deleted=deleted) if key else None
+            if observation is None:
+                continue
+            workflow_name, task_name = key
+            if observation.node and moves.is_replacement(pod) and \
+                    observation.status in ALIVE_TASK_STATUSES:
+                changed += lifecycle.tasks_observed(observed)  # in order, before the move
+                observed = []
+                changed += lifecycle.task_moved(workflow_name=workflow_name,
+                                                task_name=task_name, node=observation.node)
+            if observation.status == "SCHEDULING":
+                # KAI's reasons ride on the pods; our own scheduler publishes its own.
+                why = status.reasons_of(observation)
+                if settings.OSMO_PLACEMENT != "osmo" and reasons.group_reasons_record(
+                        workflow_name=workflow_name, task_name=task_name, reasons=why):
+                    self.reasons_changed = True
+                    reasons.unschedulable_event(workflow_name=workflow_name,
+                                                task_name=task_name, reasons=why)
+                if not observation.node:
+                    continue
+            if observation.status in FINAL_TASK_STATUSES:
+                self.logs.archive(pod)  # before the final status: then the cleaner may delete it
+            observed.append(lifecycle.TaskObservation(
+                workflow_name, task_name, observation.status, observation.node,
+                observation.exit_code, observation.reason))
+        return changed + lifecycle.tasks_observed(observed)
 
     def _left(self, pod: dict[str, Any], workflow_name: str, task_name: str, *,
               deleted: bool) -> bool:
@@ -108,12 +129,10 @@ class PodListener(ListWatch):
         body = raw(self.kube.core.list_namespaced_pod(
             self.namespace, label_selector=MANAGED_SELECTOR, _preload_content=False,
             _request_timeout=REQUEST_TIMEOUT))
-        changed, seen = 0, set()
-        for pod in body.get("items") or []:
-            key = task_of_pod(pod)
-            if key is not None:
-                seen.add(key)
-            changed += self.handle(pod)
+        items = body.get("items") or []
+        seen = {key for key in map(task_of_pod, items) if key is not None}
+        changed = sum(self.handle_batch([(pod, False) for pod in items[start:start + BATCH]])
+                      for start in range(0, len(items), BATCH))
         changed += self._vanished(seen, started)
         self.resource_version = (body.get("metadata") or {}).get("resourceVersion")
         self.relist_requested = False
@@ -137,8 +156,12 @@ class PodListener(ListWatch):
         return self.handle(obj, deleted=event_type == "DELETED")
 
     def watch_once(self, *, timeout: int | None = None) -> int:
-        """Apply events from ``resource_version`` until the server ends the watch.
-        Raises ApiException(410) when the version is too old (then re-LIST)."""
-        return self.stream(self.kube.core.list_namespaced_pod, self.namespace,
-                           label_selector=MANAGED_SELECTOR,
-                           timeout=self.watch_timeout if timeout is None else timeout)
+        """Apply events from ``resource_version`` until the server ends the watch, in
+        batches (what arrives within ``BATCH_WINDOW`` of a batch's first event: one
+        transaction, not one per pod event). Raises ApiException(410) when the version is too
+        old (then re-LIST)."""
+        return self.stream_batches(
+            self.kube.core.list_namespaced_pod, self.namespace, label_selector=MANAGED_SELECTOR,
+            timeout=self.watch_timeout if timeout is None else timeout,
+            apply=lambda events: self.handle_batch([(obj, kind == "DELETED")
+                                                    for kind, obj in events]))

@@ -86,10 +86,12 @@ CHILD_SETTINGS = ("OSMO_NAMESPACE", "OSMO_SCHEDULER_NAME", "OSMO_PLACEMENT",
 def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interval: float,
                    watch_timeout: int, client_factory: Callable[[], Any],
                    backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_MAX),
-                   report: Callable[[bool, str], None] | None = None, holder=None) -> None:
+                   report: Callable[[bool, str], None] | None = None, holder=None,
+                   publish: Callable[[Placement, Any], None] = publish_cycle) -> None:
     """Informers into a cache, then a cycle whenever the cache changed in a way that matters
     (at most every ``CYCLE_GAP`` seconds and never more than half of the time; at least every
-    ``interval``), each cycle's figures written to the ``SchedulerCycle`` row."""
+    ``interval``), each cycle's figures handed to ``publish`` (written to the
+    ``SchedulerCycle`` row)."""
 
     def on_change(informer: str, event_type: str, obj) -> None:
         if wakes_scheduler(informer, event_type, obj, settings.OSMO_SCHEDULER_NAME):
@@ -120,7 +122,7 @@ def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interv
             started = time.monotonic()
             try:
                 figures = placement.cycle()
-                publish_cycle(placement, figures)
+                publish(placement, figures)
                 delay = backoff[0]
             except Exception:  # noqa: BLE001 - the next cycle reads everything again
                 logger.exception("osmo scheduler: cycle failed")

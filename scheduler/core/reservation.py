@@ -157,7 +157,7 @@ class Reserver:
             added = amount_of(pod for pod, _node in run.new_pods[before:])
             added_np = run.non_preemptible_share(added, core=True)
             for reservation in usable:
-                if reservation.run is run and run.work.ready():
+                if reservation.run is run and run.ready():
                     self._drop(reservation)
                     continue
                 for node, hold in reservation.holds.items():

@@ -31,13 +31,14 @@ import heapq
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 
 from scheduler.core.cluster import Cluster
 from scheduler.core.consolidation import Consolidator
 from scheduler.core.explain import explain, is_pending
 from scheduler.core.fair_share import fair_shares, subtree_requests, subtree_usage
 from scheduler.core.gang_run import GangRun, amount_of
-from scheduler.core.model import RESOURCES, Gang, Pod, Snapshot
+from scheduler.core.model import RESOURCES, Gang, Pod, Snapshot, Topology
 from scheduler.core.placement import GangWork, Placer, constraint_levels
 from scheduler.core.queue_book import ZERO, QueueBook
 from scheduler.core.readiness import GangTree, InvalidGang, build_tree, leaf_minimum, ready_counts
@@ -158,10 +159,6 @@ class _Cycle:
                     self.evictions.append(Eviction(pod.name, gang.name, pod.node, STALE))
         return verdict.evict
 
-    def _build(self, gang: Gang) -> tuple[GangTree, GangWork]:
-        tree = build_tree(gang)
-        return tree, GangWork(gang, tree, self.cluster, self.snapshot.topology)
-
     def _make_runs(self, surveys: list[tuple]) -> tuple[dict[str, dict[str, int]],
                                                         dict[str, tuple[list[int], list[int]]]]:
         """One GangRun per gang into `self.runs`; returns what each leaf queue's gangs request,
@@ -172,13 +169,16 @@ class _Cycle:
         queue_names = {queue.name for queue in self.queues}
         leaf_queues = queue_names - {queue.parent for queue in self.queues}
         topology = self.snapshot.topology
+        # not a method of the cycle: runs referring back to it would make its objects a
+        # reference cycle that only the cyclic collector (a walk of the whole heap) frees
+        build = partial(_tree_and_work, cluster=self.cluster, topology=topology)
         for gang, (tree, invalid, ready, evicted, amount) in zip(self.gangs, surveys,
                                                                   strict=True):
             queue_ok = gang.queue in leaf_queues
             if ready is not None:
                 bad_levels: list[str] = []
                 constraint_levels(gang.topology, topology, bad_levels)
-                run = GangRun.settled(gang, queue_ok, ready, bad_levels, self._build)
+                run = GangRun.settled(gang, queue_ok, ready, bad_levels, build)
             else:
                 work = None if tree is None else GangWork(gang, tree, self.cluster, topology)
                 run = GangRun(gang, tree, work, queue_ok)
@@ -550,6 +550,12 @@ class _Cycle:
             stale=tuple(stale),
             moves=tuple(sorted(self.moves, key=lambda m: (m.gang, m.pod))),
             estimates=tuple(sorted(self.reserver.estimates(), key=lambda e: e.gang)))
+
+
+def _tree_and_work(gang: Gang, cluster: Cluster, topology: Topology
+                   ) -> tuple[GangTree, GangWork]:
+    tree = build_tree(gang)
+    return tree, GangWork(gang, tree, cluster, topology)
 
 
 def _live_and_ready(run: GangRun) -> bool:

@@ -252,7 +252,7 @@ class Reserver:
                 totals[0] += pod.gpus
                 totals[1] += pod.cpu
                 totals[2] += pod.memory
-            timeline.skip.add(id(run))
+            timeline.skip.add(run)
         timeline.forget(held)
         return held
 
@@ -310,26 +310,25 @@ class Reserver:
         """The gang's minimum placed on the cluster as it will be at `when` (every release
         by then made), nodes freest now first among equals; undone afterwards."""
         cluster, work = self.cluster, run.work
-        mark = cluster.mark()
         rank = [-free for free in cluster.free_gpu]
-        try:
-            for node in nodes:
-                gpus, cpu, memory = timeline.released(node, when)
-                if gpus or cpu or memory:
-                    cluster.take(node, -gpus, -cpu, -memory)
-            if any(cluster.total_free[r] < lower[r] for r in range(3)):
-                return None
-            cluster.rank = rank
-            placed_mark = work.mark()
-            if not self.placer.place_minimum(work, nodes):
-                return None
-            placed = [(node, [pod.gpus, pod.cpu, pod.memory])
-                      for _leaf, pod, node in work.tentative]
-            work.rollback(placed_mark)
-            return placed
-        finally:
-            cluster.rank = None
-            cluster.rollback(mark)
+        with cluster.trial():
+            try:
+                for node in nodes:
+                    gpus, cpu, memory = timeline.released(node, when)
+                    if gpus or cpu or memory:
+                        cluster.take(node, -gpus, -cpu, -memory)
+                if any(cluster.total_free[r] < lower[r] for r in range(3)):
+                    return None
+                cluster.rank = rank
+                placed_mark = work.mark()
+                if not self.placer.place_minimum(work, nodes):
+                    return None
+                placed = [(node, [pod.gpus, pod.cpu, pod.memory])
+                          for _leaf, pod, node in work.tentative]
+                work.rollback(placed_mark)
+                return placed
+            finally:
+                cluster.rank = None
 
     def _reservation(self, run: GangRun, when: float, placed, timeline: Timeline,
                      preempted: dict[int, list[int]], gates: GateTimeline) -> Reservation:

@@ -163,7 +163,7 @@ class _Cycle:
                                                         dict[str, tuple[list[int], list[int]]]]:
         """One GangRun per gang into `self.runs`; returns what each leaf queue's gangs request,
         and what the bound pods of its live gangs hold (all, non-preemptible)."""
-        requested: dict[str, dict[str, int]] = {}
+        asked: dict[str, list[int]] = {}
         bound: dict[str, tuple[list[int], list[int]]] = {}
         self.runs: list[GangRun] = []
         queue_names = {queue.name for queue in self.queues}
@@ -177,7 +177,8 @@ class _Cycle:
             queue_ok = gang.queue in leaf_queues
             if ready is not None:
                 bad_levels: list[str] = []
-                constraint_levels(gang.topology, topology, bad_levels)
+                if gang.topology is not None:
+                    constraint_levels(gang.topology, topology, bad_levels)
                 run = GangRun.settled(gang, queue_ok, ready, bad_levels, build)
             else:
                 work = None if tree is None else GangWork(gang, tree, self.cluster, topology)
@@ -187,15 +188,20 @@ class _Cycle:
                 run.reasons.extend(self._unschedulable_reasons(run, invalid, queue_names))
             self.runs.append(run)
             if queue_ok and not evicted:
-                own = requested.setdefault(gang.queue, {r: 0 for r in RESOURCES})
-                held, held_np = bound.setdefault(gang.queue, ([0, 0, 0], [0, 0, 0]))
+                own = asked.get(gang.queue)
+                if own is None:
+                    own = asked[gang.queue] = [0, 0, 0]
+                    bound[gang.queue] = ([0, 0, 0], [0, 0, 0])
+                held, held_np = bound[gang.queue]
                 total, non_preemptible = (amount, amount) if ready is not None \
                     else self._bound_amounts(run)
-                for i, resource in enumerate(RESOURCES):
-                    own[resource] += amount[i]
+                for i in range(3):
+                    own[i] += amount[i]
                     held[i] += total[i]
                     if not gang.preemptible:
                         held_np[i] += non_preemptible[i]
+        requested = {leaf: dict(zip(RESOURCES, amount, strict=True))
+                     for leaf, amount in asked.items()}
         return requested, bound
 
     @staticmethod

@@ -113,6 +113,7 @@ class Reserver:
         self.timeline: Timeline | None = None
         self.committed: list[GangRun] = []  # runs given pods by the cycle, in order
         self._refreshed = 0
+        self._held_words: dict[int, str] = {}  # id(reservation) -> its part of `held_reason`
 
     # --- who reserves, who may use a hold ------------------------------------------------
 
@@ -384,20 +385,25 @@ class Reserver:
         return Reason("reserved_start", f"reserved nodes {nodes}; {when}", queue=queue)
 
     def held_reason(self, run: GangRun, reservation: Reservation) -> Reason:
-        held = [0, 0, 0]
-        for hold in reservation.holds.values():
-            for i in range(3):
-                held[i] += hold[i]
-        nodes = node_span([self.cluster.names[i] for i, hold in reservation.holds.items()
-                           if any(hold)])
+        """Once the cycle has decided (the reservation's words are made once, for every gang
+        it holds capacity from)."""
         owner = reservation.run.gang
-        start = ("" if reservation.start is None else
-                 f", expected to start in {in_words(reservation.start - self.now)}")
+        words = self._held_words.get(id(reservation))
+        if words is None:
+            held = [0, 0, 0]
+            for hold in reservation.holds.values():
+                for i in range(3):
+                    held[i] += hold[i]
+            nodes = node_span([self.cluster.names[i] for i, hold in reservation.holds.items()
+                               if any(hold)])
+            start = ("" if reservation.start is None else
+                     f", expected to start in {in_words(reservation.start - self.now)}")
+            words = self._held_words[id(reservation)] = (
+                f"{describe('gpu', held[0])} on {nodes} are reserved for gang {owner.name!r}, "
+                f"which has waited {in_words(self.now - _since(owner))}{start}; gang ")
         return Reason(
             "reserved_for_other",
-            f"{describe('gpu', held[0])} on {nodes} are reserved for gang {owner.name!r}, "
-            f"which has waited {in_words(self.now - _since(owner))}{start}; gang "
-            f"{run.gang.name!r} would still be running then, so it may not use them",
+            f"{words}{run.gang.name!r} would still be running then, so it may not use them",
             queue=owner.queue)
 
     def estimates(self) -> list[StartEstimate]:

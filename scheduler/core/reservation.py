@@ -332,7 +332,8 @@ class Reserver:
                 cluster.rank = None
 
     def _reservation(self, run: GangRun, when: float, placed, timeline: Timeline,
-                     preempted: dict[int, list[int]], gates: GateTimeline) -> Reservation:
+                     preempted: dict[int, list[int]], gates: GateTimeline
+                     ) -> Reservation | None:
         cluster = self.cluster
         need: dict[int, list[int]] = {}
         for node, amounts in placed:
@@ -358,6 +359,8 @@ class Reserver:
                 waits_for = set()
             start = gates.start
             (untimed if start == INF else waits_for).update(gates.whose)
+        if start == INF and not untimed:
+            return None  # no work of anyone else will ever make room: its own pods hold it
         amount = [sum(a[i] for a in need.values()) for i in range(3)]
         return Reservation(run, None if start == INF else start, sorted(need), holds, amount,
                            tuple(sorted(waits_for)) if start != INF else (),

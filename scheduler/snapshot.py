@@ -21,6 +21,7 @@ from scheduler.core import (
     Topology,
     TopologyLevel,
 )
+from scheduler.core.collector import collector_paused
 from scheduler.core.kai_names import PRIORITY_VALUES, queue_name_for
 from scheduler.kai.selectors import cluster_topology, queues
 from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
@@ -53,9 +54,14 @@ def scheduler_config() -> SchedulerConfig:
                            usage_k_value=settings.OSMO_USAGE_K_VALUE)
 
 
-
 def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
                    ) -> tuple[Snapshot, SnapshotIndex]:
+    with collector_paused():
+        return _build_snapshot(now, config)
+
+
+def _build_snapshot(now: datetime, config: SchedulerConfig | None
+                    ) -> tuple[Snapshot, SnapshotIndex]:
     namespace = settings.OSMO_NAMESPACE
     nodes = tuple(
         Node(name=row["name"], gpus=row["gpus"], cpu=row["cpu_millis"],

@@ -26,14 +26,13 @@ result.
 
 from __future__ import annotations
 
-import gc
 import heapq
 from collections import deque
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from functools import partial
 
 from scheduler.core.cluster import Cluster
+from scheduler.core.collector import collector_paused
 from scheduler.core.consolidation import Consolidator
 from scheduler.core.explain import explain, is_pending
 from scheduler.core.fair_share import fair_shares, subtree_requests, subtree_usage
@@ -581,23 +580,9 @@ def _charge(pods: Sequence[Pod], index: dict[str, int], used: list[list[int]], s
                 usage[2] += sign * pod.memory
 
 
-@contextmanager
-def _cyclic_collector_paused() -> Iterator[None]:
-    """A cycle allocates a few hundred thousand short-lived objects that reference counting
-    frees; left on, the cyclic collector would walk the whole snapshot again and again while
-    they come and go (a third of a 140,000-pod cycle). It resumes as it was afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def run_cycle(snapshot: Snapshot) -> CycleResult:
     """Schedule one cycle over `snapshot`; pure and deterministic."""
-    with _cyclic_collector_paused():
+    with collector_paused():
         return _schedule(snapshot)
 
 

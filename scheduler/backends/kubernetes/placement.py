@@ -58,6 +58,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -76,6 +77,7 @@ from scheduler.core import (
     TopologyLevel,
     run_cycle,
 )
+from scheduler.core.collector import collector_paused
 from scheduler.core.kai_names import (
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
@@ -131,6 +133,7 @@ def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@lru_cache(maxsize=1 << 16)  # pods created or started in the same second share it
 def _timestamp(value: str | None) -> float:
     if not value:
         return 0.0
@@ -148,10 +151,21 @@ def _charge(totals: list[int], held) -> None:
 
 
 def _quantity(parse, value) -> int:
+    """`value` parsed, 0 when absent or not a quantity; the strings (the few request and
+    allocatable amounts in use, as the API server returns them) parsed once."""
+    return (_parsed if isinstance(value, str) else _parsed.__wrapped__)(parse, value)
+
+
+@lru_cache(maxsize=1 << 12)
+def _parsed(parse, value) -> int:
     try:
         return parse(value) if value is not None else 0
     except (ValueError, TypeError):
         return 0
+
+
+def _whole(value) -> int:
+    return int(str(value))
 
 
 # --- the cache -----------------------------------------------------------------------------
@@ -250,7 +264,7 @@ def pod_requests(pod: dict[str, Any]) -> Requests:
         resources = container.get("resources") or {}
         requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
         gpus = requests.get(GPU_RESOURCE, limits.get(GPU_RESOURCE))
-        return (_quantity(lambda v: int(str(v)), gpus),
+        return (_quantity(_whole, gpus),
                 _quantity(parse_millicores, requests.get("cpu")),
                 _quantity(parse_bytes, requests.get("memory")))
 
@@ -378,8 +392,13 @@ def _orphan(pod: dict[str, Any], cache: ClusterCache) -> bool:
     return original is not None and not is_moving(original)
 
 
-def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
-                   assumed: dict[str, str] | None = None,
+def build_snapshot(cache: ClusterCache, **options) -> tuple[Snapshot, SnapshotIndex]:
+    with collector_paused():
+        return _build_snapshot(cache, **options)
+
+
+def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
+                    assumed: dict[str, str] | None = None,
                    below_min: dict[str, float] | None = None,
                    config: SchedulerConfig | None = None,
                    memo: dict[str, tuple] | None = None,
@@ -430,7 +449,7 @@ def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
     for name, obj in sorted(node_objects.items()):
         allocatable = (obj.get("status") or {}).get("allocatable") or \
             (obj.get("status") or {}).get("capacity") or {}
-        gpus = _quantity(lambda v: int(str(v)), allocatable.get(GPU_RESOURCE))
+        gpus = _quantity(_whole, allocatable.get(GPU_RESOURCE))
         cpu = _quantity(parse_millicores, allocatable.get("cpu"))
         memory = _quantity(parse_bytes, allocatable.get("memory"))
         held = foreign[name]

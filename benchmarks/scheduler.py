@@ -1,10 +1,17 @@
 """Cycle time of `scheduler.core.run_cycle` on synthetic clusters (a command, not a test).
 
 Run from the repository root: `.venv/bin/python benchmarks/scheduler.py [--quick]`.
-Snapshot construction is not timed; each figure is the median of several cycles on the same
-snapshot (the core is pure, so every run does the same work). Every run's plan is checked
-before its time is printed (`check`: bindings, evictions and moves sound, no node over its
-capacity, the counts the scenario implies); a wrong plan ends the run without a time.
+Each cycle figure is the median of several cycles on the same snapshot (the core is pure, so
+every run does the same work). Every run's plan is checked before its time is printed
+(`check`: bindings, evictions and moves sound, no node over its capacity, the counts the
+scenario implies); a wrong plan ends the run without a time.
+
+Building the largest scenario's snapshot is timed too (`measure_snapshots`, on a throwaway
+embedded PostgreSQL): from the embedded cluster's database rows (`scheduler/snapshot.py`) and
+from the Kubernetes backend's informer cache (the first cycle of a scheduler, then a cycle
+that finds nothing changed), each built snapshot checked against the scenario before its
+time is printed, and the Kubernetes one then scheduled (snapshot + cycle, checked).
+`--no-snapshots` leaves them out.
 """
 
 from __future__ import annotations
@@ -260,9 +267,69 @@ def measure(label: str, snapshot: Snapshot, repeats: int, target: str = "",
     return median
 
 
+def measure_snapshots(label: str, snapshot: Snapshot, repeats: int) -> None:
+    """Median times to build `snapshot` from the informer cache (a scheduler's first cycle,
+    then one that finds nothing changed) and from the database rows; each built snapshot is
+    checked against the scenario, and the cache's is scheduled and its plan checked."""
+    from datetime import timedelta
+
+    from benchmarks import django_env
+    from benchmarks import snapshot_sources as sources
+
+    django_env.bootstrap()
+    from django.conf import settings
+
+    from scheduler.backends.kubernetes import placement
+    from scheduler.snapshot import build_snapshot as from_rows
+
+    def built_right(kind: str, built: Snapshot, expected: tuple, shape=sources.shape) -> None:
+        if shape(built) != expected:
+            raise SystemExit(f"{label}: the snapshot from the {kind} is not the scenario's, "
+                             "no time printed")
+
+    scheduler_name = settings.OSMO_SCHEDULER_NAME
+    cache = sources.kube_cache(snapshot, scheduler_name)
+    expected = sources.kube_shape(snapshot)
+    first, again, whole = [], [], []
+    for _ in range(repeats):
+        placement._requests_cache.clear()  # a scheduler that just started
+        memo: dict = {}
+        for times in (first, again):
+            start = time.perf_counter()
+            built, _index = placement.build_snapshot(
+                cache, scheduler_name=scheduler_name, now=snapshot.now, memo=memo,
+                config=snapshot.config)
+            times.append(time.perf_counter() - start)
+            built_right("informer cache", built, expected)
+        start = time.perf_counter()
+        result = run_cycle(built)
+        whole.append(again[-1] + time.perf_counter() - start)
+        problems = check(built, result)
+        if problems:
+            raise SystemExit(f"{label}: the plan from the informer cache's snapshot is wrong, "
+                             "no time printed: " + "; ".join(problems[:10]))
+    print(f"{label:<44} snapshot from the informer cache: first cycle "
+          f"{statistics.median(first) * 1000:.0f} ms, nothing changed "
+          f"{statistics.median(again) * 1000:.0f} ms; with the cycle "
+          f"{statistics.median(whole) * 1000:.0f} ms  checked", flush=True)
+    sources.write_rows(snapshot)
+    expected = sources.rows_shape(snapshot)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        built, _index = from_rows(now=sources.START + timedelta(seconds=snapshot.now),
+                                  config=snapshot.config)
+        times.append(time.perf_counter() - start)
+        built_right("database rows", built, expected)
+    print(f"{label:<44} snapshot from the database rows: "
+          f"{statistics.median(times) * 1000:.0f} ms  checked", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each")
+    parser.add_argument("--no-snapshots", action="store_true",
+                        help="time the cycles only (no database, no snapshot building)")
     args = parser.parse_args()
     repeats = 1 if args.quick else 5
     heavy_repeats = 1 if args.quick else 3
@@ -277,6 +344,9 @@ def main() -> None:
         measure("consolidation", consolidation(50, 7, 4), repeats, bound=4, moved=28)
         measure("large cluster", large_cluster(200, 7_000, 500), repeats)
         measure("large cluster, reservations", large_cluster(200, 7_000, 500, 2), repeats)
+        if not args.no_snapshots:
+            measure_snapshots("large cluster, reservations",
+                              large_cluster(200, 7_000, 500, 2), repeats)
         return
     measure("KAI 10 nodes / 50 jobs", kai_sizes(10, 50), repeats, "(KAI 110 ms)")
     measure("KAI 50 nodes / 200 jobs", kai_sizes(50, 200), repeats, "(KAI 120 ms)")
@@ -294,9 +364,17 @@ def main() -> None:
     measure("4,000 nodes / 140,000 pods, 4 reservations", large_cluster(4000, 140_000,
                                                                         reserving=4),
             heavy_repeats, "(target <= 1.0 s)")
+    measure("10,000 nodes / 350,000 pods", large_cluster(10_000, 350_000, 25_000),
+            heavy_repeats, "(target <= 1.0 s)")
+    largest = large_cluster(10_000, 350_000, 25_000, reserving=4)
+    measure("10,000 nodes / 350,000 pods, 4 reservations", largest, heavy_repeats,
+            "(target <= 1.0 s)")
     print("growth with cluster size (35 pods per node, 10,000 pending pods):")
     for nodes in (1000, 2000, 3000, 4000):
         measure(f"  {nodes} nodes", large_cluster(nodes, nodes * 35), heavy_repeats)
+    if not args.no_snapshots:
+        measure_snapshots("10,000 nodes / 350,000 pods, 4 reservations", largest,
+                          heavy_repeats)
 
 
 if __name__ == "__main__":

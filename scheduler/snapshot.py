@@ -14,6 +14,7 @@ from datetime import datetime
 from django.conf import settings
 
 from scheduler.core import Node, Pod, SchedulerConfig, Snapshot, Topology
+from scheduler.core.collector import collector_paused
 from scheduler.core.kai_names import PRIORITY_VALUES, queue_name_for
 from scheduler.kai.decode import gang_of, topology_levels
 from scheduler.kai.selectors import cluster_topology, queues
@@ -48,6 +49,12 @@ def scheduler_config() -> SchedulerConfig:
 
 def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
                    ) -> tuple[Snapshot, SnapshotIndex]:
+    with collector_paused():
+        return _build_snapshot(now, config)
+
+
+def _build_snapshot(now: datetime, config: SchedulerConfig | None
+                    ) -> tuple[Snapshot, SnapshotIndex]:
     namespace = settings.OSMO_NAMESPACE
     nodes = tuple(
         Node(name=row["name"], gpus=row["gpus"], cpu=row["cpu_millis"],

@@ -16,7 +16,8 @@ every domain of level L (a missing coarser label is kept as None in the tuple).
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from scheduler.core.model import BINPACK, Node, Topology
 
@@ -46,6 +47,7 @@ class Cluster:
         self.domain_of, self.domain_nodes, self.domain_free = self._index_domains(topology)
         self.capacity, self.total_free, self.buckets = self._sum_capacity()
         self.log: list[tuple[int, int, int, int]] = []
+        self._indexed = True  # buckets and domain totals follow every change (see `trial`)
         self.release_epoch = 0
         # Tie-break among equally free nodes when placing within a pool (lower first); set only
         # while a reservation chooses its nodes (see `reservation`).
@@ -120,7 +122,7 @@ class Cluster:
         if gpus:
             old = self.free_gpu[i]
             self.free_gpu[i] = old - gpus
-            if self.schedulable[i]:
+            if self.schedulable[i] and self._indexed:
                 bucket = self.buckets[old]
                 del bucket[bisect_left(bucket, i)]
                 if not bucket:
@@ -133,6 +135,8 @@ class Cluster:
         self.total_free[0] -= gpus
         self.total_free[1] -= cpu
         self.total_free[2] -= memory
+        if not self._indexed:
+            return
         for level in range(self.level_count):
             key = self.domain_of[level][i]
             if key is not None:
@@ -151,6 +155,20 @@ class Cluster:
 
     def commit(self) -> None:
         self.log.clear()
+
+    @contextmanager
+    def trial(self) -> Iterator[None]:
+        """Changes made inside are undone on leaving. Meanwhile the free-GPU buckets and the
+        domains' free totals are left as they were (they are right again once everything is
+        undone), so only placements within a pool of nodes, which read neither, may run
+        inside: a what-if over many nodes then costs a list update per node."""
+        mark = self.mark()
+        self._indexed = False
+        try:
+            yield
+        finally:
+            self.rollback(mark)
+            self._indexed = True
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -213,6 +231,7 @@ class Cluster:
     def _ordered(self, gpus: int, allowed: frozenset[int] | None, pool: Sequence[int] | None,
                  descending: bool):
         if pool is None:
+            assert self._indexed, "a trial places within a pool only"
             keys = sorted((k for k in self.buckets if k >= gpus), reverse=descending)
             for key in keys:
                 for i in self.buckets[key]:
@@ -264,6 +283,7 @@ class Cluster:
                 ) -> list[tuple[DomainKey, list[int], list[int]]]:
         """(key, nodes, aggregate free) of the level's domains within a pool."""
         if pool is None:
+            assert self._indexed, "a trial places within a pool only"
             return [(key, nodes, self.domain_free[level][key])
                     for key, nodes in self.domain_nodes[level].items()]
         grouped: dict[DomainKey, list[int]] = {}

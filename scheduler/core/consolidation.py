@@ -50,7 +50,7 @@ class PlannedMove:
 def is_movable(run: GangRun) -> bool:
     gang = run.gang
     return (run.queue_ok and not run.evicted and not run.new_pods and not run.evicted_pods
-            and not run.moved and run.work is not None and gang.preemptible
+            and not run.moved and run.valid and gang.preemptible
             and gang.topology is None
             and all(subgroup.topology is None for subgroup in gang.subgroups))
 

@@ -26,21 +26,21 @@ result.
 
 from __future__ import annotations
 
-import gc
 import heapq
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from functools import partial
 
 from scheduler.core.cluster import Cluster
+from scheduler.core.collector import collector_paused
 from scheduler.core.consolidation import Consolidator
-from scheduler.core.explain import explain
+from scheduler.core.explain import explain, is_pending
 from scheduler.core.fair_share import fair_shares, subtree_requests, subtree_usage
 from scheduler.core.gang_run import GangRun, amount_of
-from scheduler.core.model import RESOURCES, Snapshot
-from scheduler.core.placement import GangWork, Placer
+from scheduler.core.model import RESOURCES, Gang, Pod, Snapshot, Topology
+from scheduler.core.placement import GangWork, Placer, constraint_levels
 from scheduler.core.queue_book import ZERO, QueueBook
-from scheduler.core.readiness import InvalidGang, build_tree, ready_counts
+from scheduler.core.readiness import GangTree, InvalidGang, build_tree, leaf_minimum, ready_counts
 from scheduler.core.reclaim import (
     Evictor,
     VictimUnit,
@@ -64,7 +64,7 @@ from scheduler.core.results import (
     ResourceFigures,
     StaleGang,
 )
-from scheduler.core.stale import judge_stale
+from scheduler.core.stale import StaleVerdict, below_minimum, judge_stale
 
 
 class _Cycle:
@@ -79,103 +79,146 @@ class _Cycle:
         self.moves: list[Move] = []
         self.stale: list[StaleGang] = []
         self.fail_cache: dict[tuple, Reason] = {}
+        self.pending: list[GangRun] = []  # schedulable and not ready when allocation began
+        self._victim_pool: list[GangRun] | None = None
 
     # --- setup ------------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        trees, invalid = self._build_trees()
-        stale_evicted = self._evict_stale(trees)
-        self.cluster = Cluster(self.nodes, self.snapshot.topology,
-                               self._bound_usage(stale_evicted), self.config.placement)
+        index = {node.name: i for i, node in enumerate(self.nodes)}
+        used = [[0, 0, 0] for _ in self.nodes]
+        surveys = [self._survey(gang, index, used) for gang in self.gangs]
+        self.cluster = Cluster(self.nodes, self.snapshot.topology, used, self.config.placement)
         self.placer = Placer(self.cluster, self.snapshot.topology, self.config.max_domain_attempts)
-        requested = self._make_runs(trees, invalid, stale_evicted)
+        requested, bound = self._make_runs(surveys)
         capacity = dict(zip(RESOURCES, self.cluster.capacity, strict=True))
         shares = fair_shares(self.queues, capacity, requested, self.config.usage_k_value)
         self.requested = subtree_requests(self.queues, requested)
         self.book = QueueBook(self.queues, shares, self.requested, self.cluster.capacity,
                               subtree_usage(self.queues))
-        self._book_bound_pods()
+        for leaf, (total, non_preemptible) in bound.items():
+            self.book.add(leaf, total, non_preemptible)
         self.reserver = Reserver(self.cluster, self.placer, self.book, self.runs,
                                  self.snapshot.now, self.config)
 
-    def _build_trees(self) -> tuple[dict, dict[str, str]]:
-        """Every valid gang's tree by name, and why each invalid gang is invalid."""
-        trees = {}
-        invalid: dict[str, str] = {}
-        for gang in self.gangs:
-            try:
-                trees[gang.name] = build_tree(gang)
-            except InvalidGang as error:
-                invalid[gang.name] = str(error)
-        return trees, invalid
+    def _survey(self, gang: Gang, index: dict[str, int], used: list[list[int]]) -> tuple:
+        """One gang before the cycle: its tree (None: settled, see `GangRun.settled`), why it
+        is invalid, whether a settled gang is ready, whether it is evicted as stale, and what
+        its pods request. The bound pods of every gang not evicted are charged to `used`."""
+        if gang.pods and not gang.subgroups and not gang.semi_preemptible:
+            settled = self._survey_settled(gang, index, used)
+            if settled is not None:
+                return settled
+        tree = invalid = None
+        try:
+            tree = build_tree(gang)
+        except InvalidGang as error:
+            invalid = str(error)
+        evicted = tree is not None and self._judge_stale(
+            gang, judge_stale(gang, tree, ready_counts(tree), self.snapshot.now, self.config))
+        if not evicted:
+            _charge(gang.pods, index, used, 1)
+        return tree, invalid, None, evicted, amount_of(gang.pods)
 
-    def _evict_stale(self, trees: dict) -> set[str]:
-        """Judge every gang's staleness; evict the bound pods of those past their grace."""
-        stale_evicted: set[str] = set()
-        for gang in self.gangs:
-            tree = trees.get(gang.name)
-            if tree is None:
-                continue
-            verdict = judge_stale(gang, tree, ready_counts(tree), self.snapshot.now, self.config)
-            if verdict is None:
-                continue
-            self.stale.append(StaleGang(gang.name, verdict.since, verdict.evict_at,
-                                        verdict.evict))
-            if verdict.evict:
-                stale_evicted.add(gang.name)
-                for pod in sorted(gang.pods, key=lambda pod: pod.name):
-                    if pod.node is not None:
-                        self.evictions.append(Eviction(pod.name, gang.name, pod.node, STALE))
-        return stale_evicted
+    def _survey_settled(self, gang: Gang, index: dict[str, int], used: list[list[int]]
+                        ) -> tuple | None:
+        """`_survey` of a gang without subgroups whose pods are all bound, in one pass over its
+        pods (None, nothing charged, for any other gang): its one leaf holds every pod, so
+        it is ready when it has its minimum of pods."""
+        ready = len(gang.pods) >= leaf_minimum(gang.min_member)
+        verdict = None if ready else below_minimum(gang, self.snapshot.now, self.config)
+        evicted = verdict is not None and verdict.evict
+        gpus = cpu = memory = 0
+        for taken, pod in enumerate(gang.pods):
+            if pod.node is None or pod.subgroup is not None:
+                if not evicted:
+                    _charge(gang.pods[:taken], index, used, -1)
+                return None
+            gpus += pod.gpus
+            cpu += pod.cpu
+            memory += pod.memory
+            if not evicted:
+                position = index.get(pod.node)
+                if position is not None:
+                    usage = used[position]
+                    usage[0] += pod.gpus
+                    usage[1] += pod.cpu
+                    usage[2] += pod.memory
+        self._judge_stale(gang, verdict)
+        return None, None, ready, evicted, [gpus, cpu, memory]
 
-    def _bound_usage(self, stale_evicted: set[str]) -> list[list[int]]:
-        """[gpus, cpu, memory] held per node by bound pods, the evicted stale gangs' freed."""
-        node_position = {node.name: i for i, node in enumerate(self.nodes)}
-        used = [[0, 0, 0] for _ in self.nodes]
-        for gang in self.gangs:
-            if gang.name in stale_evicted:
-                continue
-            for pod in gang.pods:
+    def _judge_stale(self, gang: Gang, verdict: StaleVerdict | None) -> bool:
+        """Record a stale gang's verdict; evict its bound pods when it is past its grace."""
+        if verdict is None:
+            return False
+        self.stale.append(StaleGang(gang.name, verdict.since, verdict.evict_at, verdict.evict))
+        if verdict.evict:
+            for pod in sorted(gang.pods, key=lambda pod: pod.name):
                 if pod.node is not None:
-                    position = node_position.get(pod.node)
-                    if position is not None:
-                        usage = used[position]
-                        usage[0] += pod.gpus
-                        usage[1] += pod.cpu
-                        usage[2] += pod.memory
-        return used
+                    self.evictions.append(Eviction(pod.name, gang.name, pod.node, STALE))
+        return verdict.evict
 
-    def _make_runs(self, trees: dict, invalid: dict[str, str],
-                   stale_evicted: set[str]) -> dict[str, dict[str, int]]:
-        """One GangRun per gang into `self.runs`; returns what each leaf queue's gangs request."""
-        requested: dict[str, dict[str, int]] = {}
+    def _make_runs(self, surveys: list[tuple]) -> tuple[dict[str, dict[str, int]],
+                                                        dict[str, tuple[list[int], list[int]]]]:
+        """One GangRun per gang into `self.runs`; returns what each leaf queue's gangs request,
+        and what the bound pods of its live gangs hold (all, non-preemptible)."""
+        asked: dict[str, list[int]] = {}
+        bound: dict[str, tuple[list[int], list[int]]] = {}
         self.runs: list[GangRun] = []
         queue_names = {queue.name for queue in self.queues}
         leaf_queues = queue_names - {queue.parent for queue in self.queues}
-        for gang in self.gangs:
-            tree = trees.get(gang.name)
+        topology = self.snapshot.topology
+        # not a method of the cycle: runs referring back to it would make its objects a
+        # reference cycle that only the cyclic collector (a walk of the whole heap) frees
+        build = partial(_tree_and_work, cluster=self.cluster, topology=topology)
+        for gang, (tree, invalid, ready, evicted, amount) in zip(self.gangs, surveys,
+                                                                  strict=True):
             queue_ok = gang.queue in leaf_queues
-            work = None if tree is None else GangWork(gang, tree, self.cluster,
-                                                      self.snapshot.topology)
-            run = GangRun(gang, tree, work, queue_ok)
-            if gang.name in stale_evicted:
-                run.evicted = True
-            run.reasons.extend(self._unschedulable_reasons(run, invalid, queue_names))
+            if ready is not None:
+                bad_levels: list[str] = []
+                if gang.topology is not None:
+                    constraint_levels(gang.topology, topology, bad_levels)
+                run = GangRun.settled(gang, queue_ok, ready, bad_levels, build)
+            else:
+                work = None if tree is None else GangWork(gang, tree, self.cluster, topology)
+                run = GangRun(gang, tree, work, queue_ok)
+            run.evicted = evicted
+            if not run.valid or not queue_ok or run.bad_levels:
+                run.reasons.extend(self._unschedulable_reasons(run, invalid, queue_names))
             self.runs.append(run)
-            if queue_ok and not run.evicted:
-                own = requested.setdefault(gang.queue, {r: 0 for r in RESOURCES})
-                total = amount_of(gang.pods)
-                for i, resource in enumerate(RESOURCES):
-                    own[resource] += total[i]
-        return requested
+            if queue_ok and not evicted:
+                own = asked.get(gang.queue)
+                if own is None:
+                    own = asked[gang.queue] = [0, 0, 0]
+                    bound[gang.queue] = ([0, 0, 0], [0, 0, 0])
+                held, held_np = bound[gang.queue]
+                total, non_preemptible = (amount, amount) if ready is not None \
+                    else self._bound_amounts(run)
+                for i in range(3):
+                    own[i] += amount[i]
+                    held[i] += total[i]
+                    if not gang.preemptible:
+                        held_np[i] += non_preemptible[i]
+        requested = {leaf: dict(zip(RESOURCES, amount, strict=True))
+                     for leaf, amount in asked.items()}
+        return requested, bound
 
-    def _unschedulable_reasons(self, run: GangRun, invalid: dict[str, str],
+    @staticmethod
+    def _bound_amounts(run: GangRun) -> tuple[list[int], list[int]]:
+        """What a gang's bound pods hold, and the part that is non-preemptible unless the gang
+        is preemptible (a semi-preemptible gang's core)."""
+        core, surplus = run.bound_split()
+        core_amount = amount_of(core)
+        total = [a + b for a, b in zip(core_amount, amount_of(surplus), strict=True)]
+        return total, core_amount if run.gang.semi_preemptible else total
+
+    def _unschedulable_reasons(self, run: GangRun, invalid: str | None,
                                queue_names: set[str]) -> list[Reason]:
         """What keeps a gang from ever being placed: its spec, its queue, its topology levels."""
         gang, reasons = run.gang, []
-        if run.tree is None:
+        if not run.valid:
             reasons.append(Reason("invalid_podgroup",
-                                  f"gang {gang.name!r} is invalid: {invalid[gang.name]}",
+                                  f"gang {gang.name!r} is invalid: {invalid}",
                                   queue=gang.queue))
         if gang.queue not in queue_names:
             reasons.append(Reason("queue_not_found", f"queue {gang.queue!r} does not exist",
@@ -184,34 +227,23 @@ class _Cycle:
             reasons.append(Reason("queue_not_leaf",
                                   f"queue {gang.queue!r} has child queues; only leaf "
                                   "queues hold jobs", queue=gang.queue))
-        if run.work is not None and run.work.bad_levels:
-            levels = ", ".join(sorted(set(run.work.bad_levels)))
+        if run.bad_levels:
+            levels = ", ".join(sorted(set(run.bad_levels)))
             reasons.append(Reason("topology_unknown_level",
                                   f"topology level(s) {levels} are not levels of "
                                   f"topology {self.snapshot.topology.name!r}"))
         return reasons
 
-    def _book_bound_pods(self) -> None:
-        """Charge every live gang's bound pods to its queue, non-preemptible share apart."""
-        for run in self.runs:
-            if run.queue_ok and not run.evicted:
-                core, surplus = run.bound_split()
-                core_amount = amount_of(core)
-                surplus_amount = amount_of(surplus)
-                total = [a + b for a, b in zip(core_amount, surplus_amount, strict=True)]
-                if run.gang.preemptible:
-                    non_preemptible = [0, 0, 0]
-                elif run.gang.semi_preemptible:
-                    non_preemptible = core_amount
-                else:
-                    non_preemptible = total
-                self.book.add(run.gang.queue, total, non_preemptible)
-
     # --- allocation -------------------------------------------------------------------------
 
     def schedulable(self, run: GangRun) -> bool:
-        return (run.work is not None and run.queue_ok and not run.evicted
-                and not run.work.bad_levels)
+        return run.valid and run.queue_ok and not run.evicted and not run.bad_levels
+
+    def still_pending(self) -> list[GangRun]:
+        """The runs that are schedulable and not ready now: among those that were pending
+        when allocation began, as no run becomes schedulable or stops being ready during a
+        cycle (placed pods only add to a gang, evicted ones leave it unschedulable)."""
+        return [run for run in self.pending if self.schedulable(run) and not run.ready()]
 
     def by_queue_order(self, runs: list[GangRun], attempt) -> None:
         """Attempt runs queue by queue in the fair order, re-picking after every gang."""
@@ -241,7 +273,7 @@ class _Cycle:
             attempt(run)
 
     def place_minimum(self, run: GangRun) -> None:
-        if run.work.ready():
+        if run.ready():
             return
         if self.reserver.reservations:
             with self.reserver.lifted(run) as lifted:
@@ -366,7 +398,7 @@ class _Cycle:
 
     def consolidate(self) -> None:
         """KAI's consolidation action for gangs still pending (see `consolidation`)."""
-        pending = [run for run in self.runs if self.schedulable(run) and not run.work.ready()]
+        pending = self.still_pending()
         if not pending:
             return
         state: dict[str, Consolidator | None] = {"consolidator": None}
@@ -387,7 +419,7 @@ class _Cycle:
                               run.non_preemptible_share(list(lower), True)) is not None:
                 return
             consolidator = state["consolidator"] or Consolidator(
-                self.cluster, self.book, self.placer, self.runs)
+                self.cluster, self.book, self.placer, self.victim_pool())
             state["consolidator"] = consolidator
             moves = consolidator.attempt(run)
             if moves is None:
@@ -409,12 +441,13 @@ class _Cycle:
     # --- eviction ---------------------------------------------------------------------------
 
     def evict_for(self, mode: str) -> None:
-        pending = [run for run in self.runs if self.schedulable(run) and not run.work.ready()]
+        pending = self.still_pending()
         if not pending:
             return
         evictor = Evictor(self.cluster, self.book, self.placer)
         failed: set[tuple] = set()
-        everyone = sorted((victim for victim in self.runs if is_victim_candidate(victim)),
+        everyone = sorted((victim for victim in self.victim_pool()
+                           if is_victim_candidate(victim)),
                           key=lambda victim: victim_order_key(victim, self.book))
         if not everyone:
             return
@@ -437,6 +470,14 @@ class _Cycle:
                     failed.add((key, run.gang.queue))
 
         self.by_queue_order(pending, attempt)
+
+    def victim_pool(self) -> list[GangRun]:
+        """The runs that may ever lose or move pods (preemptible or semi-preemptible), in run
+        order; who among them may now is for the caller to judge."""
+        if self._victim_pool is None:
+            self._victim_pool = [run for run in self.runs
+                                 if run.gang.preemptible or run.gang.semi_preemptible]
+        return self._victim_pool
 
     def _eligible(self, run: GangRun, victim: GangRun, mode: str) -> bool:
         if mode == PREEMPTED:
@@ -477,10 +518,10 @@ class _Cycle:
             if run.given_up is not None:
                 explanations.append(GangExplanation(run.gang.name, run.gang.queue,
                                                     (run.given_up,)))
-            if run.evicted:
+            if run.evicted or not is_pending(run):
                 continue
             reasons = explain(run, self.cluster, self.book)
-            held = self.reserver.held_from(run) if reasons and run.work is not None else None
+            held = self.reserver.held_from(run) if reasons and run.valid else None
             if held is not None and not any(r.code.startswith(("queue_over", "reserved_"))
                                             for r in reasons):
                 reasons.append(self.reserver.held_reason(run, held))
@@ -502,9 +543,9 @@ class _Cycle:
             statuses.append(QueueStatus(queue.name, queue.parent, queue.priority,
                                         tuple(figures)))
         evictions = sorted(self.evictions, key=lambda e: (e.gang, e.pod))
-        ready_now = {run.gang.name for run in self.runs
-                     if run.work is not None and not run.evicted and run.work.ready()}
-        stale = [entry for entry in self.stale if entry.evicted or entry.gang not in ready_now]
+        by_name = {run.gang.name: run for run in self.runs} if self.stale else {}
+        stale = [entry for entry in self.stale
+                 if entry.evicted or not _live_and_ready(by_name[entry.gang])]
         return CycleResult(
             now=self.snapshot.now,
             bindings=tuple(sorted(self.bindings, key=lambda b: (b.gang, b.pod))),
@@ -516,33 +557,44 @@ class _Cycle:
             estimates=tuple(sorted(self.reserver.estimates(), key=lambda e: e.gang)))
 
 
-@contextmanager
-def _cyclic_collector_paused() -> Iterator[None]:
-    """A cycle allocates a few hundred thousand short-lived objects that reference counting
-    frees; left on, the cyclic collector would walk the whole snapshot again and again while
-    they come and go (a third of a 140,000-pod cycle). It resumes as it was afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+def _tree_and_work(gang: Gang, cluster: Cluster, topology: Topology
+                   ) -> tuple[GangTree, GangWork]:
+    tree = build_tree(gang)
+    return tree, GangWork(gang, tree, cluster, topology)
+
+
+def _live_and_ready(run: GangRun) -> bool:
+    return run.valid and not run.evicted and run.ready()
+
+
+def _charge(pods: Sequence[Pod], index: dict[str, int], used: list[list[int]], sign: int
+            ) -> None:
+    """Add (sign -1: take back) what bound `pods` hold to `used`, per node."""
+    for pod in pods:
+        if pod.node is not None:
+            position = index.get(pod.node)
+            if position is not None:
+                usage = used[position]
+                usage[0] += sign * pod.gpus
+                usage[1] += sign * pod.cpu
+                usage[2] += sign * pod.memory
 
 
 def run_cycle(snapshot: Snapshot) -> CycleResult:
     """Schedule one cycle over `snapshot`; pure and deterministic."""
-    with _cyclic_collector_paused():
+    with collector_paused():
         return _schedule(snapshot)
 
 
 def _schedule(snapshot: Snapshot) -> CycleResult:
     cycle = _Cycle(snapshot)
     cycle.prepare()
-    schedulable = [run for run in cycle.runs if cycle.schedulable(run)]
-    cycle.by_queue_order([run for run in schedulable if not run.work.ready()],
-                         cycle.place_minimum)
-    cycle.grow_all([run for run in schedulable if run.work.ready() and run.work.has_pending()])
+    open_runs = [run for run in cycle.runs if cycle.schedulable(run)
+                 and (not run.ready() or run.has_pending())]
+    cycle.pending = [run for run in open_runs if not run.ready()]
+    cycle.by_queue_order(cycle.pending, cycle.place_minimum)
+    # gangs placed just now grow too; no gang without pending pods at the start ever grows
+    cycle.grow_all([run for run in open_runs if run.ready() and run.has_pending()])
     if cycle.config.consolidate:
         cycle.consolidate()
     if cycle.config.reclaim:

@@ -36,12 +36,9 @@ SPEC_CODES = {"invalid_podgroup", "queue_not_found", "queue_not_leaf", "topology
 
 def is_pending(run: GangRun) -> bool:
     """Left pending: its minimum is not met, or it has pending pods and nothing running."""
-    if run.work is None:
+    if not run.valid or not run.ready():
         return True
-    if not run.work.ready():
-        return True
-    running = any(run.work.counts[leaf] for leaf in run.tree.leaves)
-    return run.work.has_pending() and not running
+    return run.has_pending() and not any(run.work.counts[leaf] for leaf in run.tree.leaves)
 
 
 def explain(run: GangRun, cluster: Cluster, book: QueueBook) -> list[Reason]:

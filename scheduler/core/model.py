@@ -29,7 +29,7 @@ SPREAD = "spread"
 
 def freeze_pairs(value: Mapping[str, str] | tuple | list | None) -> tuple[tuple[str, str], ...]:
     """A mapping or an iterable of pairs as a sorted tuple of `(key, value)` pairs."""
-    if value is None:
+    if not value:  # None or empty: most pods select no labels
         return ()
     items = value.items() if isinstance(value, Mapping) else value
     return tuple(sorted((str(key), str(val)) for key, val in items))

@@ -26,12 +26,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from scheduler.core.cluster import Cluster, domain_label
-from scheduler.core.model import Gang, Pod, Topology
+from scheduler.core.model import Gang, Pod, Topology, TopologyConstraint
 from scheduler.core.queue_book import describe
 from scheduler.core.readiness import ROOT, GangTree, is_ready, pods_below
 from scheduler.core.results import Reason
 
 PREFERRED_DOMAINS_PER_LEVEL = 2
+
+
+def constraint_levels(constraint: TopologyConstraint | None, topology: Topology,
+                      bad_levels: list[str]) -> tuple[int | None, int | None]:
+    """The required and preferred level indexes of a constraint; the names that are no level
+    of `topology` are added to `bad_levels`."""
+    if constraint is None:
+        return None, None
+    required = topology.level_index(constraint.required_level)
+    preferred = topology.level_index(constraint.preferred_level)
+    for level, index in ((constraint.required_level, required),
+                         (constraint.preferred_level, preferred)):
+        if level and index is None:
+            bad_levels.append(level)
+    return required, preferred
 
 
 class GangWork:
@@ -61,15 +76,7 @@ class GangWork:
         self.preferred: list[int | None] = []
         self.bad_levels: list[str] = []
         for node in tree.nodes:
-            constraint = node.constraint
-            required = preferred = None
-            if constraint is not None:
-                required = topology.level_index(constraint.required_level)
-                preferred = topology.level_index(constraint.preferred_level)
-                for level, index in ((constraint.required_level, required),
-                                     (constraint.preferred_level, preferred)):
-                    if level and index is None:
-                        self.bad_levels.append(level)
+            required, preferred = constraint_levels(node.constraint, topology, self.bad_levels)
             self.required.append(required)
             self.preferred.append(preferred)
 

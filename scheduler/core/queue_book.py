@@ -70,6 +70,7 @@ class QueueBook:
                       for name, q in self.queues.items()}
         self.limit = {name: [q.resource(r).limit for r in RESOURCES]
                       for name, q in self.queues.items()}
+        self._order_keys: dict[str, dict[tuple, tuple]] = {}  # see `order_key`
 
     def is_leaf(self, name: str) -> bool:
         return name in self.queues and not self.children.get(name)
@@ -77,6 +78,7 @@ class QueueBook:
     def add(self, leaf: str, amount: Amount, non_preemptible: Amount = ZERO, sign: int = 1
             ) -> None:
         for name in self.paths[leaf]:
+            self._order_keys.pop(name, None)
             allocated = self.allocated[name]
             allocated_np = self.allocated_np[name]
             for i in range(3):
@@ -85,6 +87,7 @@ class QueueBook:
 
     def reserve(self, leaf: str, amount: Amount, sign: int = 1) -> None:
         for name in self.paths[leaf]:
+            self._order_keys.pop(name, None)
             reserved = self.reserved[name]
             for i in range(3):
                 reserved[i] += sign * amount[i]
@@ -180,8 +183,17 @@ class QueueBook:
         5. smaller dominant share with the demand, then without it;
         6. smaller historical usage (KAI's time-based fair share: all else equal, the queue
            that used less goes first), smaller allocatable GPU share, older, name.
-        A queue's reservations count as allocated here.
+        A queue's reservations count as allocated here. Remembered per queue and demand until
+        the queue's allocated or reserved amounts change (nothing else it reads changes
+        during a cycle).
         """
+        known = self._order_keys.setdefault(name, {})
+        key = known.get(demand)
+        if key is None:
+            key = known[demand] = self._order_key(name, demand)
+        return key
+
+    def _order_key(self, name: str, demand: Amount) -> tuple:
         allocated = self.allocated[name]
         reserved = self.reserved[name]
         if reserved[0] or reserved[1] or reserved[2]:

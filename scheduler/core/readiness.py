@@ -66,6 +66,11 @@ def natural_order(pods: Sequence[Pod]) -> list[Pod]:
     return [pods[i] for i in sorted(range(len(pods)), key=keys.__getitem__)]
 
 
+def leaf_minimum(min_member: int | None) -> int:
+    """Ready pods a leaf needs: its `min_member`, 1 when unset."""
+    return 1 if min_member is None else min_member
+
+
 @dataclass
 class TreeNode:
     """One node of a gang's tree: index 0 is the PodGroup itself, then subgroups in spec order."""
@@ -84,7 +89,7 @@ class TreeNode:
         return not self.children
 
     def leaf_minimum(self) -> int:
-        return 1 if self.min_member is None else self.min_member
+        return leaf_minimum(self.min_member)
 
     def required_children(self) -> int:
         return len(self.children) if self.min_subgroup is None else self.min_subgroup

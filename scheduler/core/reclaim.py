@@ -73,7 +73,7 @@ def placed_this_cycle(run: GangRun) -> bool:
 
 def is_victim_candidate(run: GangRun) -> bool:
     gang = run.gang
-    if not (run.queue_ok and not run.evicted and not run.moved and run.work is not None):
+    if not (run.queue_ok and not run.evicted and not run.moved and run.valid):
         return False
     if placed_this_cycle(run):
         return gang.preemptible

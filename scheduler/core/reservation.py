@@ -113,6 +113,7 @@ class Reserver:
         self.timeline: Timeline | None = None
         self.committed: list[GangRun] = []  # runs given pods by the cycle, in order
         self._refreshed = 0
+        self._held_words: dict[int, str] = {}  # id(reservation) -> its part of `held_reason`
 
     # --- who reserves, who may use a hold ------------------------------------------------
 
@@ -157,7 +158,7 @@ class Reserver:
             added = amount_of(pod for pod, _node in run.new_pods[before:])
             added_np = run.non_preemptible_share(added, core=True)
             for reservation in usable:
-                if reservation.run is run and run.work.ready():
+                if reservation.run is run and run.ready():
                     self._drop(reservation)
                     continue
                 for node, hold in reservation.holds.items():
@@ -252,7 +253,7 @@ class Reserver:
                 totals[0] += pod.gpus
                 totals[1] += pod.cpu
                 totals[2] += pod.memory
-            timeline.skip.add(id(run))
+            timeline.skip.add(run)
         timeline.forget(held)
         return held
 
@@ -310,29 +311,29 @@ class Reserver:
         """The gang's minimum placed on the cluster as it will be at `when` (every release
         by then made), nodes freest now first among equals; undone afterwards."""
         cluster, work = self.cluster, run.work
-        mark = cluster.mark()
         rank = [-free for free in cluster.free_gpu]
-        try:
-            for node in nodes:
-                gpus, cpu, memory = timeline.released(node, when)
-                if gpus or cpu or memory:
-                    cluster.take(node, -gpus, -cpu, -memory)
-            if any(cluster.total_free[r] < lower[r] for r in range(3)):
-                return None
-            cluster.rank = rank
-            placed_mark = work.mark()
-            if not self.placer.place_minimum(work, nodes):
-                return None
-            placed = [(node, [pod.gpus, pod.cpu, pod.memory])
-                      for _leaf, pod, node in work.tentative]
-            work.rollback(placed_mark)
-            return placed
-        finally:
-            cluster.rank = None
-            cluster.rollback(mark)
+        with cluster.trial():
+            try:
+                for node in nodes:
+                    gpus, cpu, memory = timeline.released(node, when)
+                    if gpus or cpu or memory:
+                        cluster.take(node, -gpus, -cpu, -memory)
+                if any(cluster.total_free[r] < lower[r] for r in range(3)):
+                    return None
+                cluster.rank = rank
+                placed_mark = work.mark()
+                if not self.placer.place_minimum(work, nodes):
+                    return None
+                placed = [(node, [pod.gpus, pod.cpu, pod.memory])
+                          for _leaf, pod, node in work.tentative]
+                work.rollback(placed_mark)
+                return placed
+            finally:
+                cluster.rank = None
 
     def _reservation(self, run: GangRun, when: float, placed, timeline: Timeline,
-                     preempted: dict[int, list[int]], gates: GateTimeline) -> Reservation:
+                     preempted: dict[int, list[int]], gates: GateTimeline
+                     ) -> Reservation | None:
         cluster = self.cluster
         need: dict[int, list[int]] = {}
         for node, amounts in placed:
@@ -358,6 +359,8 @@ class Reserver:
                 waits_for = set()
             start = gates.start
             (untimed if start == INF else waits_for).update(gates.whose)
+        if start == INF and not untimed:
+            return None  # no work of anyone else will ever make room: its own pods hold it
         amount = [sum(a[i] for a in need.values()) for i in range(3)]
         return Reservation(run, None if start == INF else start, sorted(need), holds, amount,
                            tuple(sorted(waits_for)) if start != INF else (),
@@ -385,20 +388,25 @@ class Reserver:
         return Reason("reserved_start", f"reserved nodes {nodes}; {when}", queue=queue)
 
     def held_reason(self, run: GangRun, reservation: Reservation) -> Reason:
-        held = [0, 0, 0]
-        for hold in reservation.holds.values():
-            for i in range(3):
-                held[i] += hold[i]
-        nodes = node_span([self.cluster.names[i] for i, hold in reservation.holds.items()
-                           if any(hold)])
+        """Once the cycle has decided (the reservation's words are made once, for every gang
+        it holds capacity from)."""
         owner = reservation.run.gang
-        start = ("" if reservation.start is None else
-                 f", expected to start in {in_words(reservation.start - self.now)}")
+        words = self._held_words.get(id(reservation))
+        if words is None:
+            held = [0, 0, 0]
+            for hold in reservation.holds.values():
+                for i in range(3):
+                    held[i] += hold[i]
+            nodes = node_span([self.cluster.names[i] for i, hold in reservation.holds.items()
+                               if any(hold)])
+            start = ("" if reservation.start is None else
+                     f", expected to start in {in_words(reservation.start - self.now)}")
+            words = self._held_words[id(reservation)] = (
+                f"{describe('gpu', held[0])} on {nodes} are reserved for gang {owner.name!r}, "
+                f"which has waited {in_words(self.now - _since(owner))}{start}; gang ")
         return Reason(
             "reserved_for_other",
-            f"{describe('gpu', held[0])} on {nodes} are reserved for gang {owner.name!r}, "
-            f"which has waited {in_words(self.now - _since(owner))}{start}; gang "
-            f"{run.gang.name!r} would still be running then, so it may not use them",
+            f"{words}{run.gang.name!r} would still be running then, so it may not use them",
             queue=owner.queue)
 
     def estimates(self) -> list[StartEstimate]:

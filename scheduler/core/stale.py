@@ -33,6 +33,11 @@ def judge_stale(gang: Gang, tree: GangTree, bound_counts: list[int], now: float,
         return None
     if is_ready(tree, bound_counts):
         return None
+    return below_minimum(gang, now, config)
+
+
+def below_minimum(gang: Gang, now: float, config: SchedulerConfig) -> StaleVerdict:
+    """The verdict on a gang with running pods that is not ready."""
     since = now if gang.below_min_since is None else gang.below_min_since
     grace = (config.stale_grace_seconds if gang.staleness_grace_seconds is None
              else gang.staleness_grace_seconds)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from itertools import accumulate
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from scheduler.core.cluster import Cluster
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from scheduler.core.reservation import Reserver
 
 INF = float("inf")
+_DEADLINE, _GPUS, _CPU, _MEMORY = (itemgetter(i) for i in range(4))
 
 
 def label(gang: Gang) -> str:
@@ -144,15 +147,21 @@ class Timeline:
     """When capacity comes back, per node: the deadlines of the work on it (a running gang's
     `running_since + exec_timeout`, a gang placed this cycle `now + exec_timeout`; INF without
     an exec_timeout), with cumulative amounts for look-ups by time. Built once per cycle and
-    brought up to date with the pods placed since (`refresh`)."""
+    brought up to date with the pods placed since (`refresh`).
+
+    A node's entries are kept in deadline order only: the look-ups read the cumulative amounts
+    at the end of a deadline's entries and who releases at a deadline, neither of which
+    depends on the order among entries of one deadline."""
 
     def __init__(self, cluster: Cluster, now: float) -> None:
         self.cluster = cluster
         self.now = now
-        self.entries: dict[int, list[tuple[float, int, int, int, str, int]]] = {}
-        self.counted: dict[int, int] = {}  # id(run) -> its pods placed this cycle, counted
+        # per node: (deadline, gpus, cpu, memory, run) of each pod on it
+        self.entries: list[list[tuple[float, int, int, int, GangRun]]] = [
+            [] for _ in cluster.names]
+        self.counted: dict[GangRun, int] = {}  # run -> its pods placed this cycle, counted
         self._cumulative: dict[int, tuple] = {}
-        self.skip: set[int] = set()  # runs left out of one reservation's look-ups
+        self.skip: set[GangRun] = set()  # runs left out of one reservation's look-ups
 
     def forget(self, nodes) -> None:
         """Drop the cached sums of `nodes` (their look-ups now leave `skip` out)."""
@@ -165,12 +174,11 @@ class Timeline:
         touched: set[int] = set()
         for run in runs:
             placed = len(run.new_pods)
-            seen = counted.get(id(run), 0)
+            seen = counted.get(run, 0)
             if run.evicted or (not first and placed == seen):
                 continue
-            counted[id(run)] = placed
+            counted[run] = placed
             gang = run.gang
-            whose = label(gang)
             bound_end, end = ends(gang, self.now)
             if first:
                 evicted = run.evicted_pods
@@ -178,36 +186,28 @@ class Timeline:
                     if pod.node is not None and (not evicted or pod.name not in evicted):
                         node = index.get(pod.node)
                         if node is not None:
-                            entries.setdefault(node, []).append(
-                                (bound_end, pod.gpus, pod.cpu, pod.memory, whose, id(run)))
-                            touched.add(node)
+                            entries[node].append((bound_end, pod.gpus, pod.cpu, pod.memory,
+                                                  run))
             for pod, node in run.new_pods[seen:]:
-                entries.setdefault(node, []).append(
-                    (end, pod.gpus, pod.cpu, pod.memory, whose, id(run)))
+                entries[node].append((end, pod.gpus, pod.cpu, pod.memory, run))
                 touched.add(node)
+        if first:
+            touched = range(len(entries))
         for node in touched:
-            entries[node].sort()
+            entries[node].sort(key=_DEADLINE)
             self._cumulative.pop(node, None)
 
     def _sums(self, node: int) -> tuple[list[float], list[int], list[int], list[int]]:
         """Per node: the deadlines, and what has come back by each (gpus, cpu, memory)."""
         sums = self._cumulative.get(node)
         if sums is None:
-            ends: list[float] = []
-            gpus_by: list[int] = []
-            cpu_by: list[int] = []
-            memory_by: list[int] = []
-            g = c = m = 0
+            entries = self.entries[node]
             skip = self.skip
-            for end, gpus, cpu, memory, _whose, run in self.entries.get(node, ()):
-                if skip and run in skip:
-                    continue
-                g, c, m = g + gpus, c + cpu, m + memory
-                ends.append(end)
-                gpus_by.append(g)
-                cpu_by.append(c)
-                memory_by.append(m)
-            sums = self._cumulative[node] = (ends, gpus_by, cpu_by, memory_by)
+            if skip:
+                entries = [entry for entry in entries if entry[4] not in skip]
+            sums = self._cumulative[node] = (
+                list(map(_DEADLINE, entries)), list(accumulate(map(_GPUS, entries))),
+                list(accumulate(map(_CPU, entries))), list(accumulate(map(_MEMORY, entries))))
         return sums
 
     def released(self, node: int, when: float) -> tuple[int, int, int]:
@@ -222,8 +222,8 @@ class Timeline:
         return ends[position - 1] if position else self.now
 
     def whose(self, node: int, when: float) -> list[str]:
-        return [entry[4] for entry in self.entries.get(node, ())
-                if entry[0] == when and entry[5] not in self.skip]
+        return [label(entry[4].gang) for entry in self.entries[node]
+                if entry[0] == when and entry[4] not in self.skip]
 
     def crossings(self, nodes: Sequence[int], shape: tuple[int, int, int], count: int
                   ) -> list[float]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from scheduler.core import (
@@ -40,6 +41,7 @@ CONDITION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreacha
                     "node.kubernetes.io/unschedulable")
 
 
+@lru_cache(maxsize=1 << 16)  # pods created or started in the same second share it
 def timestamp(value: str | None) -> float:
     if not value:
         return 0.0
@@ -50,6 +52,13 @@ def timestamp(value: str | None) -> float:
 
 
 def quantity(parse, value) -> int:
+    """`value` parsed, 0 when absent or not a quantity; the strings (the few request and
+    allocatable amounts in use, as the API server returns them) parsed once."""
+    return (_parsed if isinstance(value, str) else _parsed.__wrapped__)(parse, value)
+
+
+@lru_cache(maxsize=1 << 12)
+def _parsed(parse, value) -> int:
     try:
         return parse(value) if value is not None else 0
     except (ValueError, TypeError):

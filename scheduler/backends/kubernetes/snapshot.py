@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core import Gang, Node, SchedulerConfig, Snapshot
+from scheduler.core.collector import collector_paused
 from scheduler.core.kai_names import MOVED_FROM_ANNOTATION, PODGROUP_ANNOTATION
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 from scheduler.kai.decode import (
@@ -84,12 +85,17 @@ def is_orphan(pod: dict[str, Any], cache: ClusterCache) -> bool:
     return original is not None and not is_leaving(original)
 
 
-def build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
-                   assumed: dict[str, str] | None = None,
-                   below_min: dict[str, float] | None = None,
-                   config: SchedulerConfig | None = None,
-                   memo: dict[str, tuple] | None = None,
-                   usage: dict[str, float] | None = None) -> tuple[Snapshot, ClusterIndex]:
+def build_snapshot(cache: ClusterCache, **options) -> tuple[Snapshot, ClusterIndex]:
+    with collector_paused():
+        return _build_snapshot(cache, **options)
+
+
+def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
+                    assumed: dict[str, str] | None = None,
+                    below_min: dict[str, float] | None = None,
+                    config: SchedulerConfig | None = None,
+                    memo: dict[str, tuple] | None = None,
+                    usage: dict[str, float] | None = None) -> tuple[Snapshot, ClusterIndex]:
     """``memo``: the previous cycles' gangs by name with what they were built from; a gang
     whose PodGroup and pods are unchanged (resourceVersions, bound nodes) is reused.
     ``usage``: historical usage per queue (time-based fair share; see ``scheduler.usage``).

@@ -66,3 +66,26 @@ def test_a_cycle_that_raises_leaves_a_paused_collector_paused(collector, failing
         cycle.run_cycle(snapshot())
     assert failing == [False]
     assert not gc.isenabled()
+
+
+def test_a_cycles_gangs_are_freed_without_the_collector(collector) -> None:
+    """Once a cycle returns, reference counting frees its per-gang state: were it part of a
+    reference cycle, the collector that resumes would walk the whole heap to free it (a third
+    of a 350,000-pod cycle)."""
+    running = tuple(Gang(f"r{i}", "a", running_since=0.0, exec_timeout=600.0,
+                         pods=pods(f"r{i}", 2, gpus=4, node=f"node-00{i}")) for i in range(2))
+    waiting = Gang("w", "a", queued_since=0.0, exec_timeout=60.0, pods=pods("w", 9))
+    snap = Snapshot(nodes(2), flat_queues("a"), running + (waiting,), now=100.0)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        result = cycle.run_cycle(snap)
+        gc.collect()
+        left = {type(item).__name__ for item in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert [b.gang for b in result.bindings] == []
+    assert [e.gang for e in result.estimates] == ["w"]
+    assert left.isdisjoint({"GangRun", "GangWork", "GangTree", "Cluster", "_Cycle"})

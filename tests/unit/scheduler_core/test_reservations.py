@@ -2,6 +2,7 @@
 when the gang is expected to start, and who may still use the reserved nodes meanwhile."""
 
 from scheduler.core.cycle import run_cycle
+from scheduler.core.model import Pod
 from tests.unit.scheduler_core.builders import bound_nodes, gang, nodes, pods, queue, snapshot
 
 NOW = 1000.0
@@ -203,3 +204,17 @@ def test_a_gang_above_its_queue_quota_alone_gets_no_reservation():
     result = run_cycle(snapshot(cluster, queues, [waiting("big", gpus=8)], now=NOW))
     assert result.estimates == ()
     assert [r.code for r in result.explanation("big")] == ["queue_over_quota"]
+
+
+def test_a_gang_whose_own_running_pods_hold_the_quota_it_still_needs_gets_no_reservation():
+    # half of it runs (below its minimum, within its stale grace) on the whole quota of its
+    # queue: no other work will ever give back what it needs, so there is no start to plan
+    cluster = nodes(2, gpus=8)
+    queues = (queue("root"), queue("team", "root", quota=4))
+    half = gang("half", "team", pods("half", 2, gpus=2, node=cluster[0].name)
+                + (Pod("half-2", gpus=2), Pod("half-3", gpus=2)), min_member=4,
+                created_at=NOW - 60, running_since=NOW - 30, exec_timeout=300.0)
+    result = run_cycle(snapshot(cluster, queues, [half], now=NOW))
+    assert result.estimates == () and result.bindings == ()
+    assert [r.code for r in result.explanation("half")] == ["queue_over_quota"]
+    assert [(s.gang, s.evicted) for s in result.stale] == [("half", False)]

@@ -60,6 +60,7 @@ from .models import (
     WorkflowStatus,
 )
 from .selectors import alive_workflows, gpu_holding_tasks
+from .settle import final_event, settle_workflows, words
 
 # Reason of an evicted elastic surplus task that is pending again (not failed).
 REQUEUED = "preempted_requeued"
@@ -69,22 +70,13 @@ CONSOLIDATED = "consolidated"
 # Reasons of tasks ended by a timeout.
 EXEC_TIMEOUT = "exec_timeout"
 QUEUE_TIMEOUT = "queue_timeout"
-TIMED_OUT = (TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT)
 
 STATUS_RANK = {TaskStatus.WAITING: 0, TaskStatus.SCHEDULING: 1, TaskStatus.RUNNING: 2}
-SEVERITY = [TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT,
-            TaskStatus.FAILED_PREEMPTED, TaskStatus.FAILED_EVICTED, TaskStatus.FAILED,
-            TaskStatus.FAILED_CANCELED, TaskStatus.COMPLETED]
 
 
 def status_rank(status: str) -> int:
     """Forward order of task statuses: alive ones in order, then every final one."""
     return STATUS_RANK.get(status, 3)
-
-
-def worst_status(statuses: Iterable[str]) -> str:
-    present = set(statuses)
-    return next(s for s in SEVERITY if s in present)
 
 
 def _lock_workflow(workflow: Workflow) -> Workflow:
@@ -97,46 +89,6 @@ def lock_workflows(ids: Iterable[int]) -> None:
     if ids:
         list(Workflow.objects.filter(pk__in=ids).order_by("pk")
              .select_for_update().values_list("pk", flat=True))
-
-
-def _settle_all(workflow_ids: Iterable[int], now) -> None:
-    for workflow in Workflow.objects.filter(pk__in=set(workflow_ids)).select_related("pool"):
-        settle(workflow, now)
-
-
-# Events in words (GET /api/workflow/{name}/events) for the reasons tasks end with.
-REASON_WORDS = {"group_failed": "another task of its group failed",
-                "upstream_failed": "a group it depends on failed",
-                "lead_completed": "its group's lead task completed",
-                "canceled_by_user": "the workflow was canceled",
-                "subpool_deleted": "its subpool was deleted",
-                "submission_failed": "the cluster refused the group's objects",
-                "pod_deleted": "its pod was deleted", "node_deleted": "its node was removed",
-                "evicted": "evicted by the kubelet", "stale_gang": "its gang stayed below its "
-                "minimum", "preempted": "its GPUs went to another workload"}
-
-
-def _words(reason: str | None) -> str:
-    return REASON_WORDS.get(reason or "", reason or "")
-
-
-def final_event(task_id: int, workflow_id: int, status: str, *, exit_code: int | None = None,
-                reason: str | None = None, at=None) -> Event:
-    """A task's end, as the events endpoint tells it."""
-    code = f"exit code {exit_code}" if exit_code is not None else ""
-    if status == TaskStatus.COMPLETED:
-        reason_word, message = "Completed", code or "exit code 0"
-    elif status == TaskStatus.FAILED:
-        reason_word, message = "Failed", ", ".join(x for x in (code, _words(reason)) if x)
-    elif status == TaskStatus.FAILED_PREEMPTED:
-        reason_word, message = "Preempted", _words(reason or "preempted")
-    elif status == TaskStatus.FAILED_EVICTED:
-        reason_word, message = "Evicted", _words(reason or "evicted")
-    else:
-        reason_word, message = "Canceled", _words(reason)
-    if status == TaskStatus.COMPLETED and reason:
-        message = f"{message} ({_words(reason)})"
-    return Event(workflow_id, task_id, reason_word, message, at)
 
 
 def _end_tasks(tasks, status: str, reason: str | None, now) -> None:
@@ -156,88 +108,8 @@ def _after_finish(workflow: Workflow) -> None:
 
 
 def settle(workflow: Workflow, now) -> None:
-    """Derive group and workflow statuses from the tasks (rows already locked)."""
-    groups = list(workflow.groups.all())
-    task_statuses: dict[int, list[tuple[Task, str]]] = {}
-    for task in Task.objects.filter(workflow=workflow).only(
-            "id", "group_id", "status", "spec_task"):
-        task_statuses.setdefault(task.group_id, []).append((task, task.status))
-
-    changed = True
-    while changed:  # a failure or a completion can release or cancel other groups
-        changed = False
-        by_name = {g.name: g for g in groups}
-        for group in groups:
-            if group.status in FINAL_TASK_STATUSES:
-                continue
-            statuses = [status for _, status in task_statuses.get(group.pk, [])]
-            failed = [s for s in statuses if s in FINAL_TASK_STATUSES
-                      and s != TaskStatus.COMPLETED]
-            lead_done = all(status == TaskStatus.COMPLETED
-                            for task, status in task_statuses.get(group.pk, [])
-                            if task.spec_task == group.lead_task)
-            alive = [s for s in statuses if s in ALIVE_TASK_STATUSES]
-            if alive and (failed or lead_done):
-                end_as, reason = ((TaskStatus.FAILED_CANCELED, "group_failed") if failed
-                                  else (TaskStatus.COMPLETED, "lead_completed"))
-                _end_tasks(Task.objects.filter(group=group), end_as, reason, now)
-                task_statuses[group.pk] = [
-                    (t, end_as if s in ALIVE_TASK_STATUSES else s)
-                    for t, s in task_statuses[group.pk]]
-                statuses = [s for _, s in task_statuses[group.pk]]
-                alive = []
-            if not alive:
-                group.status = worst_status(statuses)
-                group.finished_at = now
-                group.reason = next((t_reason for t_reason in (
-                    Task.objects.filter(group=group, status=group.status)
-                    .exclude(reason=None).values_list("reason", flat=True)[:1])), None)
-                group.save(update_fields=["status", "finished_at", "reason"])
-                changed = True
-            elif TaskStatus.RUNNING in statuses and group.status != TaskStatus.RUNNING:
-                group.status = TaskStatus.RUNNING
-                group.started_at = group.started_at or now
-                group.save(update_fields=["status", "started_at"])
-
-        failed_group = next((g for g in groups if g.status in FINAL_TASK_STATUSES
-                             and g.status not in (TaskStatus.COMPLETED, *TIMED_OUT)), None)
-        for group in groups:
-            if group.status in FINAL_TASK_STATUSES:
-                continue
-            upstream_failed = any(by_name[name].status in FINAL_TASK_STATUSES
-                                  and by_name[name].status != TaskStatus.COMPLETED
-                                  for name in group.depends_on if name in by_name)
-            if failed_group is not None or upstream_failed:
-                _end_tasks(Task.objects.filter(group=group), TaskStatus.FAILED_CANCELED,
-                           "upstream_failed", now)
-                task_statuses[group.pk] = [(t, TaskStatus.FAILED_CANCELED
-                                            if s in ALIVE_TASK_STATUSES else s)
-                                           for t, s in task_statuses.get(group.pk, [])]
-                changed = True
-            elif group.status == TaskStatus.WAITING and all(
-                    by_name[name].status == TaskStatus.COMPLETED for name in group.depends_on):
-                Task.objects.filter(group=group, status=TaskStatus.WAITING).update(
-                    status=TaskStatus.SCHEDULING)
-                task_statuses[group.pk] = [(t, TaskStatus.SCHEDULING
-                                            if s == TaskStatus.WAITING else s)
-                                           for t, s in task_statuses.get(group.pk, [])]
-                group.status = TaskStatus.SCHEDULING
-                group.scheduling_at = now
-                group.save(update_fields=["status", "scheduling_at"])
-
-    if all(g.status in FINAL_TASK_STATUSES for g in groups):
-        worst = worst_status(g.status for g in groups)
-        workflow.status = worst
-        workflow.reason = next((g.reason for g in groups if g.status == worst and g.reason),
-                               None) if worst != TaskStatus.COMPLETED else None
-        workflow.finished_at = now
-        workflow.save(update_fields=["status", "reason", "finished_at"])
-        _after_finish(workflow)
-    elif any(g.status == TaskStatus.RUNNING for g in groups) and (
-            workflow.status == WorkflowStatus.PENDING):
-        workflow.status = WorkflowStatus.RUNNING
-        workflow.started_at = workflow.started_at or now
-        workflow.save(update_fields=["status", "started_at"])
+    """Derive the workflow's group and workflow statuses from its tasks (row locked)."""
+    settle_workflows([workflow.pk], now)
 
 
 @transaction.atomic
@@ -280,7 +152,7 @@ def task_report_status(*, workflow: Workflow, task_name: str, status: str,
 def _cancel(workflows: list[Workflow], reason: str, by: str = "") -> None:
     now = timezone.now()
     ids = [w.pk for w in workflows]
-    logstore.events_record([Event(pk, None, "Canceled", f"by {by}" if by else _words(reason),
+    logstore.events_record([Event(pk, None, "Canceled", f"by {by}" if by else words(reason),
                                   now) for pk in ids])
     _end_tasks(Task.objects.filter(workflow_id__in=ids), TaskStatus.FAILED_CANCELED, reason,
                now)
@@ -409,13 +281,13 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
              "started_at": None}))
         evicted += done
         if done:
-            words = eviction.words or _words(eviction.reason)
+            told = eviction.words or words(eviction.reason)
             events.append(Event(eviction.workflow_id, eviction.task_id,
                                 "Preempted" if eviction.reason != "stale_gang" else "Evicted",
-                                f"{words}; off node {eviction.node}"
+                                f"{told}; off node {eviction.node}"
                                 + ("" if whole else ", pending again"), now))
     logstore.events_record(events)
-    _settle_all({e.workflow_id for e in evictions}, now)
+    settle_workflows({e.workflow_id for e in evictions}, now)
     return evicted
 
 
@@ -475,7 +347,7 @@ def tasks_complete_due(*, now: datetime, default_seconds: int) -> int:
     changed = Task.objects.filter(pk__in=ended).update(status=TaskStatus.COMPLETED,
                                                        exit_code=0, finished_at=now)
     logstore.events_record_tasks(ended, "Completed", "exit code 0", now)
-    _settle_all(workflow_ids, now)
+    settle_workflows(workflow_ids, now)
     return changed
 
 
@@ -514,7 +386,7 @@ def groups_time_out(*, now: datetime) -> int:
         reason = EXEC_TIMEOUT if status == TaskStatus.FAILED_EXEC_TIMEOUT else QUEUE_TIMEOUT
         _end_tasks(Task.objects.filter(group_id=group_id), status, reason, now)
         ended += 1
-    _settle_all({workflow_id for _, workflow_id, _ in due}, now)
+    settle_workflows({workflow_id for _, workflow_id, _ in due}, now)
     return ended  # the Kubernetes backend's cleanup, in the same pass, deletes their pods
 
 
@@ -527,8 +399,8 @@ def tasks_evict_from_node(*, node_name: str, reason: str, now: datetime) -> int:
     ids = list(bound.values_list("id", flat=True))
     count = Task.objects.filter(pk__in=ids).update(status=TaskStatus.FAILED_EVICTED,
                                                    reason=reason, finished_at=now)
-    logstore.events_record_tasks(ids, "Evicted", f"{_words(reason)} (node {node_name})", now)
-    _settle_all(workflow_ids, now)
+    logstore.events_record_tasks(ids, "Evicted", f"{words(reason)} (node {node_name})", now)
+    settle_workflows(workflow_ids, now)
     return count
 
 

@@ -244,12 +244,20 @@ def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
 
 
 def tasks_mark_running(task_ids: Sequence[int], now: datetime) -> None:
-    """The groups (and workflows) of newly bound tasks are running."""
-    groups = set(Task.objects.filter(pk__in=task_ids).values_list("group_id", flat=True))
-    WorkflowGroup.objects.filter(pk__in=groups, status=TaskStatus.SCHEDULING).update(
-        status=TaskStatus.RUNNING, started_at=now, below_min_since=None)
-    Workflow.objects.filter(groups__in=groups, status=WorkflowStatus.PENDING).update(
-        status=WorkflowStatus.RUNNING, started_at=now)
+    """The groups (and workflows) of newly bound tasks are running: one statement."""
+    if not task_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH started AS (SELECT DISTINCT group_id, workflow_id FROM workflows_task "
+            "  WHERE id = ANY(%s::bigint[])), "
+            "grp AS (UPDATE workflows_workflowgroup g SET status = %s, started_at = %s, "
+            "  below_min_since = NULL FROM started WHERE g.id = started.group_id "
+            "  AND g.status = %s) "
+            "UPDATE workflows_workflow SET status = %s, started_at = %s "
+            "WHERE id IN (SELECT workflow_id FROM started) AND status = %s",
+            [list(task_ids), TaskStatus.RUNNING, now, TaskStatus.SCHEDULING,
+             WorkflowStatus.RUNNING, now, WorkflowStatus.PENDING])
 
 
 def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
@@ -323,8 +331,13 @@ def tasks_move(moves: Sequence[TaskMove]) -> int:
 
 def groups_record_below_min(since: Mapping[int, datetime | None]) -> None:
     """Remember since when running gangs are below their minimum (None: no longer)."""
-    for group_id, value in since.items():
-        WorkflowGroup.objects.filter(pk=group_id).update(below_min_since=value)
+    if not since:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE workflows_workflowgroup g SET below_min_since = v.since "
+            "FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, since) WHERE g.id = v.id",
+            [list(since), list(since.values())])
 
 
 # --- the embedded cluster ------------------------------------------------------------------
@@ -342,11 +355,19 @@ def tasks_complete_due(*, now: datetime, default_seconds: int) -> int:
         return 0
     workflow_ids = {workflow_id for _, workflow_id in due}
     lock_workflows(workflow_ids)
-    ended = list(Task.objects.filter(pk__in=[pk for pk, _ in due], status=TaskStatus.RUNNING)
-                 .values_list("id", flat=True))
-    changed = Task.objects.filter(pk__in=ended).update(status=TaskStatus.COMPLETED,
-                                                       exit_code=0, finished_at=now)
-    logstore.events_record_tasks(ended, "Completed", "exit code 0", now)
+    with connection.cursor() as cursor:
+        # Checked again under the locks (a task that ended meanwhile is left alone); the
+        # events are written by the same statement.
+        cursor.execute(
+            "WITH ended AS (UPDATE workflows_task SET status = %s, exit_code = 0, "
+            "  finished_at = %s WHERE id = ANY(%s::bigint[]) AND status = %s "
+            "  RETURNING id, workflow_id), "
+            "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
+            "  message) SELECT workflow_id, id, %s, 'Completed', 'exit code 0' FROM ended "
+            "  ORDER BY id) "
+            "SELECT count(*) FROM ended",
+            [TaskStatus.COMPLETED, now, [pk for pk, _ in due], TaskStatus.RUNNING, now])
+        changed = cursor.fetchone()[0]
     settle_workflows(workflow_ids, now)
     return changed
 
@@ -378,14 +399,15 @@ def groups_time_out(*, now: datetime) -> int:
         return 0
     lock_workflows({workflow_id for _, workflow_id, _ in due})
     ended = 0
-    for group_id, _workflow_id, status in due:
-        expected = (TaskStatus.RUNNING if status == TaskStatus.FAILED_EXEC_TIMEOUT
-                    else TaskStatus.SCHEDULING)
-        if not WorkflowGroup.objects.filter(pk=group_id, status=expected).exists():
-            continue
-        reason = EXEC_TIMEOUT if status == TaskStatus.FAILED_EXEC_TIMEOUT else QUEUE_TIMEOUT
-        _end_tasks(Task.objects.filter(group_id=group_id), status, reason, now)
-        ended += 1
+    for status, expected, reason in (
+            (TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.RUNNING, EXEC_TIMEOUT),
+            (TaskStatus.FAILED_QUEUE_TIMEOUT, TaskStatus.SCHEDULING, QUEUE_TIMEOUT)):
+        groups = list(WorkflowGroup.objects.filter(
+            pk__in=[group_id for group_id, _, due_status in due if due_status == status],
+            status=expected).values_list("pk", flat=True))
+        if groups:
+            _end_tasks(Task.objects.filter(group_id__in=groups), status, reason, now)
+            ended += len(groups)
     settle_workflows({workflow_id for _, workflow_id, _ in due}, now)
     return ended  # the Kubernetes backend's cleanup, in the same pass, deletes their pods
 

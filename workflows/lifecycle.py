@@ -52,6 +52,7 @@ from . import logstore
 from .logstore import Event
 from .models import (
     ALIVE_TASK_STATUSES,
+    ALIVE_WORKFLOW_STATUSES,
     FINAL_TASK_STATUSES,
     Task,
     TaskStatus,
@@ -380,19 +381,24 @@ def groups_time_out(*, now: datetime) -> int:
     again, so a group that moved on meanwhile is left alone."""
     with connection.cursor() as cursor:
         cursor.execute(
+            # From the alive workflows (an alive group's workflow is alive): a few hundred
+            # rows through an index, not every group that ever ran.
             "SELECT g.id, g.workflow_id, %s FROM workflows_workflowgroup g "
             "JOIN workflows_workflow w ON w.id = g.workflow_id "
-            "WHERE g.status = %s AND w.exec_timeout_seconds IS NOT NULL "
+            "WHERE w.status IN (%s, %s) AND g.status = %s "
+            "AND w.exec_timeout_seconds IS NOT NULL "
             "AND g.started_at + make_interval(secs => w.exec_timeout_seconds) <= %s "
             "UNION ALL "
             "SELECT g.id, g.workflow_id, %s FROM workflows_workflowgroup g "
             "JOIN workflows_workflow w ON w.id = g.workflow_id "
-            "WHERE g.status = %s AND w.queue_timeout_seconds IS NOT NULL "
+            "WHERE w.status IN (%s, %s) AND g.status = %s "
+            "AND w.queue_timeout_seconds IS NOT NULL "
             "AND g.scheduling_at + make_interval(secs => w.queue_timeout_seconds) <= %s "
             "AND NOT EXISTS (SELECT 1 FROM workflows_task t WHERE t.group_id = g.id "
             "                AND t.node_name <> '' AND t.status IN (%s, %s))",
-            [TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.RUNNING, now,
-             TaskStatus.FAILED_QUEUE_TIMEOUT, TaskStatus.SCHEDULING, now,
+            [TaskStatus.FAILED_EXEC_TIMEOUT, *ALIVE_WORKFLOW_STATUSES, TaskStatus.RUNNING, now,
+             TaskStatus.FAILED_QUEUE_TIMEOUT, *ALIVE_WORKFLOW_STATUSES, TaskStatus.SCHEDULING,
+             now,
              TaskStatus.SCHEDULING, TaskStatus.RUNNING])
         due = cursor.fetchall()
     if not due:

@@ -1,9 +1,10 @@
 """The embedded loop's database work per cycle is set-based: the statements a cycle sends do not
 grow with the tasks it ends and binds (a 512-node cluster of 20 s jobs ends and starts about 200
-tasks a second)."""
+tasks a second); and its capacity check still refuses a double-booked GPU."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -12,9 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from scheduler import services
-from workflows.models import Task, TaskEvent, Workflow, WorkflowGroup
+from scheduler.core.results import Binding
+from scheduler.sim_logs import SimulatedOutput
+from workflows.models import Task, TaskEvent, TaskLogChunk, Workflow, WorkflowGroup
 
-from .conftest import add_nodes, submit, workflow
+from .conftest import add_nodes, nodes_of, spec, submit, workflow
 
 pytestmark = pytest.mark.django_db
 
@@ -60,3 +63,46 @@ def test_a_cycles_statements_do_not_grow_with_the_tasks_it_ends_and_binds(
     assert Task.objects.filter(workflow__name__in=fourth, status="RUNNING").count() == 24
     ids = Workflow.objects.filter(name__in=ended).values_list("pk", flat=True)
     assert TaskEvent.objects.filter(workflow_id__in=ids, reason="Completed").count() == 40
+
+
+def test_a_cycle_that_would_double_book_a_gpu_commits_nothing(admin, alice, team, monkeypatch):
+    """The capacity check before commit (one query through the GPU holders' index): a
+    decision that over-commits a node rolls the whole cycle back."""
+    add_nodes(admin, 1)  # 8 GPUs
+    full = submit(alice, "team", spec("full", 8))
+    services.cycle_run()
+    late = submit(alice, "team", spec("late", 1))
+    group = WorkflowGroup.objects.get(workflow__name=late)
+    decide = services.run_cycle
+
+    def double_booking(snapshot):
+        result = decide(snapshot)
+        assert result.bindings == ()  # the core leaves it pending: the node is full
+        return replace(result, bindings=(Binding(pod=f"{late}/t0", gang=group.podgroup,
+                                                 node="node-0"),))
+
+    monkeypatch.setattr(services, "run_cycle", double_booking)
+    with pytest.raises(services.OverCommitError, match="node-0"):
+        services.cycle_run()
+    task = Task.objects.get(workflow__name=late)
+    assert (task.status, task.node_name, task.started_at) == ("SCHEDULING", "", None)
+    assert workflow(alice, late)["status"] == "PENDING"
+    assert not TaskEvent.objects.filter(task=task).exists()
+    assert nodes_of(alice, full) == ["node-0"]
+
+
+def test_simulated_output_of_new_tasks_takes_a_fixed_number_of_statements(admin, alice, team):
+    add_nodes(admin, 4)  # 32 GPUs
+    output = SimulatedOutput()
+    counts = []
+    for prefix, workflows in (("a", 1), ("b", 6)):
+        for i in range(workflows):
+            submit(alice, "team", small(f"{prefix}{i}"))
+        services.cycle_run()
+        with CaptureQueriesContext(connection) as queries:
+            written = output.step()
+        assert written == 2 * GROUPS * workflows  # where it runs, and its command
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+    commands = TaskLogChunk.objects.filter(text__contains="] $ sleep 5").count()
+    assert commands == 7 * GROUPS

@@ -277,25 +277,37 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
     victims: dict[int, set[int]] = {}
     for eviction in evictions:
         victims.setdefault(eviction.group_id, set()).add(eviction.task_id)
-    evicted = 0
-    events = []
-    for eviction in evictions:
-        whole = victims[eviction.group_id] >= bound.get(eviction.group_id, set())
-        done = Task.objects.filter(
-            pk=eviction.task_id, node_name=eviction.node, status=TaskStatus.RUNNING,
-        ).update(preempted_by=eviction.by, **(
-            {"status": TaskStatus.FAILED_PREEMPTED, "reason": eviction.reason,
-             "finished_at": now} if whole else
-            {"status": TaskStatus.SCHEDULING, "node_name": "", "reason": REQUEUED,
-             "started_at": None}))
-        evicted += done
-        if done:
-            told = eviction.words or words(eviction.reason)
-            events.append(Event(eviction.workflow_id, eviction.task_id,
-                                "Preempted" if eviction.reason != "stale_gang" else "Evicted",
-                                f"{told}; off node {eviction.node}"
-                                + ("" if whole else ", pending again"), now))
-    logstore.events_record(events)
+    whole = [victims[e.group_id] >= bound.get(e.group_id, set()) for e in evictions]
+    events = [Event(e.workflow_id, e.task_id,
+                    "Preempted" if e.reason != "stale_gang" else "Evicted",
+                    f"{e.words or words(e.reason)}; off node {e.node}"
+                    + ("" if gang else ", pending again"), now)
+              for e, gang in zip(evictions, whole, strict=True)]
+    with connection.cursor() as cursor:
+        # One statement: a task still running on that node is taken off it (its gang's last
+        # bound task: FAILED_PREEMPTED; surplus: pending again), with its event.
+        cursor.execute(
+            "WITH v AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::boolean[], "
+            "  %s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY "
+            "  AS v(id, node, gang, reason, by, word, message, n)), "
+            "evicted AS (UPDATE workflows_task t SET preempted_by = v.by, "
+            "  status = CASE WHEN v.gang THEN %s ELSE %s END, "
+            "  reason = CASE WHEN v.gang THEN v.reason ELSE %s END, "
+            "  finished_at = CASE WHEN v.gang THEN %s ELSE t.finished_at END, "
+            "  node_name = CASE WHEN v.gang THEN t.node_name ELSE '' END, "
+            "  started_at = CASE WHEN v.gang THEN t.started_at END "
+            "  FROM v WHERE t.id = v.id AND t.node_name = v.node AND t.status = %s "
+            "  RETURNING t.id, t.workflow_id), "
+            "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
+            "  message) SELECT evicted.workflow_id, evicted.id, %s, v.word, v.message "
+            "  FROM evicted JOIN v ON v.id = evicted.id ORDER BY v.n) "
+            "SELECT count(*) FROM evicted",
+            [[e.task_id for e in evictions], [e.node for e in evictions], whole,
+             [e.reason for e in evictions], [e.by for e in evictions],
+             [e.reason for e in events], [e.message[:1000] for e in events],
+             TaskStatus.FAILED_PREEMPTED, TaskStatus.SCHEDULING, REQUEUED, now,
+             TaskStatus.RUNNING, now])
+        evicted = cursor.fetchone()[0]
     settle_workflows({e.workflow_id for e in evictions}, now)
     return evicted
 

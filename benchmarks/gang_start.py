@@ -5,9 +5,11 @@ folder — and drives it through the REST API only: registers N nodes x 8 GPUs a
 keeps the cluster full with a steady stream of 1-GPU jobs (`sleep 20`, `exec_timeout: 1m`,
 submitted 10 % faster than the cluster finishes them), then submits a gang of G tasks x 8 GPUs
 at the same priority. It prints the seconds from the gang's submission to its start, the GPU
-utilization over the run (sampled from `GET /api/cluster/nodes`) and the small jobs' median
-wait, after checking what it measured: the gang's tasks run on G distinct nodes, no small job
-failed, every sample adds up.
+utilization over the run (held: sampled from `GET /api/cluster/nodes`; running a job: the
+GPU-seconds inside the jobs' `sleep`, from their start and end times) and the small jobs'
+median wait, whether the stream was sustained (jobs submitted, started and ended a second
+against what the cluster allows) and how long a small job held its GPU, after checking what it
+measured: the gang's tasks run on G distinct nodes, no small job failed, every sample adds up.
 
     python benchmarks/gang_start.py                       # 16 nodes, a gang of 8 x 8 GPUs
     python benchmarks/gang_start.py --nodes 512 --gang 64 --groups 8
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -59,7 +61,8 @@ def gang_spec(tasks: int, seconds: int) -> str:
 
 
 def parse_time(text: str | None) -> float | None:
-    return None if not text else datetime.fromisoformat(text).timestamp()
+    """The API's times: naive UTC ISO 8601."""
+    return None if not text else datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
 class Product:
@@ -108,6 +111,7 @@ class Run:
         self.samples: list[tuple[float, float]] = []
         self.cycles: dict[str, float] = {}  # cycle time -> its duration (ms)
         self.sent = 0
+        self.began = 0.0
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.errors: list[str] = []
@@ -172,7 +176,7 @@ class Run:
     def go(self) -> dict:
         args = self.args
         self.setup()
-        began = time.monotonic()
+        began, self.began = time.monotonic(), time.time()
         threads = [threading.Thread(target=self.stream, args=(began,), daemon=True)
                    for _ in range(args.clients)]
         threads.append(threading.Thread(target=self.sample, daemon=True))
@@ -199,10 +203,9 @@ class Run:
         return {"gang": gang, "submitted": submitted, "start": start, "ended": time.time(),
                 "explain": self.http.get(f"/api/workflow/{gang}/explain").json()}
 
-    def small_waits(self, since: float) -> tuple[list[float], int]:
-        """Waits of the small jobs submitted since `since` that started; failures."""
-        waits, failed = [], 0
-        offset = 0
+    def small_tasks(self) -> list[tuple[float, float | None, float | None, str]]:
+        """(submitted, started, ended, status) of every small job."""
+        tasks, offset = [], 0
         while True:
             page = self.http.get("/api/workflow", params={"pool": "bench", "limit": 1000,
                                                           "offset": offset}).json()
@@ -212,11 +215,10 @@ class Run:
                 submitted = parse_time(body["submit_time"])
                 for group in body["groups"]:
                     task = group["tasks"][0]
-                    failed += task["status"].startswith("FAILED")
-                    if submitted >= since and task["start_time"]:
-                        waits.append(parse_time(task["start_time"]) - submitted)
+                    tasks.append((submitted, parse_time(task["start_time"]),
+                                  parse_time(task["end_time"]), task["status"]))
             if not page["next"]:
-                return waits, failed
+                return tasks
             offset += 1000
 
 
@@ -241,18 +243,22 @@ def main() -> None:
     try:
         run = Run(product, args)
         result = run.go()
-        waits, failed = run.small_waits(result["submitted"])
+        small = run.small_tasks()
     finally:
         product.stop()
     assert not run.errors, run.errors[:3]
+    failed = sum(status.startswith("FAILED") for _, _, _, status in small)
     assert failed == 0, f"{failed} small jobs failed"
+    since, until = result["submitted"], result["ended"]
+    waits = [start - submitted for submitted, start, _, _ in small
+             if submitted >= since and start is not None]
     assert waits, "no small job started after the gang was submitted"
-    window = [value for at, value in run.samples if at >= result["submitted"]]
+    window = [value for at, value in run.samples if at >= since]
     assert len(window) >= 10, "too few utilization samples"
     print(f"{args.nodes} nodes x 8 GPUs, gang of {args.gang} x 8 GPUs, small jobs 1 GPU "
-          f"sleep {SMALL_SECONDS} s exec_timeout {SMALL_TIMEOUT}, {args.groups} per workflow; "
-          f"product from {args.source.resolve()}; load average at start "
-          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+          f"sleep {SMALL_SECONDS} s exec_timeout {SMALL_TIMEOUT}, {args.groups} per workflow, "
+          f"{args.clients} submitting clients; product from {args.source.resolve()}; load "
+          f"average at start {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     if result["start"] is None:
         reasons = result["explain"]["groups"][0]["reasons"]
         print(f"gang start: NOT started after {args.limit:.0f} s "
@@ -260,12 +266,30 @@ def main() -> None:
     else:
         print(f"gang start: {result['start'] - result['submitted']:.1f} s after submission "
               f"(target <= 45 s)")
-    print(f"GPU utilization from the gang's submission to the end: "
-          f"{statistics.fmean(window):.3f} (target >= 0.9; {len(window)} samples)")
-    span = result["ended"] - result["submitted"]
-    print(f"small jobs submitted since then: {len(waits)} started ({len(waits) / span:.1f}/s; "
-          f"a full cluster finishes {run.capacity / SMALL_SECONDS:.1f}/s), median wait "
-          f"{statistics.median(waits):.1f} s, p90 {statistics.quantiles(waits, n=10)[-1]:.1f} s")
+    span = until - since
+    # GPU-seconds of the window the gang held, and those small jobs spent in their `sleep`.
+    gang_held = 0.0 if result["start"] is None else args.gang * 8 * max(
+        0.0, min(until, result["start"] + args.gang_seconds) - result["start"])
+    working = sum(max(0.0, min(until, start + SMALL_SECONDS, end or until) - max(since, start))
+                  for _, start, end, _ in small if start is not None)
+    print(f"GPU utilization from the gang's submission to the end: held "
+          f"{statistics.fmean(window):.3f} (target >= 0.9; {len(window)} samples), running "
+          f"a job {(working + gang_held) / (run.capacity * span):.3f}")
+    asked = run.capacity / SMALL_SECONDS * 1.1
+    started = sum(1 for _, start, _, _ in small if start is not None and since <= start <= until)
+    ended = sum(1 for _, _, end, _ in small if end is not None and since <= end <= until)
+    room = (run.capacity * span - gang_held) / SMALL_SECONDS / span
+    print(f"stream: {len(run.small) * args.groups / (until - run.began):.1f} small jobs "
+          f"submitted/s (asked {asked:.1f}/s); in the window {started / span:.1f} started/s, "
+          f"{ended / span:.1f} ended/s (the GPUs the gang leaves allow {room:.1f}/s)")
+    print(f"small jobs submitted since the gang: median wait {statistics.median(waits):.1f} s,"
+          f" p90 {statistics.quantiles(waits, n=10)[-1]:.1f} s")
+    held = [end - start for _, start, end, status in small
+            if end is not None and status == "COMPLETED" and start >= since]
+    if len(held) > 1:  # beyond their sleep: how late the loop noticed them end
+        print(f"small jobs' GPUs held per job (they sleep {SMALL_SECONDS} s): median "
+              f"{statistics.median(held):.1f} s, p90 {statistics.quantiles(held, n=10)[-1]:.1f}"
+              f" s")
     if run.dropped:
         print(f"{len(run.dropped)} submissions got no answer (connection dropped), e.g. "
               f"{run.dropped[0]}")

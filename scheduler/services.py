@@ -67,15 +67,18 @@ class CycleSummary:
 
 def _check_capacity() -> None:
     with connection.cursor() as cursor:
+        # The GPU holders' predicate is the partial index's (task_holding_gpus): a few thousand
+        # rows read through it, not every task that ever ran.
         cursor.execute(
             "SELECT n.name FROM scheduler_node n JOIN ("
             "  SELECT node_name, sum(gpus) AS gpus, sum(cpu_millis) AS cpu, "
             "         sum(memory_bytes) AS memory FROM workflows_task "
-            "  WHERE node_name <> '' AND status IN (%s, %s, %s) GROUP BY node_name) used "
+            "  WHERE (status = %s OR (node_name > '' AND status IN (%s, %s))) "
+            "  AND node_name <> '' GROUP BY node_name) used "
             "ON used.node_name = n.name "
             "WHERE used.gpus > n.gpus OR (n.cpu_millis > 0 AND used.cpu > n.cpu_millis) "
             "OR (n.memory_bytes > 0 AND used.memory > n.memory_bytes) LIMIT 5",
-            [TaskStatus.WAITING, TaskStatus.SCHEDULING, TaskStatus.RUNNING])
+            [TaskStatus.RUNNING, TaskStatus.WAITING, TaskStatus.SCHEDULING])
         over = [row[0] for row in cursor.fetchall()]
     if over:
         raise OverCommitError(f"cycle would over-commit node(s) {', '.join(over)}")

@@ -10,9 +10,9 @@ command; every ``OSMO_SIM_LOG_INTERVAL`` seconds a progress line; when it ends, 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 
 from django.conf import settings
 from django.utils import timezone
@@ -34,23 +34,26 @@ class _Running:
     last_progress: datetime
 
 
-@lru_cache(maxsize=512)
-def _commands(workflow_id: int) -> dict[str, str]:
-    """Spec task name → its command line (a workflow's spec never changes)."""
-    workflow = Workflow.objects.only("spec", "rendered_spec").get(pk=workflow_id)
-    try:
-        spec = stored_spec(workflow)
-    except Exception:  # noqa: BLE001 - a workload (manifests, no spec): no command to show
-        return {}
-    return {task.name: shlex.join([*task.command, *task.args]) for task in spec.tasks}
-
-
-def _gpu_indices(node: str, task_id: int, holders: list[tuple[int, str, int]]) -> str:
-    """The task's GPUs on its node, counted in task order from 0 ("0-3", "4", "none")."""
-    offset = 0
-    for pk, on, gpus in holders:
-        if on != node:
+def _commands(workflow_ids: Iterable[int]) -> dict[int, dict[str, str]]:
+    """Per workflow, spec task name → its command line, the specs read in one query."""
+    commands = {}
+    for workflow in Workflow.objects.filter(pk__in=list(workflow_ids)).only(
+            "id", "spec", "rendered_spec"):
+        try:
+            spec = stored_spec(workflow)
+        except Exception:  # noqa: BLE001 - a workload (manifests, no spec): no command to show
+            commands[workflow.pk] = {}
             continue
+        commands[workflow.pk] = {task.name: shlex.join([*task.command, *task.args])
+                                 for task in spec.tasks}
+    return commands
+
+
+def _gpu_indices(task_id: int, holders: list[tuple[int, int]]) -> str:
+    """The task's GPUs among its node's ``holders`` (id, GPUs) in task order, counted from 0
+    ("0-3", "4", "none")."""
+    offset = 0
+    for pk, gpus in holders:
         if pk == task_id:
             if not gpus:
                 return "none"
@@ -64,6 +67,7 @@ class SimulatedOutput:
 
     def __init__(self):
         self.running: dict[int, _Running] = {}
+        self.commands: dict[int, dict[str, str]] = {}  # of the running tasks' workflows
 
     def step(self, now: datetime | None = None) -> int:
         """Write the lines due now; returns how many were written."""
@@ -96,17 +100,21 @@ class SimulatedOutput:
         printed = set(TaskLogChunk.objects.filter(task_id__in=ids).values_list("task_id",
                                                                                flat=True))
         nodes = {row[4] for row in rows}
-        holders = list(gpu_holding_tasks().filter(node_name__in=nodes).order_by("id")
-                       .values_list("id", "node_name", "gpus"))
+        holders: dict[str, list[tuple[int, int]]] = {}
+        for pk, node, gpus in (gpu_holding_tasks().filter(node_name__in=nodes).order_by("id")
+                               .values_list("id", "node_name", "gpus")):
+            holders.setdefault(node, []).append((pk, gpus))
+        self.commands.update(_commands({row[1] for row in rows if row[0] not in printed}
+                                       - self.commands.keys()))
         lines = []
         for pk, workflow_id, name, spec_task, node, gpus, started, run_seconds in rows:
             seconds = run_seconds or settings.OSMO_SIM_TASK_SECONDS
             self.running[pk] = _Running(workflow_id, name, started, seconds, started)
             if pk in printed:
                 continue  # printed before this process started
-            command = _commands(workflow_id).get(spec_task, "")
+            command = self.commands.get(workflow_id, {}).get(spec_task, "")
             for text in (f"started on node {node} with GPUs "
-                         f"{_gpu_indices(node, pk, holders)} ({gpus} GPU(s))",
+                         f"{_gpu_indices(pk, holders.get(node, []))} ({gpus} GPU(s))",
                          f"$ {command}" if command else "running its pod's command"):
                 lines.append((workflow_id, pk, logstore.format_line(started, name, text)))
         return lines
@@ -127,4 +135,6 @@ class SimulatedOutput:
                       for text in texts]
         for pk in ids:
             self.running.pop(pk, None)
+        alive = {running.workflow_id for running in self.running.values()}
+        self.commands = {pk: value for pk, value in self.commands.items() if pk in alive}
         return lines

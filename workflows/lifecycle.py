@@ -53,6 +53,7 @@ from . import logstore
 from .logstore import Event
 from .models import (
     ALIVE_TASK_STATUSES,
+    ALIVE_WORKFLOW_STATUSES,
     FINAL_TASK_STATUSES,
     Task,
     TaskStatus,
@@ -61,6 +62,7 @@ from .models import (
     WorkflowStatus,
 )
 from .selectors import alive_workflows, gpu_holding_tasks
+from .settle import final_event, settle_workflows, words
 
 # Reason of an evicted elastic surplus task that is pending again (not failed).
 REQUEUED = "preempted_requeued"
@@ -70,22 +72,13 @@ CONSOLIDATED = "consolidated"
 # Reasons of tasks ended by a timeout.
 EXEC_TIMEOUT = "exec_timeout"
 QUEUE_TIMEOUT = "queue_timeout"
-TIMED_OUT = (TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT)
 
 STATUS_RANK = {TaskStatus.WAITING: 0, TaskStatus.SCHEDULING: 1, TaskStatus.RUNNING: 2}
-SEVERITY = [TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT,
-            TaskStatus.FAILED_PREEMPTED, TaskStatus.FAILED_EVICTED, TaskStatus.FAILED,
-            TaskStatus.FAILED_CANCELED, TaskStatus.COMPLETED]
 
 
 def status_rank(status: str) -> int:
     """Forward order of task statuses: alive ones in order, then every final one."""
     return STATUS_RANK.get(status, 3)
-
-
-def worst_status(statuses: Iterable[str]) -> str:
-    present = set(statuses)
-    return next(s for s in SEVERITY if s in present)
 
 
 def _lock_workflow(workflow: Workflow) -> Workflow:
@@ -98,46 +91,6 @@ def lock_workflows(ids: Iterable[int]) -> None:
     if ids:
         list(Workflow.objects.filter(pk__in=ids).order_by("pk")
              .select_for_update().values_list("pk", flat=True))
-
-
-def _settle_all(workflow_ids: Iterable[int], now) -> None:
-    for workflow in Workflow.objects.filter(pk__in=set(workflow_ids)).select_related("pool"):
-        settle(workflow, now)
-
-
-# Events in words (GET /api/workflow/{name}/events) for the reasons tasks end with.
-REASON_WORDS = {"group_failed": "another task of its group failed",
-                "upstream_failed": "a group it depends on failed",
-                "lead_completed": "its group's lead task completed",
-                "canceled_by_user": "the workflow was canceled",
-                "subpool_deleted": "its subpool was deleted",
-                "submission_failed": "the cluster refused the group's objects",
-                "pod_deleted": "its pod was deleted", "node_deleted": "its node was removed",
-                "evicted": "evicted by the kubelet", "stale_gang": "its gang stayed below its "
-                "minimum", "preempted": "its GPUs went to another workload"}
-
-
-def _words(reason: str | None) -> str:
-    return REASON_WORDS.get(reason or "", reason or "")
-
-
-def final_event(task_id: int, workflow_id: int, status: str, *, exit_code: int | None = None,
-                reason: str | None = None, at=None) -> Event:
-    """A task's end, as the events endpoint tells it."""
-    code = f"exit code {exit_code}" if exit_code is not None else ""
-    if status == TaskStatus.COMPLETED:
-        reason_word, message = "Completed", code or "exit code 0"
-    elif status == TaskStatus.FAILED:
-        reason_word, message = "Failed", ", ".join(x for x in (code, _words(reason)) if x)
-    elif status == TaskStatus.FAILED_PREEMPTED:
-        reason_word, message = "Preempted", _words(reason or "preempted")
-    elif status == TaskStatus.FAILED_EVICTED:
-        reason_word, message = "Evicted", _words(reason or "evicted")
-    else:
-        reason_word, message = "Canceled", _words(reason)
-    if status == TaskStatus.COMPLETED and reason:
-        message = f"{message} ({_words(reason)})"
-    return Event(workflow_id, task_id, reason_word, message, at)
 
 
 def _end_tasks(tasks, status: str, reason: str | None, now) -> None:
@@ -157,88 +110,8 @@ def _after_finish(workflow: Workflow) -> None:
 
 
 def settle(workflow: Workflow, now) -> None:
-    """Derive group and workflow statuses from the tasks (rows already locked)."""
-    groups = list(workflow.groups.all())
-    task_statuses: dict[int, list[tuple[Task, str]]] = {}
-    for task in Task.objects.filter(workflow=workflow).only(
-            "id", "group_id", "status", "spec_task"):
-        task_statuses.setdefault(task.group_id, []).append((task, task.status))
-
-    changed = True
-    while changed:  # a failure or a completion can release or cancel other groups
-        changed = False
-        by_name = {g.name: g for g in groups}
-        for group in groups:
-            if group.status in FINAL_TASK_STATUSES:
-                continue
-            statuses = [status for _, status in task_statuses.get(group.pk, [])]
-            failed = [s for s in statuses if s in FINAL_TASK_STATUSES
-                      and s != TaskStatus.COMPLETED]
-            lead_done = all(status == TaskStatus.COMPLETED
-                            for task, status in task_statuses.get(group.pk, [])
-                            if task.spec_task == group.lead_task)
-            alive = [s for s in statuses if s in ALIVE_TASK_STATUSES]
-            if alive and (failed or lead_done):
-                end_as, reason = ((TaskStatus.FAILED_CANCELED, "group_failed") if failed
-                                  else (TaskStatus.COMPLETED, "lead_completed"))
-                _end_tasks(Task.objects.filter(group=group), end_as, reason, now)
-                task_statuses[group.pk] = [
-                    (t, end_as if s in ALIVE_TASK_STATUSES else s)
-                    for t, s in task_statuses[group.pk]]
-                statuses = [s for _, s in task_statuses[group.pk]]
-                alive = []
-            if not alive:
-                group.status = worst_status(statuses)
-                group.finished_at = now
-                group.reason = next((t_reason for t_reason in (
-                    Task.objects.filter(group=group, status=group.status)
-                    .exclude(reason=None).values_list("reason", flat=True)[:1])), None)
-                group.save(update_fields=["status", "finished_at", "reason"])
-                changed = True
-            elif TaskStatus.RUNNING in statuses and group.status != TaskStatus.RUNNING:
-                group.status = TaskStatus.RUNNING
-                group.started_at = group.started_at or now
-                group.save(update_fields=["status", "started_at"])
-
-        failed_group = next((g for g in groups if g.status in FINAL_TASK_STATUSES
-                             and g.status not in (TaskStatus.COMPLETED, *TIMED_OUT)), None)
-        for group in groups:
-            if group.status in FINAL_TASK_STATUSES:
-                continue
-            upstream_failed = any(by_name[name].status in FINAL_TASK_STATUSES
-                                  and by_name[name].status != TaskStatus.COMPLETED
-                                  for name in group.depends_on if name in by_name)
-            if failed_group is not None or upstream_failed:
-                _end_tasks(Task.objects.filter(group=group), TaskStatus.FAILED_CANCELED,
-                           "upstream_failed", now)
-                task_statuses[group.pk] = [(t, TaskStatus.FAILED_CANCELED
-                                            if s in ALIVE_TASK_STATUSES else s)
-                                           for t, s in task_statuses.get(group.pk, [])]
-                changed = True
-            elif group.status == TaskStatus.WAITING and all(
-                    by_name[name].status == TaskStatus.COMPLETED for name in group.depends_on):
-                Task.objects.filter(group=group, status=TaskStatus.WAITING).update(
-                    status=TaskStatus.SCHEDULING)
-                task_statuses[group.pk] = [(t, TaskStatus.SCHEDULING
-                                            if s == TaskStatus.WAITING else s)
-                                           for t, s in task_statuses.get(group.pk, [])]
-                group.status = TaskStatus.SCHEDULING
-                group.scheduling_at = now
-                group.save(update_fields=["status", "scheduling_at"])
-
-    if all(g.status in FINAL_TASK_STATUSES for g in groups):
-        worst = worst_status(g.status for g in groups)
-        workflow.status = worst
-        workflow.reason = next((g.reason for g in groups if g.status == worst and g.reason),
-                               None) if worst != TaskStatus.COMPLETED else None
-        workflow.finished_at = now
-        workflow.save(update_fields=["status", "reason", "finished_at"])
-        _after_finish(workflow)
-    elif any(g.status == TaskStatus.RUNNING for g in groups) and (
-            workflow.status == WorkflowStatus.PENDING):
-        workflow.status = WorkflowStatus.RUNNING
-        workflow.started_at = workflow.started_at or now
-        workflow.save(update_fields=["status", "started_at"])
+    """Derive the workflow's group and workflow statuses from its tasks (row locked)."""
+    settle_workflows([workflow.pk], now)
 
 
 @transaction.atomic
@@ -281,7 +154,7 @@ def task_report_status(*, workflow: Workflow, task_name: str, status: str,
 def _cancel(workflows: list[Workflow], reason: str, by: str = "") -> None:
     now = timezone.now()
     ids = [w.pk for w in workflows]
-    logstore.events_record([Event(pk, None, "Canceled", f"by {by}" if by else _words(reason),
+    logstore.events_record([Event(pk, None, "Canceled", f"by {by}" if by else words(reason),
                                   now) for pk in ids])
     _end_tasks(Task.objects.filter(workflow_id__in=ids), TaskStatus.FAILED_CANCELED, reason,
                now)
@@ -373,12 +246,20 @@ def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
 
 
 def tasks_mark_running(task_ids: Sequence[int], now: datetime) -> None:
-    """The groups (and workflows) of newly bound tasks are running."""
-    groups = set(Task.objects.filter(pk__in=task_ids).values_list("group_id", flat=True))
-    WorkflowGroup.objects.filter(pk__in=groups, status=TaskStatus.SCHEDULING).update(
-        status=TaskStatus.RUNNING, started_at=now, below_min_since=None)
-    Workflow.objects.filter(groups__in=groups, status=WorkflowStatus.PENDING).update(
-        status=WorkflowStatus.RUNNING, started_at=now)
+    """The groups (and workflows) of newly bound tasks are running: one statement."""
+    if not task_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH started AS (SELECT DISTINCT group_id, workflow_id FROM workflows_task "
+            "  WHERE id = ANY(%s::bigint[])), "
+            "grp AS (UPDATE workflows_workflowgroup g SET status = %s, started_at = %s, "
+            "  below_min_since = NULL FROM started WHERE g.id = started.group_id "
+            "  AND g.status = %s) "
+            "UPDATE workflows_workflow SET status = %s, started_at = %s "
+            "WHERE id IN (SELECT workflow_id FROM started) AND status = %s",
+            [list(task_ids), TaskStatus.RUNNING, now, TaskStatus.SCHEDULING,
+             WorkflowStatus.RUNNING, now, WorkflowStatus.PENDING])
 
 
 def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
@@ -397,26 +278,38 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
     victims: dict[int, set[int]] = {}
     for eviction in evictions:
         victims.setdefault(eviction.group_id, set()).add(eviction.task_id)
-    evicted = 0
-    events = []
-    for eviction in evictions:
-        whole = victims[eviction.group_id] >= bound.get(eviction.group_id, set())
-        done = Task.objects.filter(
-            pk=eviction.task_id, node_name=eviction.node, status=TaskStatus.RUNNING,
-        ).update(preempted_by=eviction.by, **(
-            {"status": TaskStatus.FAILED_PREEMPTED, "reason": eviction.reason,
-             "finished_at": now} if whole else
-            {"status": TaskStatus.SCHEDULING, "node_name": "", "reason": REQUEUED,
-             "started_at": None}))
-        evicted += done
-        if done:
-            words = eviction.words or _words(eviction.reason)
-            events.append(Event(eviction.workflow_id, eviction.task_id,
-                                "Preempted" if eviction.reason != "stale_gang" else "Evicted",
-                                f"{words}; off node {eviction.node}"
-                                + ("" if whole else ", pending again"), now))
-    logstore.events_record(events)
-    _settle_all({e.workflow_id for e in evictions}, now)
+    whole = [victims[e.group_id] >= bound.get(e.group_id, set()) for e in evictions]
+    events = [Event(e.workflow_id, e.task_id,
+                    "Preempted" if e.reason != "stale_gang" else "Evicted",
+                    f"{e.words or words(e.reason)}; off node {e.node}"
+                    + ("" if gang else ", pending again"), now)
+              for e, gang in zip(evictions, whole, strict=True)]
+    with connection.cursor() as cursor:
+        # One statement: a task still running on that node is taken off it (its gang's last
+        # bound task: FAILED_PREEMPTED; surplus: pending again), with its event.
+        cursor.execute(
+            "WITH v AS (SELECT * FROM unnest(%s::bigint[], %s::text[], %s::boolean[], "
+            "  %s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY "
+            "  AS v(id, node, gang, reason, by, word, message, n)), "
+            "evicted AS (UPDATE workflows_task t SET preempted_by = v.by, "
+            "  status = CASE WHEN v.gang THEN %s ELSE %s END, "
+            "  reason = CASE WHEN v.gang THEN v.reason ELSE %s END, "
+            "  finished_at = CASE WHEN v.gang THEN %s ELSE t.finished_at END, "
+            "  node_name = CASE WHEN v.gang THEN t.node_name ELSE '' END, "
+            "  started_at = CASE WHEN v.gang THEN t.started_at END "
+            "  FROM v WHERE t.id = v.id AND t.node_name = v.node AND t.status = %s "
+            "  RETURNING t.id, t.workflow_id), "
+            "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
+            "  message) SELECT evicted.workflow_id, evicted.id, %s, v.word, v.message "
+            "  FROM evicted JOIN v ON v.id = evicted.id ORDER BY v.n) "
+            "SELECT count(*) FROM evicted",
+            [[e.task_id for e in evictions], [e.node for e in evictions], whole,
+             [e.reason for e in evictions], [e.by for e in evictions],
+             [e.reason for e in events], [e.message[:1000] for e in events],
+             TaskStatus.FAILED_PREEMPTED, TaskStatus.SCHEDULING, REQUEUED, now,
+             TaskStatus.RUNNING, now])
+        evicted = cursor.fetchone()[0]
+    settle_workflows({e.workflow_id for e in evictions}, now)
     return evicted
 
 
@@ -452,8 +345,13 @@ def tasks_move(moves: Sequence[TaskMove]) -> int:
 
 def groups_record_below_min(since: Mapping[int, datetime | None]) -> None:
     """Remember since when running gangs are below their minimum (None: no longer)."""
-    for group_id, value in since.items():
-        WorkflowGroup.objects.filter(pk=group_id).update(below_min_since=value)
+    if not since:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE workflows_workflowgroup g SET below_min_since = v.since "
+            "FROM unnest(%s::bigint[], %s::timestamptz[]) AS v(id, since) WHERE g.id = v.id",
+            [list(since), list(since.values())])
 
 
 # --- the embedded cluster ------------------------------------------------------------------
@@ -471,12 +369,20 @@ def tasks_complete_due(*, now: datetime, default_seconds: int) -> int:
         return 0
     workflow_ids = {workflow_id for _, workflow_id in due}
     lock_workflows(workflow_ids)
-    ended = list(Task.objects.filter(pk__in=[pk for pk, _ in due], status=TaskStatus.RUNNING)
-                 .values_list("id", flat=True))
-    changed = Task.objects.filter(pk__in=ended).update(status=TaskStatus.COMPLETED,
-                                                       exit_code=0, finished_at=now)
-    logstore.events_record_tasks(ended, "Completed", "exit code 0", now)
-    _settle_all(workflow_ids, now)
+    with connection.cursor() as cursor:
+        # Checked again under the locks (a task that ended meanwhile is left alone); the
+        # events are written by the same statement.
+        cursor.execute(
+            "WITH ended AS (UPDATE workflows_task SET status = %s, exit_code = 0, "
+            "  finished_at = %s WHERE id = ANY(%s::bigint[]) AND status = %s "
+            "  RETURNING id, workflow_id), "
+            "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
+            "  message) SELECT workflow_id, id, %s, 'Completed', 'exit code 0' FROM ended "
+            "  ORDER BY id) "
+            "SELECT count(*) FROM ended",
+            [TaskStatus.COMPLETED, now, [pk for pk, _ in due], TaskStatus.RUNNING, now])
+        changed = cursor.fetchone()[0]
+    settle_workflows(workflow_ids, now)
     return changed
 
 
@@ -488,34 +394,40 @@ def groups_time_out(*, now: datetime) -> int:
     again, so a group that moved on meanwhile is left alone."""
     with connection.cursor() as cursor:
         cursor.execute(
+            # From the alive workflows (an alive group's workflow is alive): a few hundred
+            # rows through an index, not every group that ever ran.
             "SELECT g.id, g.workflow_id, %s FROM workflows_workflowgroup g "
             "JOIN workflows_workflow w ON w.id = g.workflow_id "
-            "WHERE g.status = %s AND w.exec_timeout_seconds IS NOT NULL "
+            "WHERE w.status IN (%s, %s) AND g.status = %s "
+            "AND w.exec_timeout_seconds IS NOT NULL "
             "AND g.started_at + make_interval(secs => w.exec_timeout_seconds) <= %s "
             "UNION ALL "
             "SELECT g.id, g.workflow_id, %s FROM workflows_workflowgroup g "
             "JOIN workflows_workflow w ON w.id = g.workflow_id "
-            "WHERE g.status = %s AND w.queue_timeout_seconds IS NOT NULL "
+            "WHERE w.status IN (%s, %s) AND g.status = %s "
+            "AND w.queue_timeout_seconds IS NOT NULL "
             "AND g.scheduling_at + make_interval(secs => w.queue_timeout_seconds) <= %s "
             "AND NOT EXISTS (SELECT 1 FROM workflows_task t WHERE t.group_id = g.id "
             "                AND t.node_name <> '' AND t.status IN (%s, %s))",
-            [TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.RUNNING, now,
-             TaskStatus.FAILED_QUEUE_TIMEOUT, TaskStatus.SCHEDULING, now,
+            [TaskStatus.FAILED_EXEC_TIMEOUT, *ALIVE_WORKFLOW_STATUSES, TaskStatus.RUNNING, now,
+             TaskStatus.FAILED_QUEUE_TIMEOUT, *ALIVE_WORKFLOW_STATUSES, TaskStatus.SCHEDULING,
+             now,
              TaskStatus.SCHEDULING, TaskStatus.RUNNING])
         due = cursor.fetchall()
     if not due:
         return 0
     lock_workflows({workflow_id for _, workflow_id, _ in due})
     ended = 0
-    for group_id, _workflow_id, status in due:
-        expected = (TaskStatus.RUNNING if status == TaskStatus.FAILED_EXEC_TIMEOUT
-                    else TaskStatus.SCHEDULING)
-        if not WorkflowGroup.objects.filter(pk=group_id, status=expected).exists():
-            continue
-        reason = EXEC_TIMEOUT if status == TaskStatus.FAILED_EXEC_TIMEOUT else QUEUE_TIMEOUT
-        _end_tasks(Task.objects.filter(group_id=group_id), status, reason, now)
-        ended += 1
-    _settle_all({workflow_id for _, workflow_id, _ in due}, now)
+    for status, expected, reason in (
+            (TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.RUNNING, EXEC_TIMEOUT),
+            (TaskStatus.FAILED_QUEUE_TIMEOUT, TaskStatus.SCHEDULING, QUEUE_TIMEOUT)):
+        groups = list(WorkflowGroup.objects.filter(
+            pk__in=[group_id for group_id, _, due_status in due if due_status == status],
+            status=expected).values_list("pk", flat=True))
+        if groups:
+            _end_tasks(Task.objects.filter(group_id__in=groups), status, reason, now)
+            ended += len(groups)
+    settle_workflows({workflow_id for _, workflow_id, _ in due}, now)
     return ended  # the Kubernetes backend's cleanup, in the same pass, deletes their pods
 
 
@@ -528,8 +440,8 @@ def tasks_evict_from_node(*, node_name: str, reason: str, now: datetime) -> int:
     ids = list(bound.values_list("id", flat=True))
     count = Task.objects.filter(pk__in=ids).update(status=TaskStatus.FAILED_EVICTED,
                                                    reason=reason, finished_at=now)
-    logstore.events_record_tasks(ids, "Evicted", f"{_words(reason)} (node {node_name})", now)
-    _settle_all(workflow_ids, now)
+    logstore.events_record_tasks(ids, "Evicted", f"{words(reason)} (node {node_name})", now)
+    settle_workflows(workflow_ids, now)
     return count
 
 

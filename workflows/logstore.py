@@ -65,17 +65,23 @@ def log_append(*, task: Task, text: str, source_ns: int = 0) -> int:
 
 
 def log_append_lines(rows: Sequence[tuple[int, int, str]]) -> int:
-    """Many tasks' lines at once: ``(workflow_id, task_id, formatted line)``, one chunk each,
-    in one statement (the embedded cluster writes a line for every running task). Single
-    lines grow a log slowly: the hourly :func:`purge` trims these tasks to their bound."""
+    """Many tasks' lines at once: ``(workflow_id, task_id, formatted line)``, one chunk per
+    task (its lines in their order), in one statement (the embedded cluster writes lines for
+    every running task). Lines come a few at a time and grow a log slowly: the hourly
+    :func:`purge` trims these tasks to their bound. Returns how many lines were written."""
     if not rows:
         return 0
+    chunks: dict[tuple[int, int], list[str]] = {}
+    for workflow_id, task_id, line in rows:
+        chunks.setdefault((workflow_id, task_id), []).append(line)
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO workflows_tasklogchunk (workflow_id, task_id, lines, size, text, "
-            "source_ns) SELECT w, t, 1, octet_length(x), x, 0 "
-            "FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) AS v(w, t, x)",
-            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]])
+            "source_ns) SELECT w, t, n, octet_length(x), x, 0 "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::text[]) AS v(w, t, n, x)",
+            [[w for w, _ in chunks], [t for _, t in chunks],
+             [len(lines) for lines in chunks.values()],
+             ["".join(lines) for lines in chunks.values()]])
     return len(rows)
 
 

@@ -1,0 +1,108 @@
+"""The embedded loop's database work per cycle is set-based: the statements a cycle sends do not
+grow with the tasks it ends and binds (a 512-node cluster of 20 s jobs ends and starts about 200
+tasks a second); and its capacity check still refuses a double-booked GPU."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from scheduler import services
+from scheduler.core.results import Binding
+from scheduler.sim_logs import SimulatedOutput
+from workflows.models import Task, TaskEvent, TaskLogChunk, Workflow, WorkflowGroup
+
+from .conftest import add_nodes, nodes_of, spec, submit, workflow
+
+pytestmark = pytest.mark.django_db
+
+GROUPS = 4  # independent 1-GPU groups a workflow, each its own gang
+
+
+def small(name: str) -> str:
+    groups = "\n".join(f"  - name: g{i}\n    tasks:\n    - {{name: t{i}, image: x, command: "
+                       f"[sleep, '5'], resource: r}}" for i in range(GROUPS))
+    return (f"workflow:\n  name: {name}\n  groups:\n{groups}\n  resources:\n"
+            f"    r: {{gpu: 1, cpu: 1, memory: 1Gi}}\n")
+
+
+def test_a_cycles_statements_do_not_grow_with_the_tasks_it_ends_and_binds(
+        admin, alice, team, settings):
+    settings.OSMO_SIM_TASK_SECONDS = 60
+    add_nodes(admin, 4)  # 32 GPUs
+    start = timezone.now()
+
+    def cycle_at(seconds: int):
+        with CaptureQueriesContext(connection) as queries:
+            summary = services.cycle_run(now=start + timedelta(seconds=seconds))
+        return summary, len(queries)
+
+    first = [submit(alice, "team", small(f"a{i}")) for i in range(2)]
+    cycle_at(0)
+    second = [submit(alice, "team", small(f"b{i}")) for i in range(2)]
+    summary, few = cycle_at(10)  # ends 2 workflows (8 tasks), binds 2 (8 tasks)
+    assert (summary.completed, summary.bound) == (8, 8)
+    third = [submit(alice, "team", small(f"c{i}")) for i in range(6)]
+    summary, _ = cycle_at(20)
+    assert (summary.completed, summary.bound) == (8, 24)
+    fourth = [submit(alice, "team", small(f"d{i}")) for i in range(6)]
+    summary, many = cycle_at(30)  # ends 6 workflows (24 tasks), binds 6 (24 tasks)
+    assert (summary.completed, summary.bound) == (24, 24)
+
+    assert many == few
+    ended = first + second + third
+    assert [workflow(alice, name)["status"] for name in ended] == ["COMPLETED"] * len(ended)
+    assert [workflow(alice, name)["status"] for name in fourth] == ["RUNNING"] * 6
+    assert set(WorkflowGroup.objects.filter(workflow__name__in=ended)
+               .values_list("status", flat=True)) == {"COMPLETED"}
+    assert Task.objects.filter(workflow__name__in=fourth, status="RUNNING").count() == 24
+    ids = Workflow.objects.filter(name__in=ended).values_list("pk", flat=True)
+    assert TaskEvent.objects.filter(workflow_id__in=ids, reason="Completed").count() == 40
+
+
+def test_a_cycle_that_would_double_book_a_gpu_commits_nothing(admin, alice, team, monkeypatch):
+    """The capacity check before commit (one query through the GPU holders' index): a
+    decision that over-commits a node rolls the whole cycle back."""
+    add_nodes(admin, 1)  # 8 GPUs
+    full = submit(alice, "team", spec("full", 8))
+    services.cycle_run()
+    late = submit(alice, "team", spec("late", 1))
+    group = WorkflowGroup.objects.get(workflow__name=late)
+    decide = services.run_cycle
+
+    def double_booking(snapshot):
+        result = decide(snapshot)
+        assert result.bindings == ()  # the core leaves it pending: the node is full
+        return replace(result, bindings=(Binding(pod=f"{late}/t0", gang=group.podgroup,
+                                                 node="node-0"),))
+
+    monkeypatch.setattr(services, "run_cycle", double_booking)
+    with pytest.raises(services.OverCommitError, match="node-0"):
+        services.cycle_run()
+    task = Task.objects.get(workflow__name=late)
+    assert (task.status, task.node_name, task.started_at) == ("SCHEDULING", "", None)
+    assert workflow(alice, late)["status"] == "PENDING"
+    assert not TaskEvent.objects.filter(task=task).exists()
+    assert nodes_of(alice, full) == ["node-0"]
+
+
+def test_simulated_output_of_new_tasks_takes_a_fixed_number_of_statements(admin, alice, team):
+    add_nodes(admin, 4)  # 32 GPUs
+    output = SimulatedOutput()
+    counts = []
+    for prefix, workflows in (("a", 1), ("b", 6)):
+        for i in range(workflows):
+            submit(alice, "team", small(f"{prefix}{i}"))
+        services.cycle_run()
+        with CaptureQueriesContext(connection) as queries:
+            written = output.step()
+        assert written == 2 * GROUPS * workflows  # where it runs, and its command
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+    commands = TaskLogChunk.objects.filter(text__contains="] $ sleep 5").count()
+    assert commands == 7 * GROUPS

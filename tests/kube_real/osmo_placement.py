@@ -70,8 +70,13 @@ class Scheduler:
                 return value
             time.sleep(0.05)
         result = self.placement.last_result
-        raise AssertionError(f"timed out waiting for {what}; last cycle: "
-                             f"{result.to_dict() if result else None}; "
+        # A cycle's result holds what that cycle did: where earlier ones bound is in the cache.
+        pods = {pod["metadata"]["name"]: ((pod.get("spec") or {}).get("nodeName"),
+                                          pod["metadata"].get("deletionTimestamp"))
+                for pod in self.cache.pods.items()
+                if pod["metadata"].get("namespace") == self.placement.namespace}
+        raise AssertionError(f"timed out waiting for {what}; pods (node, deleting): {pods}; "
+                             f"last cycle: {result.to_dict() if result else None}; "
                              f"skipped: {self.placement.last_index.skipped}; nodes: "
                              f"{self.cache.nodes.items()} "
                              f"rv {self.cache.nodes.resource_version}")

@@ -21,16 +21,21 @@ def cordon(apiserver, node: str, value: bool = True) -> None:
 
 def fragment(sched, cluster, apiserver, namespace, place_first, place_second) -> None:
     """Two 4-GPU nodes, each made to hold one 2-GPU pod: ``place_first()`` runs while only
-    node 1 takes pods, ``place_second()`` while only node 2 does."""
+    node 2 takes pods, ``place_second()`` while only node 1 does.
+
+    The pod placed second is the one a gang needing a whole node moves, whatever the clock:
+    KAI's victim order takes the most recently started first, and pods started in the same
+    second (timestamps have whole seconds) by name — so the tests place ``b`` first, ``a``
+    second."""
     one, two = n(namespace, 1), n(namespace, 2)
     cluster.add_node(one, gpus=4)
     cluster.add_node(two, gpus=4)
-    cordon(apiserver, two)
-    place_first()
-    cordon(apiserver, two, False)
     cordon(apiserver, one)
-    place_second()
+    place_first()
     cordon(apiserver, one, False)
+    cordon(apiserver, two)
+    place_second()
+    cordon(apiserver, two, False)
 
 
 def test_a_move_makes_room_for_a_gang(sched, cluster, apiserver, namespace, kubelet) -> None:
@@ -44,8 +49,8 @@ def test_a_move_makes_room_for_a_gang(sched, cluster, apiserver, namespace, kube
         return pods
 
     placed = {}
-    fragment(sched, cluster, apiserver, namespace, lambda: placed.update(a=low("a")),
-             lambda: placed.update(b=low("b")))
+    fragment(sched, cluster, apiserver, namespace, lambda: placed.update(b=low("b")),
+             lambda: placed.update(a=low("a")))
     assert (node_of(apiserver, namespace, "a-0"), node_of(apiserver, namespace, "b-0")) == (
         one, two)
     kubelet.pause()  # the moved pod stays Terminating until the "kubelet" confirms
@@ -107,7 +112,7 @@ def test_a_moved_task_keeps_running_on_its_new_node(sched, backend, cluster, ali
                     what=f"{key} running")
         names[key] = name
 
-    fragment(sched, cluster, apiserver, namespace, lambda: low("a"), lambda: low("b"))
+    fragment(sched, cluster, apiserver, namespace, lambda: low("b"), lambda: low("a"))
     wait_for(lambda: (backend.listen() or True) and all(
         statuses(alice, names[k]) == ("RUNNING", ["RUNNING"]) for k in "ab"),
         what="both RUNNING")

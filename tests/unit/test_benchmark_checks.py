@@ -90,3 +90,21 @@ def test_the_fill_check_catches_missing_doubled_unbound_and_overcommitted_pods()
         "1 pods not bound: ['c']", "1 pods not Running: ['c']"]
     with pytest.raises(SystemExit, match=r"\[fill\] FAILED, no time printed: 1 pods not bound"):
         k8s_fill.report("fill", ["1 pods not bound: ['c']"])
+
+
+def test_the_scheduler_benchmark_runs_and_checks_every_figure(tmp_path) -> None:
+    """The quick sizes end to end, snapshot builders included (on its own throwaway
+    PostgreSQL, as a user runs it): a moved module once broke the full run at its end."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "benchmarks/scheduler.py", "--quick"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 9 and all(line.rstrip().endswith("checked") or "checked " in line
+                                   for line in lines), done.stdout

@@ -22,7 +22,7 @@ from tests.conftest import make_client
 from tests.k8s.conftest import Backend
 from tests.shared_data import missing
 
-from .kubelet import Admission, Kubelet, refused_status, running_status
+from .kubelet import Admission, Kubelet, now, refused_status, running_status
 from .osmo_placement import (
     SCHEDULER,
     Scheduler,
@@ -159,6 +159,7 @@ class Cluster:
     def finish(self, pod: str, exit_code: int = 0) -> None:
         current = self.get("pods", pod)
         container = current["spec"]["containers"][0]
+        started = (current.get("status") or {}).get("startTime") or now()
         self._status(pod, {"phase": "Succeeded" if exit_code == 0 else "Failed",
                            "containerStatuses": [{
                                "name": container["name"], "image": container["image"],
@@ -166,8 +167,7 @@ class Cluster:
                                "state": {"terminated": {
                                    "exitCode": exit_code,
                                    "reason": "Completed" if exit_code == 0 else "Error",
-                                   "startedAt": "2025-01-01T00:00:00Z",
-                                   "finishedAt": "2025-01-01T00:01:00Z"}}}]})
+                                   "startedAt": started, "finishedAt": now()}}}]})
 
     def delete_pod(self, pod: str, *, final: bool = False) -> None:
         """A graceful delete (a bound pod stays Terminating: no kubelet confirms it), or the

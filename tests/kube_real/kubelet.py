@@ -34,13 +34,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.utils import parse_quantity
 
 from .server import KubeError
 
-STARTED_AT = "2025-01-01T00:00:00Z"
 FINISHED = ("Succeeded", "Failed")
 BASIC = ("cpu", "memory", "ephemeral-storage")  # kubelet checks these, then extended ones
 NATIVE = {"cpu", "memory", "ephemeral-storage", "pods", "hugepages-1Gi", "hugepages-2Mi",
@@ -198,14 +198,21 @@ def overcommitted(pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]
             if value > allocatable[node].get(resource, 0)]
 
 
+def now() -> str:
+    """The current time as the API server stores a timestamp (whole seconds, UTC)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def running_status(pod: dict[str, Any]) -> dict[str, Any]:
+    """The status kubelet writes when it starts the pod: started now."""
     container = pod["spec"]["containers"][0]
-    return {"phase": "Running", "startTime": STARTED_AT,
+    started = now()
+    return {"phase": "Running", "startTime": started,
             "conditions": [{"type": "Ready", "status": "True"}],
             "containerStatuses": [{
                 "name": container["name"], "image": container["image"], "imageID": "",
                 "ready": True, "restartCount": 0,
-                "state": {"running": {"startedAt": STARTED_AT}}}]}
+                "state": {"running": {"startedAt": started}}}]}
 
 
 def refused_status(refusal: Refusal) -> dict[str, Any]:
@@ -216,6 +223,7 @@ def refused_status(refusal: Refusal) -> dict[str, Any]:
 
 def refusal_event(pod: dict[str, Any], refusal: Refusal) -> dict[str, Any]:
     metadata = pod["metadata"]
+    at = now()
     return {"apiVersion": "v1", "kind": "Event",
             "metadata": {"generateName": f"{metadata['name']}.",
                          "namespace": metadata["namespace"]},
@@ -223,7 +231,7 @@ def refusal_event(pod: dict[str, Any], refusal: Refusal) -> dict[str, Any]:
                                "namespace": metadata["namespace"], "uid": metadata.get("uid")},
             "reason": refusal.reason, "message": refusal.message, "type": "Warning",
             "source": {"component": "kubelet", "host": refusal.node}, "count": 1,
-            "firstTimestamp": STARTED_AT, "lastTimestamp": STARTED_AT}
+            "firstTimestamp": at, "lastTimestamp": at}
 
 
 class Kubelet:

@@ -168,12 +168,10 @@ def _token_when_ready(process: subprocess.Popen, port: int, log: Path) -> str:
     return process.stdout.readline().strip().removeprefix("token: ")
 
 
-def _health(port: int) -> int | None:
+def _health(port: int, timeout: float = 5) -> int | None:
     try:
-        # Long enough to wait in the listen backlog while gunicorn restarts: the supervisor
-        # holds the socket, so a connection then waits instead of being refused.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health",  # noqa: S310
-                                    timeout=5) as response:
+                                    timeout=timeout) as response:
             return response.status
     except urllib.error.HTTPError as error:
         return error.code
@@ -340,7 +338,10 @@ def test_a_killed_child_is_restarted_and_nothing_is_lost(platform, kind: str, ca
     while True:
         replacement = platform.child(kind, started_after=kill_time)
         restarted = replacement is not None and replacement.pid != victim.pid
-        healthy = _health(platform.port) == 200
+        # While gunicorn restarts the supervisor holds the socket: a connection waits in the
+        # listen backlog instead of being refused, and is answered once the web is back — it
+        # may wait as long as the recovery may take (on a loaded 2-core machine, more than 5 s).
+        healthy = _health(platform.port, timeout=RECOVERY_SECONDS) == 200
         unhealthy += not healthy
         if restarted and healthy and kind == "scheduler" and after is None:
             after = platform.submit("after-scheduler")  # the new loop must place it

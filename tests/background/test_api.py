@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import kombu.pools
 import pytest
 
 from osmo.celery import app as celery_app
@@ -21,10 +22,12 @@ def elapsed(request):
 
 
 def _use_broker(url: str) -> None:
-    # The app caches its connection pools: drop them so the next publish dials `url`.
+    # The app caches its connection pools, and kombu keeps them process-wide, one per broker
+    # URL: close and forget them all so the next publish dials `url`. (Closing the app's pool
+    # only would leave the real broker's pool closed in kombu's registry for every later test
+    # of the session that publishes: "Acquire on closed pool".)
     celery_app.conf.broker_url = url
-    if celery_app._pool is not None:
-        celery_app._pool.force_close_all()
+    kombu.pools.reset()
     celery_app._pool = None
     celery_app.amqp._producer_pool = None
 

@@ -11,11 +11,20 @@ from scheduler.backends.kubernetes.cache import ClusterCache
 from scheduler.backends.kubernetes.client import Kube
 from scheduler.backends.kubernetes.placement import Placement
 from scheduler.core import SchedulerConfig
+from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 
 from .server import DEPLOY, KubeError, load_documents
 
 SCHEDULER = "osmo-scheduler"
 PLACEMENT_RBAC = DEPLOY / "placement-osmo" / "rbac.yaml"
+
+
+def _ready(gang) -> bool:
+    try:
+        tree = build_tree(gang)
+    except InvalidGang:
+        return False
+    return is_ready(tree, ready_counts(tree))
 
 
 def install_rbac(apiserver, namespace: str) -> None:
@@ -65,15 +74,16 @@ class Scheduler:
         return figures
 
     def unexplained(self) -> list[str]:
-        """The gangs with a pod on no node that the last cycle neither placed, made room for,
-        nor explained: every pending gang must be told why it waits."""
+        """The gangs below their minimum (KAI's readiness over bound pods) that the last cycle
+        neither placed, made room for, evicted, nor explained: every pending gang must be told
+        why it waits."""
         result, index = self.placement.last_result, self.placement.last_index
         told = ({binding.gang for binding in result.bindings}
                 | {explanation.gang for explanation in result.explanations}
                 | {action.by_gang for action in (*result.moves, *result.evictions)}
-                | set(index.skipped))
+                | {eviction.gang for eviction in result.evictions} | set(index.skipped))
         return sorted(name for name, gang in index.gangs.items()
-                      if name not in told and any(pod.node is None for pod in gang.pods))
+                      if name not in told and not _ready(gang))
 
     def until(self, predicate, *, timeout: float = 20.0, what: str = "condition") -> Any:
         """Cycle until ``predicate()`` holds (the cache catches up between cycles)."""

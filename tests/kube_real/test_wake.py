@@ -16,7 +16,7 @@ from .conftest import wait_for
 from .test_runner import run_backend
 
 POLL = 60.0  # OSMO_K8S_INTERVAL: a submission that waited for the poll would take this long
-PROMPT = 10.0  # what "at once" may take on a loaded machine, well before the poll
+PROMPT = 30.0  # what "at once" may take on a loaded machine, half the way to the poll
 
 
 @pytest.fixture

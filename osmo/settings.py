@@ -107,7 +107,9 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        DATABASE_URL, conn_max_age=env_int("OSMO_DB_CONN_MAX_AGE", 60), conn_health_checks=True
+        DATABASE_URL, conn_max_age=env_int("OSMO_DB_CONN_MAX_AGE", 60), conn_health_checks=True,
+        # Django's PostgreSQL backend whose health check needs no round trip (osmo/postgres).
+        engine="osmo.postgres",
     )
 }
 

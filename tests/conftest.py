@@ -35,6 +35,16 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
 
 @pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's, and the workflow numbering connection closed before the test database
+    is dropped."""
+    yield
+    from workflows import numbering
+
+    numbering.close()
+
+
+@pytest.fixture(scope="session")
 def broker_url() -> str:
     """A real Redis-protocol broker for the tests that are about background work."""
     if environment.OWN_BROKER and "broker" not in _servers:

@@ -32,7 +32,7 @@ from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
-from . import metrics, ports
+from . import metrics, numbering, ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -361,6 +361,8 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
         spec = parse_for_pool(unlocked, source, set_variables=set_variables,
                               set_string_variables=set_string_variables)
     exec_timeout(spec)  # above the maximum: 400 before any lock
+    # Inside a caller's transaction the number is taken in it (its rollback returns it).
+    own_transaction = not connection.in_atomic_block
     with transaction.atomic():
         target = _locked_target(pool, roles)
         if _platform_settings(target) != _platform_settings(unlocked):  # changed meanwhile
@@ -371,9 +373,10 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
                     largest_group=max((_spec_group_minimum(group) for group in spec.groups),
                                       default=0),
                     priority=priority)
-        numbered = not dry_run and _numbered_in_insert(spec)
-        name = spec.name if numbered else _peek_name(spec.name) if dry_run else \
-            _next_name(spec.name)
+        number = numbering.take(spec.name) if own_transaction and not dry_run else None
+        numbered = not dry_run and number is None and _numbered_in_insert(spec)
+        name = (f"{spec.name}-{number}" if number is not None else spec.name if numbered
+                else _peek_name(spec.name) if dry_run else _next_name(spec.name))
         admission = _build(spec, name=name, pool=target, priority=priority, actor=actor,
                            source=source, set_variables=set_variables,
                            set_string_variables=set_string_variables,

@@ -22,12 +22,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if (self.connection is None or not self.health_check_enabled
                 or self.health_check_done):
             return
-        if not (_idle_and_quiet(self.connection) or self.is_usable()):
+        if not (idle_and_quiet(self.connection) or self.is_usable()):
             self.close()
         self.health_check_done = True
 
 
-def _idle_and_quiet(connection) -> bool:
+def idle_and_quiet(connection) -> bool:
     """Open, outside any transaction, and nothing from the server waiting to be read."""
     if connection.closed or connection.broken:
         return False

@@ -8,7 +8,8 @@ elastic gang with the pods its minMember/minSubGroup require). LOW skips both qu
 
 The rows are locked FOR SHARE: submissions do not wait for each other, while a subpool change
 (which takes FOR UPDATE on the same rows) cannot interleave with one. A rejected submission writes
-nothing; an accepted one is committed before the response is sent.
+nothing, not even the name counter (an admitted one takes its number after the checks,
+``numbering``); an accepted one is committed before the response is sent.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """A submission is a few statements: the token with its user's roles, the pool family's lock,
-and one insert that numbers the workflow, writes its rows and its first events — so the name
-counter's row, which every submission of the same spec name waits for until its holder
-commits, is held for that one statement and the commit."""
+and one insert that writes the workflow's rows and its first events. Inside a caller's
+transaction (as in these tests) that insert also numbers the workflow, so the name counter's
+row, which every submission of the same spec name then waits for until its holder commits, is
+held for that one statement and the commit; on its own a submission takes its number on the
+numbering connection instead (tests/workflows/test_numbering.py)."""
 
 from __future__ import annotations
 

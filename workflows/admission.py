@@ -408,6 +408,7 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                          str((first.get("metadata") or {}).get("name", "workload")))[:50]
     name = _peek_name(base)
     grouping = _group(manifest, pool=pool, priority=priority, name=name)
+    own_transaction = not connection.in_atomic_block  # as in workflow_submit
     with transaction.atomic():
         target = _locked_target(pool)
         _check_given_names(grouping)
@@ -416,7 +417,8 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                     largest_group=max((_unit_minimum(unit) for unit in grouping.groups),
                                       default=0),
                     priority=grouping.priority)
-        taken = _next_name(base)
+        number = numbering.take(base) if own_transaction else None
+        taken = f"{base}-{number}" if number is not None else _next_name(base)
         if taken != name:  # a workload of the same name was admitted meanwhile: rename the pods
             name, grouping = taken, _group(manifest, pool=pool, priority=priority, name=taken)
         workflow = Workflow(name=name, kind=WorkflowKind.WORKLOAD, pool=target,

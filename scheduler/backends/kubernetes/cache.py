@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from .client import PODGROUPS, QUEUES, Kube
+from .client import PODGROUPS, QUEUES, Kube, lister
 from .informer import Informer
 
 TOPOLOGIES = ("kai.scheduler", "v1alpha1", "topologies")
@@ -28,16 +28,17 @@ class ClusterCache:
             self._kubes.append(made)
             return made
 
-        options = {"watch_timeout": watch_timeout, "on_change": on_change}
-        self.nodes = Informer("nodes", kube().core.list_node, **options)
-        self.pods = Informer("pods", kube().core.list_pod_for_all_namespaces, **options)
-        self.podgroups = Informer("podgroups", kube().custom.list_namespaced_custom_object,
-                                  PODGROUPS[0], PODGROUPS[1], namespace, PODGROUPS[2],
-                                  **options)
-        self.queues = Informer("queues", kube().custom.list_cluster_custom_object, *QUEUES,
-                               **options)
-        self.topologies = Informer("topologies", kube().custom.list_cluster_custom_object,
-                                   *TOPOLOGIES, **options)
+        def collection(path: str) -> Informer:
+            name = path.rsplit("/", 1)[1]
+            return Informer(name, lister(kube(), path), watch_timeout=watch_timeout,
+                            on_change=on_change)
+
+        group, version, plural = PODGROUPS
+        self.nodes = collection("/api/v1/nodes")
+        self.pods = collection("/api/v1/pods")
+        self.podgroups = collection(f"/apis/{group}/{version}/namespaces/{namespace}/{plural}")
+        self.queues = collection("/apis/{}/{}/{}".format(*QUEUES))
+        self.topologies = collection("/apis/{}/{}/{}".format(*TOPOLOGIES))
         self.informers = [self.nodes, self.pods, self.podgroups, self.queues, self.topologies]
         self.threads: list[threading.Thread] = []
 

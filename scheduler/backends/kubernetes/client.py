@@ -27,6 +27,9 @@ from scheduler.core.kai_names import MANAGED_BY, MANAGED_BY_LABEL
 from . import metrics
 
 REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds for ordinary calls
+# Keep-alive connections per API client: at least one per thread that shares it (the
+# placement's binding threads), so no request waits for, or opens and drops, a connection.
+POOL_SIZE = 32
 PODGROUPS = ("scheduling.run.ai", "v2alpha2", "podgroups")
 QUEUES = ("scheduling.run.ai", "v2", "queues")
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
@@ -45,6 +48,7 @@ def api_client(*, kubeconfig: str | None = None, context: str | None = None) -> 
         config.load_kube_config(config_file=path, context=context,
                                 client_configuration=configuration, persist_config=False)
     configuration.retries = False
+    configuration.connection_pool_maxsize = max(POOL_SIZE, configuration.connection_pool_maxsize)
     return metrics.instrument(client.ApiClient(configuration))
 
 
@@ -89,13 +93,9 @@ def call_raw(kube: Kube, method: str, path: str, body: str | None = None, *,
     from kubernetes.client.exceptions import ApiException
 
     api = kube.api_client
-    configuration = api.configuration
-    headers = {"Accept": accept, "Content-Type": content_type, "User-Agent": api.user_agent}
-    for setting in configuration.auth_settings().values():
-        if setting.get("in") == "header" and setting.get("value"):
-            headers[setting["key"]] = setting["value"]
     response = api.rest_client.pool_manager.request(
-        method, configuration.host + path, headers=headers, body=body,
+        method, api.configuration.host + path, headers=_headers(api, accept, content_type),
+        body=body,
         timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]), retries=False,
         preload_content=True)
     if response.status >= 400:
@@ -103,6 +103,52 @@ def call_raw(kube: Kube, method: str, path: str, body: str | None = None, *,
         exc.body = response.data.decode("utf-8", "replace") if response.data else ""
         raise exc
     return response.data
+
+
+def lister(kube: Kube, path: str) -> Any:
+    """A LIST (and, with ``watch=True``, a WATCH) of the collection at ``path`` on the client's
+    connection pool, as the informers call it — the keyword arguments of the generated list
+    methods (``resource_version``, ``timeout_seconds``, ``label_selector``...) — answering the
+    undecoded response. The generated ``CoreV1Api`` costs a second of import, and every call
+    of it a validation, for the few calls an informer makes."""
+    from urllib.parse import urlencode
+
+    from kubernetes.client.exceptions import ApiException
+
+    def list_(*, _request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
+              _preload_content: bool = False, **query: Any) -> Any:
+        params = {QUERY_NAMES.get(name, name): str(value).lower() if isinstance(value, bool)
+                  else value for name, value in query.items() if value is not None}
+        api = kube.api_client
+        response = api.rest_client.pool_manager.request(
+            "GET", f"{api.configuration.host}{path}?{urlencode(params)}",
+            headers=_headers(api), retries=False, preload_content=False,
+            timeout=urllib3.Timeout(connect=_request_timeout[0], read=_request_timeout[1]))
+        if response.status >= 400:
+            exc = ApiException(status=response.status, reason=response.reason)
+            exc.body = response.data.decode("utf-8", "replace") if response.data else ""
+            response.release_conn()
+            raise exc
+        return response
+
+    return list_
+
+
+QUERY_NAMES = {"resource_version": "resourceVersion", "timeout_seconds": "timeoutSeconds",
+               "allow_watch_bookmarks": "allowWatchBookmarks",
+               "label_selector": "labelSelector", "field_selector": "fieldSelector"}
+
+
+def _headers(api: Any, accept: str = "application/json", content_type: str | None = None
+             ) -> dict[str, str]:
+    configuration = api.configuration
+    headers = {"Accept": accept, "User-Agent": api.user_agent}
+    if content_type:
+        headers["Content-Type"] = content_type
+    for setting in configuration.auth_settings().values():
+        if setting.get("in") == "header" and setting.get("value"):
+            headers[setting["key"]] = setting["value"]
+    return headers
 
 
 def raw(response: Any) -> dict:

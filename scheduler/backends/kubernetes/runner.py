@@ -93,8 +93,10 @@ def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interv
     ``interval``), each cycle's figures handed to ``publish`` (written to the
     ``SchedulerCycle`` row)."""
 
+    scheduler_name = settings.OSMO_SCHEDULER_NAME  # read once: every watch event asks
+
     def on_change(informer: str, event_type: str, obj) -> None:
-        if wakes_scheduler(informer, event_type, obj, settings.OSMO_SCHEDULER_NAME):
+        if wakes_scheduler(informer, event_type, obj, scheduler_name):
             wake.set()
 
     cache = ClusterCache(lambda: Kube(client_factory()), namespace=settings.OSMO_NAMESPACE,

@@ -46,3 +46,33 @@ def test_list_events_and_a_410_relist() -> None:
     informer.step()
     assert [o["metadata"]["name"] for o in informer.items()] == ["c"]
     assert ("pods", "LIST") in changes and ("pods", "DELETED") in changes
+
+
+class Stream:
+    """A watch response: the given lines, then the end of the stream."""
+
+    status = 200
+
+    def __init__(self, *lines: str):
+        self.body = "".join(line + "\n" for line in lines).encode()
+
+    def stream(self, amt=None, decode_content=False):
+        yield self.body
+
+    def close(self):
+        pass
+
+    def release_conn(self):
+        pass
+
+
+def test_a_watch_line_that_is_not_an_event_is_skipped() -> None:
+    """A blank or undecodable line (a stream cut short) is no event: the watch goes on with
+    the next line instead of ending the informer's thread."""
+    informer = Informer("pods", lambda **kw: Stream(
+        json.dumps({"type": "ADDED", "object": obj("a", "2")}), "", "{\"type\": \"MODI",
+        json.dumps({"type": "ADDED", "object": obj("b", "3")})))
+    informer.resource_version = "1"
+    assert informer.watch_once() == 2
+    assert sorted(o["metadata"]["name"] for o in informer.items()) == ["a", "b"]
+    assert informer.resource_version == "3"

@@ -75,6 +75,8 @@ class ListWatch:
                     lister, *args, **kwargs, resource_version=self.resource_version,
                     allow_watch_bookmarks=True, timeout_seconds=timeout,
                     _request_timeout=(REQUEST_TIMEOUT[0], timeout + 15)):
+                if event is None:
+                    continue  # a blank or undecodable line (a stream cut short): no event
                 obj = event["raw_object"]
                 if event["type"] != "BOOKMARK":
                     counted += self.on_event(event["type"], obj)
@@ -106,7 +108,8 @@ class ListWatch:
                         lister, *args, **kwargs, resource_version=self.resource_version,
                         allow_watch_bookmarks=True, timeout_seconds=timeout,
                         _request_timeout=(REQUEST_TIMEOUT[0], timeout + 15)):
-                    events.put(event)
+                    if event is not None:  # None: a line that is no event (see stream)
+                        events.put(event)
                     if self._stopping:
                         break
                 events.put(done)

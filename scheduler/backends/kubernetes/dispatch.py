@@ -47,6 +47,7 @@ from workflows.models import ALIVE_WORKFLOW_STATUSES, TaskStatus, WorkflowGroup
 from . import metrics
 from .client import (
     PODGROUPS,
+    POOL_SIZE,
     QUEUES,
     REQUEST_TIMEOUT,
     Kube,
@@ -125,8 +126,12 @@ def _ours(existing: dict, desired: dict) -> bool:
 
 
 class Dispatcher:
+    """``workers``: threads creating a batch's objects. Each mostly waits for the API server,
+    so they are as many as the client's keep-alive connections (``POOL_SIZE``), not cores:
+    a batch of 50 groups is then about two groups' round trips, not seven."""
+
     def __init__(self, kube: Kube, *, namespace: str | None = None, batch: int = 50,
-                 base_delay: float = 2.0, max_delay: float = 300.0, workers: int = 8):
+                 base_delay: float = 2.0, max_delay: float = 300.0, workers: int = POOL_SIZE):
         self.kube = kube
         self.namespace = namespace or settings.OSMO_NAMESPACE
         self.batch = batch

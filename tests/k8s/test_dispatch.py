@@ -113,3 +113,19 @@ def test_an_invalid_object_fails_the_group_and_a_forbidden_one_is_retried(
     GroupDispatch.objects.filter(pk=row.pk).update(next_attempt_at=None)  # backoff elapsed
     assert backend.dispatch().applied == [f"{later}-g"]
 
+
+
+def test_a_pass_parses_each_workflows_spec_once(backend, cluster, alice, team,
+                                                monkeypatch) -> None:
+    """The stored spec is parsed once per workflow in a pass — for its manifests and its
+    groups' objects alike (a dispatch's largest cost was parsing it twice)."""
+    from scheduler.kai import workflow_manifests
+
+    parsed = []
+    parse = workflow_manifests.parse_workflow_spec
+    monkeypatch.setattr(workflow_manifests, "parse_workflow_spec",
+                        lambda text: parsed.append(text) or parse(text))
+    names = [submit(alice, "team", spec("train", gpus=1)) for _ in range(2)]
+    summary = backend.dispatch()
+    assert sorted(summary.applied) == sorted(f"{name}-g" for name in names)
+    assert len(parsed) == 2

@@ -40,9 +40,11 @@ from django.utils import timezone
 
 from scheduler.core.kai_names import MANAGED_BY, MANAGED_BY_LABEL, WORKFLOW_NAME_ANNOTATION
 from scheduler.kai.sync import KaiSyncError, needs_update, sync_namespace
+from scheduler.kai.workflow_manifests import stored_spec
 from scheduler.models import GroupDispatch
 from workflows import lifecycle
 from workflows.models import ALIVE_WORKFLOW_STATUSES, TaskStatus, WorkflowGroup
+from workflows.spec import WorkflowSpec
 
 from . import metrics
 from .client import (
@@ -161,7 +163,7 @@ class Dispatcher:
         API calls of the batch's groups run on ``workers`` threads, each group's objects in
         their order, so a pass costs about one group's round trips per worker."""
         summary = DispatchSummary()
-        manifests: dict[int, list[dict]] = {}
+        built: dict[int, tuple[WorkflowSpec, list[dict]]] = {}  # workflow → spec, manifests
         prepared: list[tuple[GroupDispatch, WorkflowGroup, GroupObjects | None]] = []
         groups = list(self.runnable(now or timezone.now()))
         if not groups:
@@ -179,9 +181,11 @@ class Dispatcher:
             workflow = group.workflow
             row = rows[group.pk]
             try:
-                if workflow.manifests is None and workflow.pk not in manifests:
-                    manifests[workflow.pk] = workflow_manifests(workflow)
-                prepared.append((row, group, self.prepare(group, manifests.get(workflow.pk),
+                if workflow.manifests is None and workflow.pk not in built:
+                    spec = stored_spec(workflow)
+                    built[workflow.pk] = (spec, workflow_manifests(workflow, spec))
+                spec, manifests = built.get(workflow.pk, (None, None))
+                prepared.append((row, group, self.prepare(group, manifests, spec=spec,
                                                           status=statuses.get(group.pk))))
             except DispatchRefused as refused:
                 self._refused(row, group, refused)
@@ -260,16 +264,18 @@ class Dispatcher:
             lifecycle.group_fail_submission(group_id=group.pk)
 
     def prepare(self, group: WorkflowGroup, manifests: list[dict] | None = None, *,
-                status: str | None = None) -> GroupObjects | None:
+                spec: WorkflowSpec | None = None, status: str | None = None
+                ) -> GroupObjects | None:
         """The objects of ``group`` with its queue ensured; None when it is no longer to be
-        dispatched (``status``: its status just read, else read here). Raises
-        DispatchRefused / API errors."""
+        dispatched (``status``: its status just read, else read here; ``spec`` and
+        ``manifests``: its workflow's, when parsed already). Raises DispatchRefused / API
+        errors."""
         if status is None:
             status = WorkflowGroup.objects.filter(pk=group.pk).values_list(
                 "status", flat=True).first()
         if status != TaskStatus.SCHEDULING:
             return None  # canceled or failed meanwhile: cleanup takes it from here
-        objects = group_objects(group.workflow, group, manifests=manifests)
+        objects = group_objects(group.workflow, group, manifests=manifests, spec=spec)
         self.ensure_queue(objects.podgroup["spec"]["queue"])
         return objects
 

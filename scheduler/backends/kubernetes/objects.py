@@ -51,6 +51,7 @@ from scheduler.core.kai_names import (
     label_value,
 )
 from scheduler.kai.workflow_manifests import manifests_for, stored_spec
+from workflows.spec import WorkflowSpec
 
 HOST_TOKEN = re.compile(r"\{\{\s*host:([^{}\s]+)\s*\}\}")
 FILES_VOLUME = "osmo-files"
@@ -127,14 +128,14 @@ def _file_secret(name: str, files, labels, workflow, group) -> dict[str, Any]:
                  "metadata": {"name": name}, "data": data}, labels, workflow, group)
 
 
-def _workflow_objects(workflow, group, manifests) -> GroupObjects:
+def _workflow_objects(workflow, group, manifests, spec) -> GroupObjects:
     labels = owner_labels(workflow, group)
     mine = [m for m in manifests
             if ((m.get("metadata") or {}).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
             == group.name]
     podgroup = _own(next(m for m in mine if m["kind"] == "PodGroup"), labels, workflow, group)
     pods = [_own(m, labels, workflow, group) for m in mine if m["kind"] == "Pod"]
-    group_spec = next(g for g in stored_spec(workflow).groups if g.name == group.name)
+    group_spec = next(g for g in spec.groups if g.name == group.name)
     objects = GroupObjects(podgroup=podgroup, pods=pods)
     if len(pods) > 1:
         service = service_name(podgroup["metadata"]["name"])
@@ -192,15 +193,18 @@ def _workload_objects(workflow, group) -> GroupObjects:
     return GroupObjects(podgroup=_own(podgroup, labels, workflow, group), pods=pods)
 
 
-def group_objects(workflow, group, *, manifests: list[dict] | None = None) -> GroupObjects:
-    """The objects of ``group``. ``manifests``: the workflow's ``/kai`` manifests when the
-    caller already built them (one spec parse per workflow, not per group)."""
+def group_objects(workflow, group, *, manifests: list[dict] | None = None,
+                  spec: WorkflowSpec | None = None) -> GroupObjects:
+    """The objects of ``group``. ``spec`` and ``manifests``: the workflow's stored spec and
+    its ``/kai`` manifests when the caller already has them (one spec parse per workflow,
+    not one per group and another for its manifests)."""
     if workflow.manifests is not None:
         objects = _workload_objects(workflow, group)
     else:
+        spec = spec or stored_spec(workflow)
         if manifests is None:
-            manifests = workflow_manifests(workflow)
-        objects = _workflow_objects(workflow, group, copy.deepcopy(manifests))
+            manifests = workflow_manifests(workflow, spec)
+        objects = _workflow_objects(workflow, group, copy.deepcopy(manifests), spec)
     for pod in objects.pods:
         pod["spec"]["schedulerName"] = settings.OSMO_SCHEDULER_NAME
         _quantities_as_strings(pod)
@@ -223,7 +227,8 @@ def _quantities_as_strings(pod: dict[str, Any]) -> None:
                         values[key] = str(value)
 
 
-def workflow_manifests(workflow) -> list[dict[str, Any]]:
-    """A workflow's ``GET .../kai`` manifests (the PodGroups and Pods of all its groups)."""
-    return manifests_for(spec=stored_spec(workflow), workflow_name=workflow.name,
+def workflow_manifests(workflow, spec: WorkflowSpec | None = None) -> list[dict[str, Any]]:
+    """A workflow's ``GET .../kai`` manifests (the PodGroups and Pods of all its groups), from
+    ``spec`` when it is parsed already."""
+    return manifests_for(spec=spec or stored_spec(workflow), workflow_name=workflow.name,
                          pool=workflow.pool, priority=workflow.priority)

@@ -105,6 +105,12 @@ def call_raw(kube: Kube, method: str, path: str, body: str | None = None, *,
     return response.data
 
 
+# The generated list methods' keyword arguments → the API's query parameters.
+QUERY_NAMES = {"resource_version": "resourceVersion", "timeout_seconds": "timeoutSeconds",
+               "allow_watch_bookmarks": "allowWatchBookmarks",
+               "label_selector": "labelSelector", "field_selector": "fieldSelector"}
+
+
 def lister(kube: Kube, path: str) -> Any:
     """A LIST (and, with ``watch=True``, a WATCH) of the collection at ``path`` on the client's
     connection pool, as the informers call it — the keyword arguments of the generated list
@@ -116,7 +122,7 @@ def lister(kube: Kube, path: str) -> Any:
     from kubernetes.client.exceptions import ApiException
 
     def list_(*, _request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
-              _preload_content: bool = False, **query: Any) -> Any:
+              _preload_content: bool = False, **query: Any) -> Any:  # never preloaded
         params = {QUERY_NAMES.get(name, name): str(value).lower() if isinstance(value, bool)
                   else value for name, value in query.items() if value is not None}
         api = kube.api_client
@@ -132,11 +138,6 @@ def lister(kube: Kube, path: str) -> Any:
         return response
 
     return list_
-
-
-QUERY_NAMES = {"resource_version": "resourceVersion", "timeout_seconds": "timeoutSeconds",
-               "allow_watch_bookmarks": "allowWatchBookmarks",
-               "label_selector": "labelSelector", "field_selector": "fieldSelector"}
 
 
 def _headers(api: Any, accept: str = "application/json", content_type: str | None = None

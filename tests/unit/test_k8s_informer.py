@@ -76,3 +76,26 @@ def test_a_watch_line_that_is_not_an_event_is_skipped() -> None:
     assert informer.watch_once() == 2
     assert sorted(o["metadata"]["name"] for o in informer.items()) == ["a", "b"]
     assert informer.resource_version == "3"
+
+
+def test_an_unexpected_error_costs_a_relist_not_the_informer() -> None:
+    """An error that is not the API server's (a bug, an object the cache cannot take) must not
+    end the informer's thread — the scheduler would go on with a cache that never changes
+    again: it LISTs afresh and goes on watching."""
+    listing = {"items": [obj("a")], "metadata": {"resourceVersion": "10"}}
+    informer = Informer("pods", lambda **kw: Response(listing))
+    informer.step()
+    calls = []
+
+    def broken(*_args, **_kwargs):
+        calls.append("watch")
+        if len(calls) == 1:
+            listing["items"] = [obj("b", "20")]  # what changed while the watch broke
+            raise KeyError("metadata")
+        informer.stop()
+        return 0
+
+    informer.watch_once = broken
+    informer.run(lambda: True, backoff_start=0.0)
+    assert calls == ["watch", "watch"]
+    assert [o["metadata"]["name"] for o in informer.items()] == ["b"]

@@ -118,11 +118,15 @@ class Informer(ListWatch):
                 delay = backoff_start
                 if report is not None:
                     report(True, "")
-            except api_errors() as exc:
+            except Exception as exc:  # noqa: BLE001 - a dead informer would blind the scheduler
                 if not running() or self._stopping:
                     break
-                logger.warning("informer %s: %s; retrying in %.1fs", self.name, describe(exc),
-                               delay)
+                if isinstance(exc, api_errors()):
+                    logger.warning("informer %s: %s; retrying in %.1fs", self.name,
+                                   describe(exc), delay)
+                else:  # not the API server's doing: start again from a fresh list
+                    logger.exception("informer %s failed; re-listing in %.1fs", self.name, delay)
+                    self.relist_requested = True
                 if report is not None:
                     report(False, describe(exc))
                 deadline = time.monotonic() + delay

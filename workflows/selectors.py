@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
+
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Sum
 
 from osmo.accounts.roles import Roles
@@ -89,3 +92,11 @@ def task_alive(*, workflow_name: str, task_name: str) -> bool:
     """Is the task still waiting, scheduling or running?"""
     return Task.objects.filter(workflow__name=workflow_name, name=task_name,
                                status__in=ALIVE_TASK_STATUSES).exists()
+
+
+def workflows_not_started(names: Iterable[str]) -> dict[str, tuple[str, datetime]]:
+    """Of the named workflows, those none of whose tasks has started yet: name → (priority,
+    submitted_at)."""
+    return {name: (priority, submitted) for name, priority, submitted in Workflow.objects.filter(
+        name__in=set(names), started_at__isnull=True).values_list(
+        "name", "priority", "submitted_at")}

@@ -39,8 +39,10 @@ from django.db import connection
 from scheduler import metrics as scheduler_metrics
 from scheduler import services
 from scheduler.backends import WAKE_CHANNEL
+from scheduler.core.kai_names import WORKFLOW_NAME_ANNOTATION
 from scheduler.cycle_record import CycleRecord, cycle_record_write, queue_figures
 from scheduler.leader import LeaderLock
+from workflows.selectors import workflows_not_started
 
 from . import nodes, reasons, scheduler_process
 from .cache import ClusterCache, wakes_scheduler
@@ -61,6 +63,38 @@ MAX_BATCHES = 20  # dispatch batches in one pass while a backlog lasts
 CYCLE_GAP = 0.05  # seconds at least between two scheduling cycles (events arrive in bursts)
 
 
+FIRST_BINDS_REMEMBERED = 10_000
+_FIRST_BOUND: dict[str, None] = {}  # the workflows this process saw bound a first time
+
+
+def first_binds(placement: Placement, seen: dict[str, None]) -> list[tuple[str, float]]:
+    """(priority, seconds since submission) of each workflow whose first pod the last cycle
+    bound: gangs with no pod bound before, of workflows none of whose tasks has started
+    (``seen``: those already counted by this process, whose start the database may not show
+    yet)."""
+    result, index = placement.last_result, placement.last_index
+    if result is None or index is None:
+        return []
+    names = set()
+    for gang_name in {binding.gang for binding in result.bindings}:
+        gang, podgroup = index.gangs.get(gang_name), index.podgroups.get(gang_name)
+        if gang is None or podgroup is None or any(pod.node for pod in gang.pods):
+            continue
+        name = (podgroup["metadata"].get("annotations") or {}).get(WORKFLOW_NAME_ANNOTATION)
+        if name and name not in seen:
+            names.add(name)
+    if not names:
+        return []
+    now = datetime.now(UTC)
+    found = []
+    for name, (priority, submitted_at) in workflows_not_started(names).items():
+        seen[name] = None
+        found.append((priority, (now - submitted_at).total_seconds()))
+    while len(seen) > FIRST_BINDS_REMEMBERED:
+        del seen[next(iter(seen))]
+    return found
+
+
 def publish_cycle(placement: Placement, figures) -> None:
     """The cycle's figures where ``GET /api/scheduler/status`` and ``explain`` read them."""
     metrics = {**figures.to_dict(), "cycles": placement.cycles,
@@ -76,7 +110,8 @@ def publish_cycle(placement: Placement, figures) -> None:
         snapshot=figures.snapshot_ms / 1000, decide=figures.decide_ms / 1000,
         apply=figures.apply_ms / 1000, bound=figures.bound,
         evicted=figures.eviction_reasons + ["incomplete"] * figures.undone,
-        moved=["consolidated"] * figures.moved)
+        moved=["consolidated"] * figures.moved,
+        first_binds=first_binds(placement, _FIRST_BOUND) if scheduler_metrics.enabled() else ())
 
 
 def cycle_gap(figures) -> float:

@@ -186,6 +186,19 @@ def _name(process: psutil.Process) -> str | None:
         return None
 
 
+def _still_running(processes: list[psutil.Process], timeout: float = 10) -> list[psutil.Process]:
+    """Those of ``processes`` still running after ``timeout``. A zombie has ended: only its
+    exit status waits to be read, by its parent or (orphaned) by init, neither the product."""
+    def running(process: psutil.Process) -> bool:
+        try:
+            return process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    return [process for process in psutil.wait_procs(processes, timeout=timeout)[1]
+            if running(process)]
+
+
 def _describe(process: psutil.Process) -> str:
     try:
         return f"{process.pid} {process.status()}: {' '.join(process.cmdline())}"
@@ -364,7 +377,7 @@ def test_a_killed_child_is_restarted_and_nothing_is_lost(platform, kind: str, ca
     if kind == "broker":
         assert platform.broker("GET", f"acknowledged-{kind}") == b"$4\r\nkept\r\n"
     # Its own processes (gunicorn's workers, the celery pool) went with it.
-    assert psutil.wait_procs(descendants, timeout=10)[1] == []
+    assert _still_running(descendants) == []
     platform.seen += platform.tree()
 
 
@@ -431,7 +444,7 @@ def test_kill_9_of_standalone_ends_its_tree_and_a_restart_serves_the_same_data(p
     platform.process.kill()
     killed = time.monotonic()
     platform.process.wait(10)
-    gone, alive = psutil.wait_procs(tree, timeout=10)
+    alive = _still_running(tree)
     assert alive == [], [_describe(p) for p in alive]
     _report(capsys, "whole tree gone after kill -9 of standalone", time.monotonic() - killed)
     assert _postgres_of(platform.data), "PostgreSQL outlives a SIGKILL, the next run joins it"
@@ -454,7 +467,7 @@ def test_sigterm_stops_every_process_and_the_embedded_postgres(platform):
     assert tree and postgres
     platform.process.send_signal(signal.SIGTERM)
     assert platform.process.wait(60) == 0
-    assert psutil.wait_procs(tree + postgres, timeout=10)[1] == []
+    assert _still_running(tree + postgres) == []
 
 
 def test_a_taken_port_stops_start_up_before_ready(work_dir: Path):
@@ -506,7 +519,7 @@ def test_ctrl_c_stops_every_process_and_the_embedded_postgres(work_dir: Path):
             process.pid}, "one process group"
         os.killpg(process.pid, signal.SIGINT)
         assert process.wait(60) == 0
-        assert psutil.wait_procs(tree, timeout=10)[1] == []
+        assert _still_running(tree) == []
         assert "restarting in" not in log.read_text(), "nothing is restarted while stopping"
     finally:
         _end([psutil.Process(process.pid)] if process.poll() is None else [])

@@ -50,3 +50,46 @@ def test_a_name_too_long_for_a_plain_podgroup_name_is_numbered_first(team) -> No
         group = WorkflowGroup.objects.get(workflow__name=name)
         assert group.podgroup == podgroup_name(name, group.name) != f"{name}-{group.name}"
     assert Workflow.objects.count() == 2
+
+
+def test_the_insert_is_one_statement_text_psycopg_converts_once(team) -> None:
+    """psycopg re-parses, on every call, a statement longer than its cache's limit or with
+    more parameters: the insert sends groups, tasks and events as JSON, so its text and its
+    parameter count stay the same whatever the workflow's size, within those limits."""
+    from psycopg import _queries
+
+    from workflows import insert
+
+    alice = make_client("alice", "osmo-team-user")
+    groups = "".join(f"""
+  - name: g{i}
+    tasks:
+    - {{name: t{i}a, image: ubuntu, command: [sleep, "1"], resource: gpu, lead: true}}
+    - {{name: t{i}b, image: ubuntu, command: [sleep, "1"], resource: gpu, replicas: 2}}"""
+                     for i in range(3))
+    three_groups = f"""
+workflow:
+  name: sizes
+  groups:{groups}
+  resources:
+    gpu: {{gpu: 1, cpu: 1, memory: 1Gi}}
+"""
+    sent = []
+
+    def record(execute, sql, params, many, context):
+        if "workflows_task " in sql:
+            sent.append((sql, len(params)))
+        return execute(sql, params, many, context)
+
+    for spec, sizes in ((gpu_spec(1, "sizes"), [1]), (three_groups, [3, 3, 3])):
+        with connection.execute_wrapper(record):
+            response = submit(alice, "team", spec)
+        assert response.status_code == 201, response.json()
+        assert [len(group["tasks"]) for group in response.json()["groups"]] == sizes
+    assert len(sent) == 2 and sent[0] == sent[1], sent
+    for events in (False, True):
+        for numbered in (False, True):
+            statement = insert._statement(events, numbered)
+            assert len(statement.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH
+            assert statement.count("%s") <= _queries.MAX_CACHED_STATEMENT_PARAMS
+    assert sent[0][0] == insert._statement(True, True)

@@ -9,6 +9,7 @@ the two cannot drift); services keep the domain rules. An invalid request raises
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 
 from rest_framework import serializers
@@ -33,6 +34,11 @@ class RequestSerializer(serializers.Serializer):
     # bodies ignore them, as they always have.
     reject_unknown_fields = False
 
+    def get_fields(self) -> dict:
+        # DRF deep-copies the declared fields for each instance, and a field's deep copy
+        # constructs it again from its arguments (most of a small request's validation time).
+        return {name: _fresh(field) for name, field in self._declared_fields.items()}
+
     def is_valid(self, *, raise_exception: bool = False) -> bool:
         valid = super().is_valid()
         if not valid and raise_exception:
@@ -51,6 +57,21 @@ class RequestSerializer(serializers.Serializer):
                     {key: ["Unknown field: expected one of "
                            f"{', '.join(sorted(self.fields))}."] for key in unknown})
         return super().to_internal_value(data)
+
+
+def _fresh(field: serializers.Field) -> serializers.Field:
+    """A declared field's own copy for one serializer instance: the instance binds it (its name
+    and parent) and nothing else is written to a field while it validates, so a shallow copy
+    does, with a copy of a list or dict field's child whose parent is the copy. Serializers
+    nested as fields keep state per instance: those are deep-copied as DRF does."""
+    if isinstance(field, serializers.BaseSerializer):
+        return copy.deepcopy(field)
+    clone = copy.copy(field)
+    child = getattr(field, "child", None)
+    if child is not None:
+        clone.child = _fresh(child)
+        clone.child.parent = clone  # its name and source stay as the declared field bound them
+    return clone
 
 
 class StrictIntegerField(serializers.IntegerField):

@@ -4,9 +4,10 @@ machine, the scheduling loop running) in a throwaway data folder.
 
 Drives `GET /api/whoami` and workflow submissions with N concurrent clients (keep-alive HTTP)
 and prints requests/s, p50 and p99 of each, the ratio of submit throughput to whoami throughput
-measured in the same run, and the load of the machine. Every submission must be accepted (201)
-before a figure is printed. Targets: submit ≥ 300/s with p99 < 100 ms (8 clients); submit
-throughput ≥ 0.5 × whoami throughput.
+measured in the same run, the CPU each submission cost (the web processes, PostgreSQL, the rest
+of the product, the benchmark's own clients) and the load of the machine. Every submission must
+be accepted (201) before a figure is printed. Targets: submit ≥ 300/s with p99 < 100 ms
+(8 clients); submit throughput ≥ 0.5 × whoami throughput.
 
     python benchmarks/admission.py [--clients 8] [--requests 100]
 """
@@ -24,12 +25,14 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.django_env import percentile  # noqa: E402
 from benchmarks.standalone import Standalone  # noqa: E402
 from osmo.capacity import WEB_THREADS, cpus, web_workers  # noqa: E402
+from osmo.embedded import postgres_pid  # noqa: E402
 
 SPEC = """
 workflow:
@@ -44,6 +47,32 @@ workflow:
   resources:
     gpu: {gpu: 8, cpu: 16, memory: 64Gi}
 """
+
+
+def cpu_seconds(standalone: Standalone) -> dict[str, float]:
+    """CPU seconds used so far by the product's processes (web, database, the rest) and by
+    this process (the clients)."""
+    parts = dict.fromkeys(("web", "PostgreSQL", "other", "clients"), 0.0)
+    trees = [("product", psutil.Process(standalone.process.pid))]
+    postmaster = postgres_pid(standalone.data_dir)  # its own process group, not our child
+    if postmaster is not None:
+        trees.append(("PostgreSQL", psutil.Process(postmaster)))
+    seen = set()
+    for tree, root in trees:
+        for process in [root, *root.children(recursive=True)]:
+            try:
+                command, times = " ".join(process.cmdline()), process.cpu_times()
+            except psutil.Error:  # ended meanwhile
+                continue
+            if process.pid in seen:
+                continue
+            seen.add(process.pid)
+            part = ("PostgreSQL" if tree == "PostgreSQL" or "postgres" in command
+                    else "web" if "gunicorn" in command else "other")
+            parts[part] += times.user + times.system
+    own = psutil.Process().cpu_times()
+    parts["clients"] = own.user + own.system
+    return parts
 
 
 def drive(clients: int, requests: int, call) -> tuple[float, list[float], int]:
@@ -98,11 +127,15 @@ def main() -> None:
 
         drive(args.clients, 10, whoami)  # warm-up
         drive(args.clients, 5, submit)
-        results = {}
+        results, cpu = {}, {}
         for name, call in (("GET /api/whoami", whoami), ("POST .../workflow", submit)):
+            before = cpu_seconds(standalone)
             rate, samples, failures = drive(args.clients, args.requests, call)
+            after = cpu_seconds(standalone)
             results[name] = (rate, statistics.median(samples), percentile(samples, 0.99),
                              failures)
+            cpu[name] = {part: (after[part] - before[part]) * 1000 / len(samples)
+                         for part in before}
     finally:
         standalone.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -113,9 +146,14 @@ def main() -> None:
     print(f"{args.clients} concurrent clients × {args.requests} requests, osmo standalone with "
           f"its defaults ({web_workers()} web workers × {WEB_THREADS} threads on "
           f"{cpus()} CPUs); load average {os.getloadavg()[0]:.1f}")
-    print(f"{'endpoint':<20}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}")
+    parts = list(cpu["GET /api/whoami"])
+    print(f"{'endpoint':<20}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}   CPU ms a request: "
+          + ", ".join(parts) + ", all")
     for name, (rate, p50, p99, _failures) in results.items():
-        print(f"{name:<20}{rate:>9.1f}{p50:>9.1f}{p99:>9.1f}")
+        shares = cpu[name]
+        print(f"{name:<20}{rate:>9.1f}{p50:>9.1f}{p99:>9.1f}   "
+              + ", ".join(f"{shares[part]:.2f}" for part in parts)
+              + f", {sum(shares.values()):.2f}")
     rate, _p50, p99, _ = results["POST .../workflow"]
     ratio = rate / results["GET /api/whoami"][0]
     print(f"submit/whoami throughput ratio: {ratio:.2f}")

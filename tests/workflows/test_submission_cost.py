@@ -93,3 +93,23 @@ workflow:
             assert len(statement.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH
             assert statement.count("%s") <= _queries.MAX_CACHED_STATEMENT_PARAMS
     assert sent[0][0] == insert._statement(True, True)
+
+
+def test_the_locked_read_loads_a_pool_and_its_parent_as_the_orm_does(team) -> None:
+    from django.db import transaction
+
+    from pools.models import Pool
+    from tests import factories
+    from workflows.admission import _locked_target
+
+    factories.subpool(team, "a", 10)
+
+    def fields(pool: Pool) -> dict:
+        return {f.attname: getattr(pool, f.attname) for f in Pool._meta.concrete_fields}
+
+    with transaction.atomic():
+        top, sub = _locked_target("team"), _locked_target("team--a")
+    assert fields(top) == fields(Pool.objects.get(name="team"))
+    assert top.platforms["dgx-h100"]["node_selector"] == {"nvidia.com/gpu.product": "H100"}
+    assert fields(sub) == fields(Pool.objects.get(name="team--a"))
+    assert fields(sub.parent) == fields(top) and not top._state.adding

@@ -4,7 +4,7 @@ Admission is the hot path of the API: as ORM calls this is four round trips (wor
 tasks, the workflow's first events), as one data-modifying CTE it is one. The column lists and
 casts come from the models' fields (computed once per process), so the statement follows the
 models as they change; the admission tests cover it. The groups, tasks and events go as one JSON
-array each (``json_populate_recordset``): the statement is the same text with the same 24 parameters
+array each (``json_populate_recordset``): the statement is the same text with at most 25 parameters
 whatever the workflow's size, so psycopg converts it once per process (it re-parses a statement
 longer than 4 KiB or with more than 50 parameters on every call, a tenth of a submission's CPU).
 """
@@ -97,7 +97,7 @@ def _values(instance, model, params: list) -> None:
 
 
 def _record(instance, model, record: dict) -> dict:
-    """A row as a JSON object: what ``_values`` sends, for ``json_to_recordset``."""
+    """A row as a JSON object (``json_populate_record``): the values ``_values`` sends."""
     for field in _fields(model)[0]:
         value = field.get_db_prep_save(field.pre_save(instance, add=True), connection)
         record[field.column] = value.obj if isinstance(value, Jsonb) else value

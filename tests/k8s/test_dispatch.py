@@ -10,9 +10,12 @@ a real server would answer 422 to)."""
 from __future__ import annotations
 
 import copy
+import threading
 
 import pytest
+from django.utils import timezone
 
+from scheduler.backends.kubernetes.dispatch import ClusterUnavailable, Dispatcher
 from scheduler.kai.crd_validation import validate_manifest
 from scheduler.models import GroupDispatch
 from tests.shared_data import kai_crds
@@ -129,3 +132,63 @@ def test_a_pass_parses_each_workflows_spec_once(backend, cluster, alice, team,
     summary = backend.dispatch()
     assert sorted(summary.applied) == sorted(f"{name}-g" for name in names)
     assert len(parsed) == 2
+
+
+def test_a_backlog_is_prepared_while_the_previous_batch_is_created(backend, cluster, alice,
+                                                                  team) -> None:
+    """Batch n+1 is claimed and prepared while batch n's creates run, claims grow while they
+    come back full, and no group is claimed twice (every object POSTed once)."""
+    names = [submit(alice, "team", spec("train", gpus=1)) for _ in range(8)]
+    dispatcher = Dispatcher(backend.kube, batch=2, max_batch=4, base_delay=0.0)
+    claims: list[tuple[int, list[int]]] = []
+    second_claim = threading.Event()
+    first_batch = {group.pk for group in dispatcher.runnable(timezone.now())}
+    runnable, apply = dispatcher.runnable, dispatcher.apply
+
+    def claim(now, *, limit=None, exclude=()):
+        claims.append((limit, sorted(exclude)))
+        groups = list(runnable(now, limit=limit, exclude=exclude))
+        if len(claims) == 2:
+            second_claim.set()
+        return groups
+
+    def held_apply(obj):  # the first batch's creates wait until the next batch is claimed
+        if obj["metadata"]["name"].rsplit("-g", 1)[0] in first_names:
+            assert second_claim.wait(10), "the next batch was not claimed during the creates"
+        apply(obj)
+
+    first_names = {group.workflow.name for group in
+                   WorkflowGroup.objects.filter(pk__in=first_batch).select_related("workflow")}
+    dispatcher.runnable, dispatcher.apply = claim, held_apply
+    summary = dispatcher.run(batches=10)
+    assert sorted(summary.applied) == sorted(f"{name}-g" for name in names)
+    assert summary.failed == [] and summary.deferred == []
+    assert [limit for limit, _ in claims] == [2, 4, 4, 2]  # full: doubled (capped); 2 of 4: reset
+    assert claims[1][1] == sorted(first_batch)  # in flight: not claimed again
+    posts = [write for write in cluster.writes() if write[:2] in {("POST", "pods"),
+                                                                   ("POST", "podgroups")}]
+    assert sorted(posts) == sorted({*posts}) and len(posts) == 16
+    assert GroupDispatch.objects.filter(applied_at__isnull=False).count() == 8
+
+
+def test_a_failed_create_in_a_pipelined_pass_is_retried_and_nothing_twice(
+        backend, cluster, alice, team) -> None:
+    """A 503 on one pod ends the pass only after every started batch is recorded; the next
+    pass creates that group's missing pod and nothing else."""
+    names = [submit(alice, "team", spec("train", gpus=1)) for _ in range(4)]
+    dispatcher = Dispatcher(backend.kube, batch=2, base_delay=0.0)
+    cluster.fail_next("POST", "pods", 503, name=f"{names[1]}-g-t0")
+    with pytest.raises(ClusterUnavailable):
+        dispatcher.run(batches=10)
+    applied = set(GroupDispatch.objects.filter(applied_at__isnull=False)
+                  .values_list("group__workflow__name", flat=True))
+    assert names[1] not in applied and {names[0]} <= applied
+    cluster.requests.clear()
+    summary = dispatcher.run(batches=10)
+    assert sorted(summary.applied + [f"{name}-g" for name in applied]) == sorted(
+        f"{name}-g" for name in names)
+    assert ("POST", "pods", f"{names[1]}-g-t0") in cluster.writes()
+    created = [write for write in cluster.writes() if write[0] == "POST"]
+    assert len(created) == len(set(created))
+    assert not any(write[2].startswith(tuple(applied)) for write in created)
+    assert GroupDispatch.objects.filter(applied_at__isnull=False).count() == 4

@@ -2,7 +2,8 @@
 
 A group is runnable once it is SCHEDULING (at admission without inputs, or when ``settle``
 releases it); the database is the queue, so a pass simply selects the runnable groups whose
-objects are not all applied yet (bounded batch, oldest workflow first). Per group:
+objects are not all applied yet (bounded batch, oldest workflow first), batch after batch, the
+next one claimed and prepared while the previous one's objects are created. Per group:
 
 1. record the intent (a :class:`~scheduler.models.GroupDispatch` row, unique per group) and
    commit it, so cleanup can find the group whatever happens next;
@@ -29,7 +30,9 @@ from __future__ import annotations
 
 import logging
 import random
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -87,6 +90,15 @@ class DispatchSummary:
     failed: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Batch:
+    """Claimed groups, those prepared, and their creates running on the dispatch threads."""
+
+    groups: list[WorkflowGroup]
+    prepared: list[tuple[GroupDispatch, WorkflowGroup, GroupObjects | None]]
+    futures: list[Future]
+
+
 class _Objects:
     """Create / read / replace by kind, raw JSON in and out."""
 
@@ -130,13 +142,17 @@ def _ours(existing: dict, desired: dict) -> bool:
 class Dispatcher:
     """``workers``: threads creating a batch's objects. Each mostly waits for the API server,
     so they are as many as the client's keep-alive connections (``POOL_SIZE``), not cores:
-    a batch of 50 groups is then about two groups' round trips, not seven."""
+    a batch of 50 groups is then about two groups' round trips, not seven. ``batch`` groups
+    are claimed at a time, up to ``max_batch`` during a backlog (fewer claims, each a few
+    statements, for the same groups)."""
 
     def __init__(self, kube: Kube, *, namespace: str | None = None, batch: int = 50,
-                 base_delay: float = 2.0, max_delay: float = 300.0, workers: int = POOL_SIZE):
+                 max_batch: int = 400, base_delay: float = 2.0, max_delay: float = 300.0,
+                 workers: int = POOL_SIZE):
         self.kube = kube
         self.namespace = namespace or settings.OSMO_NAMESPACE
         self.batch = batch
+        self.max_batch = max(batch, max_batch)
         self.workers = workers
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -144,32 +160,75 @@ class Dispatcher:
         self.known_queues: set[str] = set()
 
     # --- selection ---------------------------------------------------------------------------
-    def runnable(self, now: datetime):
+    def runnable(self, now: datetime, *, limit: int | None = None, exclude=()):
+        """Up to ``limit`` (else ``batch``) runnable groups, oldest workflow first, without
+        those of ``exclude`` (a batch whose creates are still running)."""
         applied = GroupDispatch.objects.filter(group=OuterRef("pk"), applied_at__isnull=False)
         waiting = GroupDispatch.objects.filter(group=OuterRef("pk"), next_attempt_at__gt=now)
         return (WorkflowGroup.objects
                 .filter(status=TaskStatus.SCHEDULING,
                         workflow__status__in=ALIVE_WORKFLOW_STATUSES)
                 .filter(~Exists(applied), ~Exists(waiting))
+                .exclude(pk__in=list(exclude))
                 .select_related("workflow__pool")
-                .order_by("workflow__submitted_at", "workflow_id", "position")[:self.batch])
+                .order_by("workflow__submitted_at", "workflow_id", "position")
+                [:limit or self.batch])
 
-    # --- one pass ------------------------------------------------------------------------------
+    # --- passes ------------------------------------------------------------------------------
     def run_once(self, *, now: datetime | None = None) -> DispatchSummary:
-        """Dispatch up to ``batch`` runnable groups. Raises ClusterUnavailable (after
-        recording the groups of the pass that were applied).
+        """Dispatch up to ``batch`` runnable groups (see :meth:`run`)."""
+        return self.run(batches=1, now=now)
 
-        The database work (selection, intent rows, manifests, queue checks) is sequential; the
-        API calls of the batch's groups run on ``workers`` threads, each group's objects in
-        their order, so a pass costs about one group's round trips per worker."""
+    def run(self, *, batches: int = 1, now: datetime | None = None) -> DispatchSummary:
+        """Dispatch batch after batch while groups are runnable (at most ``batches``),
+        pipelined: batch n+1 is claimed and prepared (database reads, manifests, queue checks)
+        while batch n's objects are created on ``workers`` threads, so the threads always have
+        the next groups queued. A claim is ``batch`` groups, doubled up to ``max_batch`` while
+        each comes back full (a backlog). Raises ClusterUnavailable once every batch started
+        has been created and recorded (the failed groups are claimed again next pass)."""
         summary = DispatchSummary()
+        started: deque[_Batch] = deque()
+        size, unavailable = self.batch, None
+        began, preparing, number = time.monotonic(), 0.0, 0
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            try:
+                for _number in range(batches):
+                    claimed = [group.pk for batch in started for group in batch.groups]
+                    groups = list(self.runnable(now or timezone.now(), limit=size,
+                                                exclude=claimed))
+                    if not groups:
+                        break
+                    number, claimed_at = number + 1, time.monotonic()
+                    prepared, error = self._prepare(groups, summary)
+                    preparing += time.monotonic() - claimed_at
+                    started.append(_Batch(groups, prepared, [
+                        pool.submit(self._apply_objects, objects)
+                        for _row, _group, objects in prepared]))
+                    if error is not None:
+                        unavailable = error
+                        break
+                    size = min(self.max_batch, size * 2) if len(groups) == size else self.batch
+                    if len(started) > 1:
+                        unavailable = self._record(started.popleft(), summary)
+                        if unavailable is not None:
+                            break
+            finally:  # every batch started is recorded, whatever ended the loop
+                while started:
+                    unavailable = self._record(started.popleft(), summary) or unavailable
+        if summary.applied:  # the figures say whether claiming and preparing keep up
+            logger.info("k8s backend: applied %d groups in %d batches, %.2f s (claiming and "
+                        "preparing %.2f s): %s", len(summary.applied), number,
+                        time.monotonic() - began, preparing, ", ".join(summary.applied))
+        if unavailable is not None:
+            raise ClusterUnavailable(describe(unavailable)) from unavailable
+        return summary
+
+    def _prepare(self, groups: list[WorkflowGroup], summary: DispatchSummary):
+        """The claimed groups' intents (committed in one statement before any create call)
+        and objects: ``(prepared, error)``, the error an API server's answer that ended the
+        preparation (the groups prepared before it are still to be created)."""
         built: dict[int, tuple[WorkflowSpec, list[dict]]] = {}  # workflow → spec, manifests
         prepared: list[tuple[GroupDispatch, WorkflowGroup, GroupObjects | None]] = []
-        groups = list(self.runnable(now or timezone.now()))
-        if not groups:
-            return summary
-        # The batch's intents in one statement (committed before any create call), and the
-        # groups' current statuses in one read.
         GroupDispatch.objects.bulk_create(
             [GroupDispatch(group=group, namespace=self.namespace) for group in groups],
             ignore_conflicts=True)
@@ -193,12 +252,8 @@ class Dispatcher:
                     group.podgroup)
             except api_errors() as exc:
                 GroupDispatch.objects.filter(pk=row.pk).update(last_error=describe(exc))
-                self._applied(prepared, summary)
-                raise ClusterUnavailable(describe(exc)) from exc
-        self._applied(prepared, summary)
-        if summary.applied:
-            logger.info("k8s backend: applied %s", ", ".join(summary.applied))
-        return summary
+                return prepared, exc
+        return prepared, None
 
     def _apply_objects(self, objects: GroupObjects | None) -> BaseException | None:
         if objects is None:
@@ -210,19 +265,13 @@ class Dispatcher:
             return exc
         return None
 
-    def _applied(self, prepared, summary: DispatchSummary) -> None:
-        """Create the prepared groups' objects, then record each group's outcome."""
-        if not prepared:
-            return
-        items = [objects for _row, _group, objects in prepared]
-        if len(items) > 1 and self.workers > 1:
-            with ThreadPoolExecutor(max_workers=min(self.workers, len(items))) as pool:
-                outcomes = list(pool.map(self._apply_objects, items))
-        else:
-            outcomes = [self._apply_objects(objects) for objects in items]
+    def _record(self, batch: _Batch, summary: DispatchSummary) -> BaseException | None:
+        """Wait for a batch's creates and record each group's outcome; returns the first
+        answer that says the API server is unavailable."""
         unavailable = None
         applied: list[int] = []
-        for (row, group, _objects), outcome in zip(prepared, outcomes, strict=True):
+        for (row, group, _objects), future in zip(batch.prepared, batch.futures, strict=True):
+            outcome = future.result()
             if isinstance(outcome, DispatchRefused):
                 self._refused(row, group, outcome)
                 (summary.failed if outcome.permanent else summary.deferred).append(
@@ -241,13 +290,9 @@ class Dispatcher:
             # inputs).
             metrics.record_dispatched([
                 (now - group.workflow.submitted_at).total_seconds()
-                for row, group, _objects in prepared
+                for row, group, _objects in batch.prepared
                 if row.pk in applied and not group.depends_on])
-        prepared.clear()
-        if unavailable is not None:
-            if summary.applied:
-                logger.info("k8s backend: applied %s", ", ".join(summary.applied))
-            raise ClusterUnavailable(describe(unavailable)) from unavailable
+        return unavailable
 
     def _refused(self, row: GroupDispatch, group: WorkflowGroup,
                  refused: DispatchRefused) -> None:

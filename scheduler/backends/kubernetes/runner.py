@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 
 K8S_LEADER_LOCK = 0x05_1EAE
 BACKOFF_START, BACKOFF_MAX = 1.0, 60.0
-MAX_BATCHES = 20  # dispatch batches in one pass while a backlog lasts
+MAX_BATCHES = 20  # dispatch batches in one pass while groups keep becoming runnable
 CYCLE_GAP = 0.05  # seconds at least between two scheduling cycles (events arrive in bursts)
 
 
@@ -306,9 +306,7 @@ class BackendRunner:
                             self.listener.relist_requested = True
                         next_resync = time.monotonic() + self.resync
                     services.timeouts_enforce()  # ended groups' pods go with the cleanup below
-                    for _batch in range(MAX_BATCHES):  # a backlog: batch after batch
-                        if len(dispatcher.run_once().applied) < dispatcher.batch:
-                            break
+                    dispatcher.run(batches=MAX_BATCHES)  # a backlog: batch after batch
                     while cleaner.run_once() == cleaner.batch:
                         pass
                     for pool in sorted(pools):

@@ -182,9 +182,10 @@ class Dispatcher:
     def run(self, *, batches: int = 1, now: datetime | None = None) -> DispatchSummary:
         """Dispatch batch after batch while groups are runnable (at most ``batches``),
         pipelined: batch n+1 is claimed and prepared (database reads, manifests, queue checks)
-        while batch n's objects are created on ``workers`` threads, so the threads always have
-        the next groups queued. A claim is ``batch`` groups, doubled up to ``max_batch`` while
-        each comes back full (a backlog). Raises ClusterUnavailable once every batch started
+        while batch n's objects are created on ``workers`` threads, each group's creates
+        queued as soon as it is prepared, so the threads always have work. A claim is
+        ``batch`` groups, doubled up to ``max_batch`` while each comes back full (a backlog).
+        Raises ClusterUnavailable once every batch started
         has been created and recorded (the failed groups are claimed again next pass)."""
         summary = DispatchSummary()
         started: deque[_Batch] = deque()
@@ -192,18 +193,16 @@ class Dispatcher:
         began, preparing, number = time.monotonic(), 0.0, 0
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             try:
-                for _number in range(batches):
+                for _ in range(batches):
                     claimed = [group.pk for batch in started for group in batch.groups]
                     groups = list(self.runnable(now or timezone.now(), limit=size,
                                                 exclude=claimed))
                     if not groups:
                         break
                     number, claimed_at = number + 1, time.monotonic()
-                    prepared, error = self._prepare(groups, summary)
+                    batch, error = self._prepare(groups, summary, pool)
                     preparing += time.monotonic() - claimed_at
-                    started.append(_Batch(groups, prepared, [
-                        pool.submit(self._apply_objects, objects)
-                        for _row, _group, objects in prepared]))
+                    started.append(batch)
                     if error is not None:
                         unavailable = error
                         break
@@ -223,12 +222,13 @@ class Dispatcher:
             raise ClusterUnavailable(describe(unavailable)) from unavailable
         return summary
 
-    def _prepare(self, groups: list[WorkflowGroup], summary: DispatchSummary):
+    def _prepare(self, groups: list[WorkflowGroup], summary: DispatchSummary,
+                 pool: ThreadPoolExecutor) -> tuple[_Batch, BaseException | None]:
         """The claimed groups' intents (committed in one statement before any create call)
-        and objects: ``(prepared, error)``, the error an API server's answer that ended the
-        preparation (the groups prepared before it are still to be created)."""
+        and objects, each group's creates handed to ``pool`` as soon as it is prepared; the
+        error is an API server's answer that ended the preparation."""
         built: dict[int, tuple[WorkflowSpec, list[dict]]] = {}  # workflow → spec, manifests
-        prepared: list[tuple[GroupDispatch, WorkflowGroup, GroupObjects | None]] = []
+        batch = _Batch(groups, [], [])
         GroupDispatch.objects.bulk_create(
             [GroupDispatch(group=group, namespace=self.namespace) for group in groups],
             ignore_conflicts=True)
@@ -244,16 +244,18 @@ class Dispatcher:
                     spec = stored_spec(workflow)
                     built[workflow.pk] = (spec, workflow_manifests(workflow, spec))
                 spec, manifests = built.get(workflow.pk, (None, None))
-                prepared.append((row, group, self.prepare(group, manifests, spec=spec,
-                                                          status=statuses.get(group.pk))))
+                objects = self.prepare(group, manifests, spec=spec,
+                                       status=statuses.get(group.pk))
+                batch.prepared.append((row, group, objects))
+                batch.futures.append(pool.submit(self._apply_objects, objects))
             except DispatchRefused as refused:
                 self._refused(row, group, refused)
                 (summary.failed if refused.permanent else summary.deferred).append(
                     group.podgroup)
             except api_errors() as exc:
                 GroupDispatch.objects.filter(pk=row.pk).update(last_error=describe(exc))
-                return prepared, exc
-        return prepared, None
+                return batch, exc
+        return batch, None
 
     def _apply_objects(self, objects: GroupObjects | None) -> BaseException | None:
         if objects is None:

@@ -185,8 +185,8 @@ class Dispatcher:
         while batch n's objects are created on ``workers`` threads, each group's creates
         queued as soon as it is prepared, so the threads always have work. A claim is
         ``batch`` groups, doubled up to ``max_batch`` while each comes back full (a backlog).
-        Raises ClusterUnavailable once every batch started
-        has been created and recorded (the failed groups are claimed again next pass)."""
+        Raises ClusterUnavailable once every batch started has been created and recorded (the
+        failed groups are claimed again next pass)."""
         summary = DispatchSummary()
         started: deque[_Batch] = deque()
         size, unavailable = self.batch, None
@@ -194,14 +194,15 @@ class Dispatcher:
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             try:
                 for _ in range(batches):
+                    claiming = time.monotonic()
                     claimed = [group.pk for batch in started for group in batch.groups]
                     groups = list(self.runnable(now or timezone.now(), limit=size,
                                                 exclude=claimed))
                     if not groups:
                         break
-                    number, claimed_at = number + 1, time.monotonic()
+                    number += 1
                     batch, error = self._prepare(groups, summary, pool)
-                    preparing += time.monotonic() - claimed_at
+                    preparing += time.monotonic() - claiming
                     started.append(batch)
                     if error is not None:
                         unavailable = error

@@ -90,6 +90,14 @@ class DispatchSummary:
     failed: list[str] = field(default_factory=list)
 
 
+LOGGED_NAMES = 10  # a backlog's pass applies thousands: its log line names a few
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(names[:LOGGED_NAMES])
+    return shown if len(names) <= LOGGED_NAMES else f"{shown} and {len(names) - LOGGED_NAMES} more"
+
+
 @dataclass
 class _Batch:
     """Claimed groups, those prepared, and their creates running on the dispatch threads."""
@@ -218,7 +226,7 @@ class Dispatcher:
         if summary.applied:  # the figures say whether claiming and preparing keep up
             logger.info("k8s backend: applied %d groups in %d batches, %.2f s (claiming and "
                         "preparing %.2f s): %s", len(summary.applied), number,
-                        time.monotonic() - began, preparing, ", ".join(summary.applied))
+                        time.monotonic() - began, preparing, _some(summary.applied))
         if unavailable is not None:
             raise ClusterUnavailable(describe(unavailable)) from unavailable
         return summary

@@ -30,3 +30,11 @@ def serve_metrics(**_kwargs) -> None:
     from osmo.observability.server import serve_if_configured  # needs the apps loaded
 
     serve_if_configured()
+
+
+@signals.worker_init.connect
+@signals.beat_init.connect
+def settle_collector(**_kwargs) -> None:
+    from osmo import process_gc
+
+    process_gc.settle()

@@ -27,3 +27,10 @@ worker_class = "osmo.gunicorn_worker.ThreadWorker"
 workers = web_workers()
 threads = WEB_THREADS
 preload_app = True
+
+
+def when_ready(server) -> None:
+    """In the master, the application imported, before the first worker forks."""
+    from osmo import process_gc
+
+    process_gc.settle()

@@ -48,6 +48,22 @@ def test_list_events_and_a_410_relist() -> None:
     assert ("pods", "LIST") in changes and ("pods", "DELETED") in changes
 
 
+def test_the_first_list_is_served_from_the_watch_cache_and_a_relist_reads_through() -> None:
+    """The first LIST asks for resourceVersion "0" (any version the API server's watch cache
+    holds, as client-go's reflector starts); a later one sets none, so the cache never goes
+    back behind the events a watch already showed."""
+    asked = []
+
+    def lister(**kwargs):
+        asked.append(kwargs.get("resource_version"))
+        return Response({"items": [obj("a")], "metadata": {"resourceVersion": "10"}})
+
+    informer = Informer("pods", lister)
+    informer.relist()
+    informer.relist()
+    assert asked == ["0", None]
+
+
 class Stream:
     """A watch response: the given lines, then the end of the stream."""
 

@@ -304,13 +304,16 @@ class Applier:
                     replacements: list[Replacement]) -> set[str]:
         """Nodes where this cycle's bindings need room that is not free yet: what terminating
         pods still hold, or what a move that was not made still holds."""
-        gang_pods = self._requests(index, [])
         leaving = {eviction.pod for eviction in result.evictions}
         leaving |= {replacement.moved for replacement in replacements}
         nodes = {node for node, values in index.terminating.items() if any(values)}
-        nodes |= {gang_pods[name].node for name in leaving if name in gang_pods}
+        if leaving:
+            gang_pods = self._requests(index, [])
+            nodes |= {gang_pods[name].node for name in leaving if name in gang_pods}
         nodes |= {move.source for move in result.moves}
         nodes |= {replacement.target for replacement in replacements}
+        if not nodes:  # nothing bound here is on its way out: every binding finds its room
+            return set()
         held = self._requests(index, replacements)
         arriving = [(binding.node, held[binding.pod]) for binding in result.bindings
                     if binding.pod in held]

@@ -77,7 +77,11 @@ class Informer(ListWatch):
         return {"label_selector": self.label_selector} if self.label_selector else {}
 
     def relist(self) -> int:
-        body = raw(self.lister(*self.args, **self._kwargs(), _preload_content=False,
+        # The first LIST is served from the API server's watch cache (resourceVersion "0",
+        # as client-go's reflector does: several times faster than a read through etcd); a
+        # later one reads through, so the cache never goes back behind what a watch showed.
+        first = {"resource_version": "0"} if self.lists == 0 else {}
+        body = raw(self.lister(*self.args, **self._kwargs(), **first, _preload_content=False,
                                _request_timeout=REQUEST_TIMEOUT))
         self.lists += 1
         objects = {}

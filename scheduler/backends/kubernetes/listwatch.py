@@ -7,7 +7,6 @@ resourceVersion moves past it, so an event whose write failed comes again with t
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -15,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from kubernetes import watch
 
 from . import metrics
@@ -35,8 +35,8 @@ class RawWatch(watch.Watch):
         if not data or data.isspace():
             return None
         try:
-            event = json.loads(data)
-        except ValueError:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
             return None
         event["raw_object"] = event.get("object")
         metadata = (event["raw_object"] or {}).get("metadata") if isinstance(

@@ -12,6 +12,8 @@ def main(stop, parent: int, config: dict) -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
     django.setup()
+    from osmo import process_gc
     from scheduler.backends.kubernetes.runner import placement_process
 
+    process_gc.settle()
     placement_process(stop, parent, config)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from osmo import process_gc
 from osmo.observability.server import serve_if_configured
 from scheduler.backends.kubernetes.client import api_client
 from scheduler.backends.kubernetes.runner import BackendRunner
@@ -36,5 +37,6 @@ class Command(BaseCommand):
         except Exception as exc:  # noqa: BLE001 - any configuration error
             raise CommandError(f"cannot configure the Kubernetes client: {exc}") from exc
         serve_if_configured()
+        process_gc.settle()
         BackendRunner(interval=interval, client_factory=lambda: api_client(kubeconfig=kubeconfig),
                       placement_process=True, kubeconfig=kubeconfig).run()

@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand
 
+from osmo import process_gc
 from osmo.observability.server import serve_if_configured
 from scheduler.loop import SchedulerLoop
 
@@ -13,4 +14,5 @@ class Command(BaseCommand):
 
     def handle(self, *args, interval, **options):
         serve_if_configured()
+        process_gc.settle()
         SchedulerLoop(interval=interval).run()

@@ -551,7 +551,7 @@ def scheduler_process(kubeconfig: str) -> None:
     from scheduler.backends.kubernetes.client import api_client
     from scheduler.backends.kubernetes.runner import placement_loop
 
-    process_gc.settle()  # as the product's scheduler process does
+    process_gc.settle(busy=True)  # as the product's scheduler process does
 
     stop, wake, seen = threading.Event(), threading.Event(), {}
     signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
@@ -809,11 +809,12 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=600.0)
     args = parser.parse_args()
     scenarios = sorted(args.scenarios, key=lambda name: name != "fill")  # fill sets Django up
-    # The harness (its clients, the kubelet stand-in) collects garbage as the product's
-    # processes do: at Python's defaults its collections cost the floor seconds of CPU.
+    # The harness (its clients, the kubelet stand-in, a watch of every pod) collects garbage
+    # as the product's backend does: at Python's defaults its collections cost the floor and
+    # the schedulers' runs 5 s of CPU.
     from osmo import process_gc
 
-    process_gc.settle()
+    process_gc.settle(busy=True)
 
     from tests.kube_real.server import DEPLOY, ApiServer, load_documents, unavailable_reason
 

@@ -15,5 +15,5 @@ def main(stop, parent: int, config: dict) -> None:
     from osmo import process_gc
     from scheduler.backends.kubernetes.runner import placement_process
 
-    process_gc.settle()
+    process_gc.settle(busy=True)
     placement_process(stop, parent, config)

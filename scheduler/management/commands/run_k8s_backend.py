@@ -37,6 +37,6 @@ class Command(BaseCommand):
         except Exception as exc:  # noqa: BLE001 - any configuration error
             raise CommandError(f"cannot configure the Kubernetes client: {exc}") from exc
         serve_if_configured()
-        process_gc.settle()
+        process_gc.settle(busy=True)
         BackendRunner(interval=interval, client_factory=lambda: api_client(kubeconfig=kubeconfig),
                       placement_process=True, kubeconfig=kubeconfig).run()

@@ -14,5 +14,5 @@ class Command(BaseCommand):
 
     def handle(self, *args, interval, **options):
         serve_if_configured()
-        process_gc.settle()
+        process_gc.settle(busy=True)
         SchedulerLoop(interval=interval).run()

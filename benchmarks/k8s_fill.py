@@ -130,9 +130,11 @@ class Admin:
 class Kubelet:
     """Every node's kubelet: WATCHes the pods of a namespace; a bound Pending pod is admitted
     as kubelet admits (``tests/kube_real/kubelet.py``: resources against the node's allocatable,
-    ``OutOf<resource>`` when short) and becomes Running, or ends Failed (one status write, 4
-    writer threads). Records when each pod was created, bound and started, what it refused,
-    and the errors of its own threads (:meth:`problems`)."""
+    ``OutOf<resource>`` when short) and becomes Running, or ends Failed (one status write, on
+    16 writer threads: every node's kubelet writes its pods' statuses on its own, and 4
+    threads fell seconds behind a burst of bindings). Records when each pod was created,
+    bound and started, what it refused, and the errors of its own threads (:meth:`problems`).
+    """
 
     def __init__(self, admin: Admin, namespace: str):
         self.admin = admin
@@ -145,7 +147,7 @@ class Kubelet:
         self._held: dict[str, tuple[str, dict]] = {}  # admitted pod → (node, pod)
         self._decided: set[str] = set()  # admitted or refused
         self._admission = None
-        self._pool = ThreadPoolExecutor(max_workers=4)
+        self._pool = ThreadPoolExecutor(max_workers=16)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 

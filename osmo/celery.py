@@ -11,6 +11,7 @@ from pathlib import Path
 
 from celery import Celery, signals
 
+from osmo import process_gc
 from osmo.embedded import prepare_local_environment
 from osmo.observability import tasks as _task_metrics  # noqa: F401 - connects its signals
 
@@ -35,6 +36,4 @@ def serve_metrics(**_kwargs) -> None:
 @signals.worker_init.connect
 @signals.beat_init.connect
 def settle_collector(**_kwargs) -> None:
-    from osmo import process_gc
-
     process_gc.settle()

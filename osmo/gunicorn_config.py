@@ -13,6 +13,7 @@
   loaded 2-core machine).
 """
 
+from osmo import process_gc
 from osmo.capacity import WEB_THREADS, web_workers
 from osmo.embedded import data_dir
 
@@ -31,6 +32,4 @@ preload_app = True
 
 def when_ready(server) -> None:
     """In the master, the application imported, before the first worker forks."""
-    from osmo import process_gc
-
     process_gc.settle()

@@ -28,11 +28,11 @@ real cluster needs — the decisions, where the documents are silent:
 from __future__ import annotations
 
 import base64
-import copy
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from django.conf import settings
 
 from scheduler.core.kai_names import (
@@ -175,9 +175,15 @@ def _workflow_objects(workflow, group, manifests, spec) -> GroupObjects:
     return objects
 
 
+def _copied(manifests: list[dict]) -> list[dict]:
+    """A deep copy of JSON data, through orjson: several times faster than ``copy.deepcopy``
+    (a copy per group dispatched)."""
+    return orjson.loads(orjson.dumps(manifests))
+
+
 def _workload_objects(workflow, group) -> GroupObjects:
     labels = owner_labels(workflow, group)
-    stored = copy.deepcopy(workflow.manifests or [])
+    stored = _copied(workflow.manifests or [])
     podgroup = next(m for m in stored if m.get("kind") == "PodGroup"
                     and m["metadata"]["name"] == group.podgroup)
     pods = []
@@ -204,7 +210,7 @@ def group_objects(workflow, group, *, manifests: list[dict] | None = None,
         spec = spec or stored_spec(workflow)
         if manifests is None:
             manifests = workflow_manifests(workflow, spec)
-        objects = _workflow_objects(workflow, group, copy.deepcopy(manifests), spec)
+        objects = _workflow_objects(workflow, group, _copied(manifests), spec)
     for pod in objects.pods:
         pod["spec"]["schedulerName"] = settings.OSMO_SCHEDULER_NAME
         _quantities_as_strings(pod)

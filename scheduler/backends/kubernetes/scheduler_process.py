@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 
+from osmo import process_gc
+
 
 def main(stop, parent: int, config: dict) -> None:
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
     django.setup()
-    from osmo import process_gc
     from scheduler.backends.kubernetes.runner import placement_process
 
     process_gc.settle(busy=True)

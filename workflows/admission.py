@@ -195,10 +195,7 @@ def _peek_name(spec_name: str) -> str:
 
 def _next_name(spec_name: str) -> str:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO workflows_workflownamecounter (spec_name, value) VALUES (%s, 1) "
-            "ON CONFLICT (spec_name) DO UPDATE SET value = "
-            "workflows_workflownamecounter.value + 1 RETURNING value", [spec_name])
+        cursor.execute(numbering.TAKE, [spec_name])  # in the caller's transaction
         return f"{spec_name}-{cursor.fetchone()[0]}"
 
 

@@ -91,15 +91,19 @@ event AS (
     FROM workflow, json_to_recordset(%s::json) e(reason text, message text))"""
 
 
-def _values(instance, model, params: list) -> None:
+def _prepared(instance, model):
+    """(field, the value the database gets) for each inserted column of ``instance``."""
     for field in _fields(model)[0]:
-        params.append(field.get_db_prep_save(field.pre_save(instance, add=True), connection))
+        yield field, field.get_db_prep_save(field.pre_save(instance, add=True), connection)
+
+
+def _values(instance, model, params: list) -> None:
+    params.extend(value for _field, value in _prepared(instance, model))
 
 
 def _record(instance, model, record: dict) -> dict:
     """A row as a JSON object (``json_populate_record``): the values ``_values`` sends."""
-    for field in _fields(model)[0]:
-        value = field.get_db_prep_save(field.pre_save(instance, add=True), connection)
+    for field, value in _prepared(instance, model):
         record[field.column] = value.obj if isinstance(value, Jsonb) else value
     return record
 

@@ -92,18 +92,13 @@ def call_raw(kube: Kube, method: str, path: str, body: str | bytes | None = None
              content_type: str = "application/json", accept: str = "application/json",
              timeout: tuple[float, float] = REQUEST_TIMEOUT) -> bytes:
     """As :func:`call`, the answer's bytes as they come (``path`` may carry a query)."""
-    from kubernetes.client.exceptions import ApiException
-
     api = kube.api_client
     response = api.rest_client.pool_manager.request(
         method, api.configuration.host + path, headers=_headers(api, accept, content_type),
         body=body,
         timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]), retries=False,
         preload_content=True)
-    if response.status >= 400:
-        exc = ApiException(status=response.status, reason=response.reason)
-        exc.body = response.data.decode("utf-8", "replace") if response.data else ""
-        raise exc
+    _raise_for_status(response)
     return response.data
 
 
@@ -121,8 +116,6 @@ def lister(kube: Kube, path: str) -> Any:
     of it a validation, for the few calls an informer makes."""
     from urllib.parse import urlencode
 
-    from kubernetes.client.exceptions import ApiException
-
     def list_(*, _request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
               _preload_content: bool = False, **query: Any) -> Any:  # never preloaded
         params = {QUERY_NAMES.get(name, name): str(value).lower() if isinstance(value, bool)
@@ -132,14 +125,25 @@ def lister(kube: Kube, path: str) -> Any:
             "GET", f"{api.configuration.host}{path}?{urlencode(params)}",
             headers=_headers(api), retries=False, preload_content=False,
             timeout=urllib3.Timeout(connect=_request_timeout[0], read=_request_timeout[1]))
-        if response.status >= 400:
-            exc = ApiException(status=response.status, reason=response.reason)
-            exc.body = response.data.decode("utf-8", "replace") if response.data else ""
+        try:
+            _raise_for_status(response)
+        except Exception:
             response.release_conn()
-            raise exc
+            raise
         return response
 
     return list_
+
+
+def _raise_for_status(response: Any) -> None:
+    """An error answer as the official client raises it: ``ApiException`` with its body."""
+    if response.status < 400:
+        return
+    from kubernetes.client.exceptions import ApiException
+
+    exc = ApiException(status=response.status, reason=response.reason)
+    exc.body = response.data.decode("utf-8", "replace") if response.data else ""
+    raise exc
 
 
 def _headers(api: Any, accept: str = "application/json", content_type: str | None = None

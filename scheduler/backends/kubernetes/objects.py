@@ -130,9 +130,9 @@ def _file_secret(name: str, files, labels, workflow, group) -> dict[str, Any]:
 
 def _workflow_objects(workflow, group, manifests, spec) -> GroupObjects:
     labels = owner_labels(workflow, group)
-    mine = [m for m in manifests
-            if ((m.get("metadata") or {}).get("annotations") or {}).get(GROUP_NAME_ANNOTATION)
-            == group.name]
+    mine = _copied([m for m in manifests
+                    if ((m.get("metadata") or {}).get("annotations") or {})
+                    .get(GROUP_NAME_ANNOTATION) == group.name])  # this group's only
     podgroup = _own(next(m for m in mine if m["kind"] == "PodGroup"), labels, workflow, group)
     pods = [_own(m, labels, workflow, group) for m in mine if m["kind"] == "Pod"]
     group_spec = next(g for g in spec.groups if g.name == group.name)
@@ -177,7 +177,7 @@ def _workflow_objects(workflow, group, manifests, spec) -> GroupObjects:
 
 def _copied(manifests: list[dict]) -> list[dict]:
     """A deep copy of JSON data, through orjson: several times faster than ``copy.deepcopy``
-    (a copy per group dispatched)."""
+    (a copy per group dispatched; the caller's manifests are shared by its groups)."""
     return orjson.loads(orjson.dumps(manifests))
 
 
@@ -210,7 +210,7 @@ def group_objects(workflow, group, *, manifests: list[dict] | None = None,
         spec = spec or stored_spec(workflow)
         if manifests is None:
             manifests = workflow_manifests(workflow, spec)
-        objects = _workflow_objects(workflow, group, _copied(manifests), spec)
+        objects = _workflow_objects(workflow, group, manifests, spec)
     for pod in objects.pods:
         pod["spec"]["schedulerName"] = settings.OSMO_SCHEDULER_NAME
         _quantities_as_strings(pod)

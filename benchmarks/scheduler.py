@@ -21,6 +21,7 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -156,6 +157,29 @@ def large_cluster(nodes: int, pods_total: int, pending_pods: int = 10_000,
                           pods=tuple(Pod(f"{name}-{p}", gpus=rng.choice([0, 1]), cpu=500)
                                      for p in range(10))))
     return Snapshot(cluster, queues, tuple(gangs), TOPOLOGY, now=float(index))
+
+
+def backlog(nodes: int = 500, waiting: int = 5_000) -> Snapshot:
+    """A full cluster (work with exec_timeouts), a gang of every node that waited and reserves
+    them all (its queue goes first: a higher priority), and a backlog of waiting 2 x 8-GPU
+    gangs in nine other queues, each with a quota, that finds no node left to reserve: one
+    attempt per queue answers the others of its shape (each attempt walked every gang for
+    the quota's releases, and each gang made one: quadratic in the backlog)."""
+    cluster = make_nodes(nodes)
+    gangs = [Gang(f"run-{i:05d}", f"team-{1 + i % 9}", min_member=8, created_at=0.0,
+                  running_since=0.0, exec_timeout=600.0 + i,
+                  pods=tuple(Pod(f"run-{i:05d}-{p}", gpus=1, cpu=1000, node=node.name)
+                             for p in range(8)))
+             for i, node in enumerate(cluster)]
+    gangs.append(Gang("wide", "team-0", min_member=nodes, created_at=0.0, exec_timeout=3600.0,
+                      pods=tuple(Pod(f"wide-{p:05d}", gpus=8, cpu=1000) for p in range(nodes))))
+    for j in range(waiting):
+        name = f"wait-{j:05d}"
+        gangs.append(Gang(name, f"team-{1 + j % 9}", min_member=2, created_at=1.0 + j / 1000,
+                          pods=tuple(Pod(f"{name}-{p}", gpus=8, cpu=1000) for p in range(2))))
+    queues = tuple(replace(queue, priority=200) if queue.name == "team-0" else queue
+                   for queue in make_queues(10, quota=nodes * 8))
+    return Snapshot(cluster, queues, tuple(gangs), TOPOLOGY, now=500.0)
 
 
 def _fits_somewhere(pods: list[Pod], free: dict[str, list[int]]) -> bool:
@@ -348,6 +372,7 @@ def main() -> None:
         measure("consolidation", consolidation(50, 7, 4), repeats, bound=4, moved=28)
         measure("large cluster", large_cluster(200, 7_000, 500), repeats)
         measure("large cluster, reservations", large_cluster(200, 7_000, 500, 2), repeats)
+        measure("backlog that finds no reservation", backlog(50, 500), repeats, bound=0)
         if not args.no_snapshots:
             measure_snapshots("large cluster, reservations",
                               large_cluster(200, 7_000, 500, 2), repeats)
@@ -373,6 +398,8 @@ def main() -> None:
     largest = large_cluster(10_000, 350_000, 25_000, reserving=4)
     measure("10,000 nodes / 350,000 pods, 4 reservations", largest, heavy_repeats,
             "(target <= 1.0 s)")
+    measure("500 nodes reserved, 5,000 gangs waiting", backlog(), repeats,
+            "(target < 1 s)", bound=0)
     print("growth with cluster size (35 pods per node, 10,000 pending pods):")
     for nodes in (1000, 2000, 3000, 4000):
         measure(f"  {nodes} nodes", large_cluster(nodes, nodes * 35), heavy_repeats)

@@ -9,7 +9,7 @@ builds a `CycleRecord` and hands it to `cycle_record_write`. `GET /api/scheduler
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -83,11 +83,13 @@ def queue_figures(result: CycleResult | None) -> tuple[QueueFigures, ...]:
 
 
 def cycle_record_write(record: CycleRecord) -> None:
-    """Replace the row with ``record`` (its metrics kept when the record has none)."""
+    """Replace the row with ``record`` (its metrics kept when the record has none). The
+    records' fields are JSON values already: copied shallowly (`asdict` would copy every
+    reason of every pending gang again, each cycle)."""
     row = {"at": record.at, "duration_ms": record.duration_ms, "bound": record.bound,
            "evicted": record.evicted, "pending": len(record.pending_gangs),
-           "queues": [asdict(queue) for queue in record.queues],
-           "pending_gangs": [asdict(gang) for gang in record.pending_gangs]}
+           "queues": [vars(queue).copy() for queue in record.queues],
+           "pending_gangs": [vars(gang).copy() for gang in record.pending_gangs]}
     if record.metrics is not None:
         row["metrics"] = record.metrics
     SchedulerCycle.objects.update_or_create(pk=1, defaults=row)

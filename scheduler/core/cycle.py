@@ -281,7 +281,7 @@ class _Cycle:
         else:
             outcome = self._place_minimum(run, ())
         if outcome == "no_room" and self.reserver.wants(run):
-            self.reserver.reserve(run)
+            self.reserver.reserve(run, self._cache_key(run))
 
     def _place_minimum(self, run: GangRun, lifted: tuple[int, ...]) -> str:
         """`placed`, `no_room` (capacity, or a queue gate that running work will free) or

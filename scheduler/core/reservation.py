@@ -113,6 +113,9 @@ class Reserver:
         self.timeline: Timeline | None = None
         self.committed: list[GangRun] = []  # runs given pods by the cycle, in order
         self._refreshed = 0
+        self._bound: list[GangRun] | None = None  # runs with pods bound before the cycle
+        self._failed: set[tuple] = set()  # keys of attempts that found no reservation
+        self._holding: list[Reservation] | None = None  # see `held_from`
         self._held_words: dict[int, str] = {}  # id(reservation) -> its part of `held_reason`
 
     # --- who reserves, who may use a hold ------------------------------------------------
@@ -191,20 +194,46 @@ class Reserver:
         self.reserved_nodes.difference_update(reservation.nodes)
 
     def held_from(self, run: GangRun) -> Reservation | None:
-        """The first reservation holding capacity `run` may not use (for its explanation)."""
-        for reservation in self.reservations:
-            if any(any(hold) for hold in reservation.holds.values()) and \
-                    not self.may_use(run, reservation):
+        """The first reservation holding capacity `run` may not use (for its explanation,
+        once the cycle has decided: which reservations hold anything is found once)."""
+        if self._holding is None:
+            self._holding = [reservation for reservation in self.reservations
+                             if any(any(hold) for hold in reservation.holds.values())]
+        for reservation in self._holding:
+            if not self.may_use(run, reservation):
                 return reservation
         return None
 
     # --- making one ----------------------------------------------------------------------
 
-    def reserve(self, run: GangRun) -> Reservation | None:
+    def holding(self) -> list[GangRun]:
+        """The runs whose pods take capacity: bound before the cycle, or placed in it."""
+        if self._bound is None:
+            self._bound = [run for run in self.runs
+                           if any(pod.node is not None for pod in run.gang.pods)]
+        return list(dict.fromkeys([*self._bound, *self.committed]))
+
+    def reserve(self, run: GangRun, alike: tuple | None = None) -> Reservation | None:
+        """`alike`: a key shared by gangs whose attempt ends the same way (same shape and
+        queue path, nothing placed yet), or None: a backlog of gangs that find no reservation
+        costs one attempt until the cycle places or reserves something."""
         work = run.work
         lower = work.demand(0)
-        if lower is None:
-            return None
+        if lower is None or any(self.cluster.capacity[i] < lower[i] for i in range(3)):
+            return None  # not even an empty cluster would hold it
+        if alike is not None:
+            gang = run.gang
+            alike = (alike, gang.queue, gang.priority, gang.preemptible, gang.semi_preemptible,
+                     len(self.committed), len(self.reservations))
+            if alike in self._failed:
+                return None
+        reservation = self._reserve(run, lower)
+        if reservation is None and alike is not None:
+            self._failed.add(alike)
+        return reservation
+
+    def _reserve(self, run: GangRun, lower) -> Reservation | None:
+        work = run.work
         timeline = self._timeline()
         cluster = self.cluster
         mark = cluster.mark()
@@ -239,7 +268,7 @@ class Reserver:
         if not self.config.preempt:
             return held
         gang = owner.gang
-        for run in self.runs:
+        for run in self.holding():
             other = run.gang
             if (run.evicted or not other.preemptible or other.queue != gang.queue
                     or other.priority >= gang.priority or run.new_pods):

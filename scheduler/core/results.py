@@ -33,7 +33,7 @@ class Reason:
     domain: str | None = None
 
     def to_dict(self) -> dict:
-        return {key: value for key, value in asdict(self).items() if value is not None}
+        return {key: value for key, value in vars(self).items() if value is not None}
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ class GateTimeline:
             return
         self.releases: dict[str, list[tuple[float, list[int], list[int], str]]] = {
             name: [] for name in capped}
-        for other in reserver.runs:
+        for other in reserver.holding():
             if other.evicted or not other.queue_ok or other is run:
                 continue
             hit = [name for name in book.paths[other.gang.queue] if name in capped]

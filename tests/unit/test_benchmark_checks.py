@@ -106,5 +106,5 @@ def test_the_scheduler_benchmark_runs_and_checks_every_figure(tmp_path) -> None:
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
-    assert len(lines) == 9 and all(line.rstrip().endswith("checked") or "checked " in line
+    assert len(lines) == 10 and all(line.rstrip().endswith("checked") or "checked " in line
                                    for line in lines), done.stdout

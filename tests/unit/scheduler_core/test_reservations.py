@@ -3,6 +3,7 @@ when the gang is expected to start, and who may still use the reserved nodes mea
 
 from scheduler.core.cycle import run_cycle
 from scheduler.core.model import Pod
+from scheduler.core.reservation import Reserver
 from tests.unit.scheduler_core.builders import bound_nodes, gang, nodes, pods, queue, snapshot
 
 NOW = 1000.0
@@ -218,3 +219,62 @@ def test_a_gang_whose_own_running_pods_hold_the_quota_it_still_needs_gets_no_res
     assert result.estimates == () and result.bindings == ()
     assert [r.code for r in result.explanation("half")] == ["queue_over_quota"]
     assert [(s.gang, s.evicted) for s in result.stale] == [("half", False)]
+
+
+def attempts(monkeypatch) -> list[str]:
+    """The gangs whose reservation is worked out (not answered from what the cycle knows)."""
+    tried: list[str] = []
+    work_out = Reserver._reserve
+
+    def spy(self, run, lower):
+        tried.append(run.gang.name)
+        return work_out(self, run, lower)
+
+    monkeypatch.setattr(Reserver, "_reserve", spy)
+    return tried
+
+
+def test_a_backlog_that_finds_no_reservation_costs_one_attempt_until_the_cycle_changes(
+        monkeypatch):
+    # qa's wide gang reserves both nodes; none of qb's 50 waiting gangs finds a node left to
+    # reserve: the first one's attempt answers for the others of its shape (the cycle used to
+    # work each one out, quadratic in the backlog), and a gang of another shape has its own
+    cluster = nodes(2, gpus=4)
+    queues = (queue("root"), queue("qa", "root"), queue("qb", "root"))
+    jobs = [running(f"r{i}", cluster[i].name, count=4, ends=NOW + 50, queue_name="qb")
+            for i in range(2)]
+    jobs.append(gang("wide", "qa", pods("wide", 2, gpus=4), min_member=2, created_at=NOW - 90,
+                     exec_timeout=600))
+    jobs += [waiting(f"b{i:02d}", queue_name="qb", waited=60 - i / 10) for i in range(50)]
+    jobs.append(waiting("other", gpus=2, queue_name="qb", waited=1, exec_timeout=None))
+    tried = attempts(monkeypatch)
+    result = run_cycle(snapshot(cluster, queues, jobs, now=NOW,
+                                reserve_after_seconds=0))
+    assert [(e.gang, e.nodes) for e in result.estimates] == [
+        ("wide", ("node-000", "node-001"))]
+    assert tried == ["wide", "b00", "other"]
+    assert result.bindings == ()
+    assert [r.code for r in result.explanation("b49")] == ["insufficient_gpus"]
+
+
+def test_after_a_placement_the_next_gang_of_the_shape_is_worked_out_again(monkeypatch):
+    # no node will ever hold b0's 8-GPU pod; short-1 then takes node-000's free GPU, which
+    # changes the cycle, so b1 (b0's shape) is worked out again, not answered from b0's attempt
+    cluster = nodes(2, gpus=4)
+    jobs = [running("r0", cluster[0].name, count=3, ends=NOW + 50),
+            running("r1", cluster[1].name, count=4, ends=NOW + 40),
+            waiting("b0", gpus=8, waited=80), small("short-1", 10),
+            waiting("b1", gpus=8, waited=0.1)]
+    tried = attempts(monkeypatch)
+    result = run_cycle(snapshot(cluster, QUEUES, jobs, now=NOW, reserve_after_seconds=0))
+    assert bound_nodes(result) == {"short-1-0": "node-000"}
+    assert result.estimates == ()
+    assert tried == ["b0", "b1"]
+
+
+def test_gangs_larger_than_the_whole_cluster_are_not_worked_out_at_all(monkeypatch):
+    tried = attempts(monkeypatch)
+    jobs = [waiting(f"big-{i}", gpus=4) for i in range(20)]
+    result = run_cycle(snapshot((), QUEUES, jobs, now=NOW))
+    assert (result.estimates, result.bindings, tried) == ((), (), [])
+    assert [r.code for r in result.explanation("big-7")] == ["insufficient_gpus"]

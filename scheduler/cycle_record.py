@@ -82,14 +82,33 @@ def queue_figures(result: CycleResult | None) -> tuple[QueueFigures, ...]:
     return tuple(figures)
 
 
+# (at, podgroup → reasons) of the record this process wrote last: the next cycle compares its
+# pending gangs' reasons with these (`last_reasons`) without reading the row back.
+_last_written: tuple[datetime | None, dict[str, list[dict[str, Any]]]] = (None, {})
+
+
 def cycle_record_write(record: CycleRecord) -> None:
     """Replace the row with ``record`` (its metrics kept when the record has none). The
     records' fields are JSON values already: copied shallowly (`asdict` would copy every
-    reason of every pending gang again, each cycle)."""
+    reason of every pending gang again, each cycle). An UPDATE, not `update_or_create`, which
+    would read the whole row (megabytes with thousands of pending gangs) before writing it."""
+    global _last_written
     row = {"at": record.at, "duration_ms": record.duration_ms, "bound": record.bound,
            "evicted": record.evicted, "pending": len(record.pending_gangs),
            "queues": [vars(queue).copy() for queue in record.queues],
            "pending_gangs": [vars(gang).copy() for gang in record.pending_gangs]}
     if record.metrics is not None:
         row["metrics"] = record.metrics
-    SchedulerCycle.objects.update_or_create(pk=1, defaults=row)
+    if not SchedulerCycle.objects.filter(pk=1).update(**row):
+        SchedulerCycle.objects.update_or_create(pk=1, defaults=row)  # the first record
+    _last_written = (record.at, {gang.podgroup: gang.reasons for gang in record.pending_gangs})
+
+
+def last_reasons() -> dict[str, list[dict[str, Any]]]:
+    """podgroup → reasons of the pending gangs in the stored record: from memory when this
+    process wrote it (its `at` tells), else read from the row."""
+    at, reasons = _last_written
+    if at is not None and SchedulerCycle.objects.filter(pk=1, at=at).exists():
+        return reasons
+    stored = SchedulerCycle.objects.filter(pk=1).values_list("pending_gangs", flat=True).first()
+    return {gang["podgroup"]: gang["reasons"] for gang in stored or []}

@@ -47,9 +47,17 @@ class SchedulerLoop:
                         logger.exception("scheduler: cycle failed")
                         connection.close()
                     self._print()
-                pause = (self.interval if self.interval > 0 else self.poll)
-                time.sleep(max(0.0, pause - (time.monotonic() - started)))
+                time.sleep(self.pause(time.monotonic() - started))
         self.leader.release()
+
+    def pause(self, took: float) -> float:
+        """Seconds to sleep after a cycle that took `took`: a cycle every interval, and
+        cycles computing at most half of the time: a backlog of thousands of pending gangs
+        makes each cycle longer, and back-to-back cycles would take the CPU its submissions
+        need (as the Kubernetes placement loop)."""
+        if self.interval <= 0:
+            return max(0.0, self.poll - took)
+        return max(self.interval - took, took)
 
     def _print(self) -> None:
         """The embedded cluster's tasks print their lines (not on Kubernetes: pods do)."""

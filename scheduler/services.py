@@ -33,9 +33,10 @@ from .cycle_record import (
     PendingGang,
     cycle_record_write,
     estimate_row,
+    last_reasons,
     queue_figures,
 )
-from .models import ClusterTopology, Node, SchedulerCycle
+from .models import ClusterTopology, Node
 from .snapshot import build_snapshot
 
 logger = logging.getLogger(__name__)
@@ -115,8 +116,7 @@ def _record(result, index, summary_at, duration_ms, bound, evicted) -> int:
                     estimate=estimate_row(result.estimate(explanation.gang)))
         for explanation in result.explanations
         if (group := index.groups.get(explanation.gang)) is not None)
-    previous = SchedulerCycle.objects.filter(pk=1).values_list("pending_gangs", flat=True).first()
-    _record_waiting(pending, previous or [], index, summary_at)
+    _record_waiting(pending, last_reasons(), index, summary_at)
     cycle_record_write(CycleRecord(at=summary_at, duration_ms=duration_ms, bound=bound,
                                    evicted=evicted, queues=queue_figures(result),
                                    pending_gangs=pending))
@@ -130,9 +130,10 @@ def waiting_words(reasons: list[dict]) -> tuple[str, str]:
     return "Unschedulable", "; ".join(r.get("message") or r.get("code", "") for r in reasons)
 
 
-def _record_waiting(pending: tuple[PendingGang, ...], previous: list[dict], index, at) -> None:
-    """An event for each pending group whose reasons changed since the last cycle."""
-    before = {gang["podgroup"]: gang["reasons"] for gang in previous}
+def _record_waiting(pending: tuple[PendingGang, ...], before: dict[str, list[dict]], index,
+                    at) -> None:
+    """An event for each pending group whose reasons changed since the last cycle (`before`:
+    podgroup → its reasons then)."""
     events = []
     for gang in pending:
         if before.get(gang.podgroup, None) == gang.reasons:

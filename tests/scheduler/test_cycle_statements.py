@@ -106,3 +106,44 @@ def test_simulated_output_of_new_tasks_takes_a_fixed_number_of_statements(admin,
     assert counts[0] == counts[1]
     commands = TaskLogChunk.objects.filter(text__contains="] $ sleep 5").count()
     assert commands == 7 * GROUPS
+
+
+def test_the_record_is_written_without_reading_it_and_read_back_only_after_another_writer(
+        admin, alice, team):
+    """Thousands of pending gangs make the cycle's record megabytes: a cycle compares its
+    gangs' reasons with the record this process wrote last, kept in memory, and writes the
+    new one with one UPDATE. When another writer (the Kubernetes backend) replaced the record
+    meanwhile, the cycle reads it back: a gang whose reasons are unchanged gets no second
+    event, one whose reasons that writer changed gets one."""
+    from scheduler import cycle_record
+    from scheduler.cycle_record import CycleRecord, PendingGang
+    from scheduler.models import SchedulerCycle
+
+    waiting = submit(alice, "team", spec("waiting", 8))  # no nodes: pending
+    services.cycle_run()
+    reasons = SchedulerCycle.objects.get(pk=1).pending_gangs[0]["reasons"]
+
+    def unschedulable() -> int:
+        return TaskEvent.objects.filter(workflow__name=waiting, reason="Unschedulable").count()
+
+    with CaptureQueriesContext(connection) as queries:
+        services.cycle_run()
+    cycle_rows = [q["sql"] for q in queries.captured_queries
+                  if "scheduler_schedulercycle" in q["sql"]]
+    assert len(cycle_rows) == 2, cycle_rows  # is the stored record ours? then the UPDATE
+    assert '"pending_gangs"' not in cycle_rows[0].split("FROM")[0]
+    assert cycle_rows[1].startswith('UPDATE "scheduler_schedulercycle"')
+    assert unschedulable() == 1
+
+    group = WorkflowGroup.objects.get(workflow__name=waiting)
+    other = PendingGang(podgroup=group.podgroup, workflow=waiting, group=group.name,
+                        queue="q", reasons=reasons)
+    for written in (other, replace(other, reasons=[{"code": "x", "message": "elsewhere"}])):
+        cycle_record.cycle_record_write(CycleRecord(at=timezone.now(), duration_ms=0.0,
+                                                    pending_gangs=(written,)))
+        cycle_record._last_written = (None, {})  # as another process wrote it
+        with CaptureQueriesContext(connection) as queries:
+            services.cycle_run()
+        assert sum(q["sql"].startswith("SELECT") and '"pending_gangs"' in q["sql"]
+                   for q in queries.captured_queries) == 1
+    assert unschedulable() == 2  # not after the unchanged reasons; after "elsewhere"

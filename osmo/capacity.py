@@ -11,7 +11,11 @@ with a CPU limit) and the memory it may use (the cgroup's limit, else the machin
   holds one while it lasts (``OSMO_LOG_STREAMS_PER_PROCESS``, 32) and 8 are left for
   everything else;
 - Celery worker processes (``CELERY_WORKER_CONCURRENCY``): one per CPU, at most 4 — its tasks
-  (queue syncs, drain checks, usage samples) are short and rare.
+  (queue syncs, drain checks, usage samples) are short and rare;
+- the embedded PostgreSQL's ``max_connections`` (``database_connections``): what those hold at
+  once — a connection per gunicorn thread and each worker's numbering connection, one per Celery
+  worker process — and ``DB_CONNECTIONS_SPARE`` for the scheduler, the Kubernetes backend and its
+  scheduler process, beat and the commands run beside them; never below PostgreSQL's 100.
 
 Each is overridden as the server's own option is: ``--workers`` / ``--threads`` for gunicorn,
 ``--concurrency`` for the Celery worker.
@@ -24,6 +28,7 @@ from pathlib import Path
 
 WEB_THREADS = 40
 MEMORY_PER_WEB_WORKER = 512 * 2**20
+DB_CONNECTIONS_SPARE = 30
 CGROUP = Path("/sys/fs/cgroup")
 
 
@@ -52,8 +57,18 @@ def memory_bytes() -> int:
 
 
 def web_workers() -> int:
+    """`OSMO_WEB_WORKERS` when set (`osmo standalone --web-workers` sets it), else from the
+    machine."""
+    configured = os.environ.get("OSMO_WEB_WORKERS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
     return max(2, min(cpus(), memory_bytes() // MEMORY_PER_WEB_WORKER))
 
 
 def worker_concurrency() -> int:
     return min(4, cpus())
+
+
+def database_connections() -> int:
+    return max(100, web_workers() * (WEB_THREADS + 1) + worker_concurrency()
+               + DB_CONNECTIONS_SPARE)

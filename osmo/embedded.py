@@ -18,6 +18,8 @@ import warnings
 from pathlib import Path
 from urllib.parse import quote
 
+from osmo.capacity import database_connections
+
 DATABASE_NAME = "osmo"
 START_SECONDS = 120  # a start may take this long on a loaded machine before it is an error
 
@@ -76,8 +78,6 @@ def _connections_short(conn) -> bool:
     """Set the server's `max_connections` to what this machine's processes hold at once
     (`capacity.database_connections`; PostgreSQL's 100 is less than a 4-CPU machine's web
     threads) in the data folder; True when the running server has fewer, until it restarts."""
-    from osmo.capacity import database_connections
-
     needed = database_connections()
     if int(conn.execute("SHOW max_connections").fetchone()[0]) >= needed:
         return False

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -14,7 +16,11 @@ def bootstrap() -> None:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     if "DATABASE_URL" not in os.environ:
-        os.environ["OSMO_DATA_DIR"] = tempfile.mkdtemp(prefix="osmo-bench-")
+        data = tempfile.mkdtemp(prefix="osmo-bench-")
+        os.environ["OSMO_DATA_DIR"] = data
+        # Removed at exit, after the server is stopped (its own exit hook, registered later,
+        # runs first): each run's database is about 460 MB.
+        atexit.register(shutil.rmtree, data, True)
     os.environ.setdefault("SECRET_KEY", "osmo-benchmark")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
     os.environ.setdefault("OSMO_LOG_LEVEL", "WARNING")

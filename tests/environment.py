@@ -5,13 +5,17 @@ wheel) and Redis-compatible broker (Valkey) in a temporary folder. Settings only
 addresses; the servers start when a test first needs them (see tests/conftest.py).
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 from osmo.embedded import free_port, postgres_url
 
 WORK_DIR = Path(tempfile.mkdtemp(prefix="osmo-test-"))
+# Removed last at exit, after the servers' own exit hooks (registered later, run first).
+atexit.register(shutil.rmtree, WORK_DIR, True)
 OWN_DATABASE = "DATABASE_URL" not in os.environ
 OWN_BROKER = "REDIS_URL" not in os.environ
 BROKER_PORT = free_port()

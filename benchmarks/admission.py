@@ -25,14 +25,13 @@ import time
 from pathlib import Path
 
 import httpx
-import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import cpu  # noqa: E402
 from benchmarks.django_env import percentile  # noqa: E402
 from benchmarks.standalone import Standalone  # noqa: E402
 from osmo.capacity import WEB_THREADS, cpus, web_workers  # noqa: E402
-from osmo.embedded import postgres_pid  # noqa: E402
 
 SPEC = """
 workflow:
@@ -52,27 +51,11 @@ workflow:
 def cpu_seconds(standalone: Standalone) -> dict[str, float]:
     """CPU seconds used so far by the product's processes (web, database, the rest) and by
     this process (the clients)."""
-    parts = dict.fromkeys(("web", "PostgreSQL", "other", "clients"), 0.0)
-    trees = [("product", psutil.Process(standalone.process.pid))]
-    postmaster = postgres_pid(standalone.data_dir)  # its own process group, not our child
-    if postmaster is not None:
-        trees.append(("PostgreSQL", psutil.Process(postmaster)))
-    seen = set()
-    for tree, root in trees:
-        for process in [root, *root.children(recursive=True)]:
-            try:
-                command, times = " ".join(process.cmdline()), process.cpu_times()
-            except psutil.Error:  # ended meanwhile
-                continue
-            if process.pid in seen:
-                continue
-            seen.add(process.pid)
-            part = ("PostgreSQL" if tree == "PostgreSQL" or "postgres" in command
-                    else "web" if "gunicorn" in command else "other")
-            parts[part] += times.user + times.system
-    own = psutil.Process().cpu_times()
-    parts["clients"] = own.user + own.system
-    return parts
+    parts = cpu.cpu_seconds(cpu.standalone_trees(standalone.process.pid, standalone.data_dir),
+                            own="clients")
+    product = {"web": parts.pop("web", 0.0), "PostgreSQL": parts.pop("PostgreSQL", 0.0)}
+    clients = parts.pop("clients")
+    return {**product, "other": sum(parts.values()), "clients": clients}
 
 
 def drive(clients: int, requests: int, call) -> tuple[float, list[float], int]:
@@ -127,14 +110,14 @@ def main() -> None:
 
         drive(args.clients, 10, whoami)  # warm-up
         drive(args.clients, 5, submit)
-        results, cpu = {}, {}
+        results, cpu_ms = {}, {}
         for name, call in (("GET /api/whoami", whoami), ("POST .../workflow", submit)):
             before = cpu_seconds(standalone)
             rate, samples, failures = drive(args.clients, args.requests, call)
             after = cpu_seconds(standalone)
             results[name] = (rate, statistics.median(samples), percentile(samples, 0.99),
                              failures)
-            cpu[name] = {part: (after[part] - before[part]) * 1000 / len(samples)
+            cpu_ms[name] = {part: (after[part] - before[part]) * 1000 / len(samples)
                          for part in before}
     finally:
         standalone.stop()
@@ -146,11 +129,11 @@ def main() -> None:
     print(f"{args.clients} concurrent clients × {args.requests} requests, osmo standalone with "
           f"its defaults ({web_workers()} web workers × {WEB_THREADS} threads on "
           f"{cpus()} CPUs); load average {os.getloadavg()[0]:.1f}")
-    parts = list(cpu["GET /api/whoami"])
+    parts = list(cpu_ms["GET /api/whoami"])
     print(f"{'endpoint':<20}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}   CPU ms a request: "
           + ", ".join(parts) + ", all")
     for name, (rate, p50, p99, _failures) in results.items():
-        shares = cpu[name]
+        shares = cpu_ms[name]
         print(f"{name:<20}{rate:>9.1f}{p50:>9.1f}{p99:>9.1f}   "
               + ", ".join(f"{shares[part]:.2f}" for part in parts)
               + f", {sum(shares.values()):.2f}")

@@ -56,6 +56,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import cpu  # noqa: E402
 from benchmarks.end_to_end import SPEC  # noqa: E402 - the same one-GPU workflow
 from benchmarks.standalone import Standalone  # noqa: E402
 from tests.kube_real.kubelet import (  # noqa: E402 - the tests' kubelet admission
@@ -322,6 +323,28 @@ def _create_all(admin: Admin, objects: list[dict], clients: int) -> None:
                    workers=clients)
 
 
+def cluster_trees(server) -> list[cpu.Tree]:
+    """The API server's and etcd's processes, for the CPU each phase used."""
+    return [(server.pid("kube-apiserver"), lambda _command: "API server"),
+            (server.pid("etcd"), lambda _command: "etcd")]
+
+
+class CpuReading:
+    """The CPU ``trees`` and this process (the harness: clients, kubelet stand-in) use from
+    now until :meth:`done`."""
+
+    def __init__(self, trees: list[cpu.Tree]):
+        self.trees = trees
+        self.before = cpu.cpu_seconds(trees, own="harness")
+        self.started = time.perf_counter()
+
+    def done(self, *more: cpu.Tree) -> tuple[Counter, float]:
+        """What each part used, and over how many seconds; ``more``: processes started
+        meanwhile (counted from their start)."""
+        after = cpu.cpu_seconds([*self.trees, *more], own="harness")
+        return cpu.spent(self.before, after), time.perf_counter() - self.started
+
+
 def _until(done, limit: float, label: str, problems=lambda: []) -> None:
     deadline = time.monotonic() + limit
     while not done():
@@ -347,6 +370,8 @@ def product_phase(server, admin: Admin, args, run_dir: Path) -> dict:
     figures: dict = {}
     try:
         before = api_requests(admin)
+        reading = CpuReading(cpu.standalone_trees(standalone.process.pid, standalone.data_dir)
+                             + cluster_trees(server))
         remaining = iter(range(args.workflows))
         lock = threading.Lock()
         failures: list[int] = []
@@ -383,6 +408,7 @@ def product_phase(server, admin: Admin, args, run_dir: Path) -> dict:
             time.sleep(0.2)
         for thread in threads:
             thread.join()
+        figures["cpu"] = reading.done()
         requests = delta(api_requests(admin), before)
         cycle = SchedulerCycle.objects.filter(pk=1).values_list("metrics", flat=True).first()
         problems = [f"{len(failures)} of {args.workflows} submissions failed (HTTP "
@@ -414,7 +440,7 @@ def product_phase(server, admin: Admin, args, run_dir: Path) -> dict:
     return figures
 
 
-def floor_phase(admin: Admin, args, templates: list[dict], nodes: list[str]) -> dict:
+def floor_phase(server, admin: Admin, args, templates: list[dict], nodes: list[str]) -> dict:
     """(2) Bare clients writing what the product writes per job — its PodGroup and its pod —
     and binding the pod (to the next node with room: no scheduling), the kubelet stand-in
     marking it Running."""
@@ -436,10 +462,12 @@ def floor_phase(admin: Admin, args, templates: list[dict], nodes: list[str]) -> 
     kubelet = Kubelet(admin, NAMESPACE).start()
     try:
         before = api_requests(admin)
+        reading = CpuReading(cluster_trees(server))
         start = time.perf_counter()
         admin.parallel([lambda j=j: job(*j) for j in jobs], workers=args.clients)
         _until(lambda: len(kubelet.running) >= len(pods), args.limit, "floor", kubelet.problems)
         took = time.perf_counter() - start
+        used = reading.done()
         requests = delta(api_requests(admin), before)
     finally:
         kubelet.stop()
@@ -447,24 +475,28 @@ def floor_phase(admin: Admin, args, templates: list[dict], nodes: list[str]) -> 
     if _bindings(requests) != len(pods):
         problems.append(f"{_bindings(requests)} bindings for {len(pods)} pods")
     report("floor", problems)
-    return {"time": took, "requests": requests}
+    return {"time": took, "requests": requests, "cpu": used}
 
 
-def _scheduler_figures(label: str, admin: Admin, args, objects: list[dict], launch) -> dict:
-    """Every object created first; then the scheduler starts (``launch()``, returning a stop
-    function): the time from its start to the last binding the watch shows."""
+def _scheduler_figures(label: str, server, admin: Admin, args, objects: list[dict],
+                       launch) -> dict:
+    """Every object created first; then the scheduler starts (``launch()``, returning its
+    process and a stop function): the time from its start to the last binding the watch
+    shows."""
     pods = sum(1 for o in objects if o["kind"] == "Pod")
     kubelet = Kubelet(admin, NAMESPACE).start()
     try:
         _create_all(admin, objects, args.clients)
         _until(lambda: len(kubelet.created) >= pods, 60, label, kubelet.problems)
         before = api_requests(admin)
+        reading = CpuReading(cluster_trees(server))
         start = time.perf_counter()
-        stop = launch()
+        process, stop = launch()
         try:
             _until(lambda: len(kubelet.bound) >= pods, args.limit, label, kubelet.problems)
             last = max(kubelet.bound.values()) - start
             first = min(kubelet.bound.values()) - start
+            used = reading.done((process.pid, lambda _command: label))
         finally:
             extra = stop() or {}
         requests = delta(api_requests(admin), before)
@@ -474,10 +506,12 @@ def _scheduler_figures(label: str, admin: Admin, args, objects: list[dict], laun
     if _bindings(requests) != pods:
         problems.append(f"{_bindings(requests)} bindings for {pods} pods (each once)")
     report(label, problems)
-    return {"time": last, "first": first, "requests": requests, "pods": pods, **extra}
+    return {"time": last, "first": first, "requests": requests, "pods": pods, "cpu": used,
+            **extra}
 
 
-def kube_scheduler_phase(admin: Admin, args, templates: list[dict], run_dir: Path) -> dict:
+def kube_scheduler_phase(server, admin: Admin, args, templates: list[dict],
+                         run_dir: Path) -> dict:
     """(3) The real kube-scheduler v1.25 (qps/burst 1000) on the same pods, created directly."""
     from tests.kube_real.server import TOOLS
 
@@ -506,9 +540,9 @@ def kube_scheduler_phase(admin: Admin, args, templates: list[dict], run_dir: Pat
         def stop() -> None:
             process.terminate()
             process.wait(30)
-        return stop
+        return process, stop
 
-    return _scheduler_figures("kube-scheduler", admin, args, pods, launch)
+    return _scheduler_figures("kube-scheduler", server, admin, args, pods, launch)
 
 
 def osmo_scheduler_phase(server, admin: Admin, args, templates: list[dict]) -> dict:
@@ -527,9 +561,9 @@ def osmo_scheduler_phase(server, admin: Admin, args, templates: list[dict]) -> d
             process.send_signal(signal.SIGTERM)
             out, _ = process.communicate(timeout=60)
             return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-        return stop
+        return process, stop
 
-    figures = _scheduler_figures("osmo-scheduler", admin, args, templates, launch)
+    figures = _scheduler_figures("osmo-scheduler", server, admin, args, templates, launch)
     problems = []
     if figures.get("bound_total") != figures["pods"] or figures.get("calls", {}).get("delete"):
         problems.append(f"our scheduler bound {figures.get('bound_total')} pods and deleted "
@@ -580,9 +614,9 @@ def fill(server, admin: Admin, args, run_dir: Path) -> None:
     product = product_phase(server, admin, args, run_dir)
     templates = product["templates"]
     _clean(admin)
-    floor = floor_phase(admin, args, templates, nodes)
+    floor = floor_phase(server, admin, args, templates, nodes)
     _clean(admin)
-    kube = kube_scheduler_phase(admin, args, templates, run_dir)
+    kube = kube_scheduler_phase(server, admin, args, templates, run_dir)
     _clean(admin)
     ours = osmo_scheduler_phase(server, admin, args, templates)
     _clean(admin)
@@ -628,6 +662,10 @@ def print_fill(args, product: dict, floor: dict, kube: dict, ours: dict) -> None
         requests = figures["requests"]
         print(f"  API server requests, {label}: {sum(requests.values())} — "
               + ", ".join(f"{k} {v}" for k, v in requests.most_common(6)))
+    print("  CPU seconds of each phase (the harness: this process's clients and kubelet "
+          "stand-in):")
+    for label, figures in (("(1)", product), ("(2)", floor), ("(3)", kube), ("(4)", ours)):
+        print(f"    {label} {cpu.describe(*figures['cpu'])}")
     if ours.get("time_ms"):
         print(f"  our scheduler alone: {ours.get('cycles')} cycles, ms in them "
               f"{ours['time_ms']}, its API calls {ours.get('calls')}, its process's CPU "

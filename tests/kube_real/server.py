@@ -142,12 +142,13 @@ class ApiServer:
     def stop(self) -> None:
         self._script("stop")
 
-    def _pid(self, name: str) -> int:
+    def pid(self, name: str) -> int:
+        """The process id of `name` (`kube-apiserver`, `etcd`)."""
         return int((self.run_dir / f"{name}.pid").read_text().strip())
 
     def stop_apiserver(self) -> None:
         """The API server goes away (etcd keeps running and keeps its data)."""
-        pid = self._pid("kube-apiserver")
+        pid = self.pid("kube-apiserver")
         self._apiserver_argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0") \
             .decode().split("\0")
         os.kill(pid, signal.SIGTERM)
@@ -181,7 +182,7 @@ class ApiServer:
         raise RuntimeError("the kube-apiserver did not become ready")
 
     def _etcd(self, call: str, body: dict) -> dict:
-        argv = Path(f"/proc/{self._pid('etcd')}/cmdline").read_bytes().decode().split("\0")
+        argv = Path(f"/proc/{self.pid('etcd')}/cmdline").read_bytes().decode().split("\0")
         url = argv[argv.index("--listen-client-urls") + 1]
         request = urllib.request.Request(f"{url}/v3/{call}", data=json.dumps(body).encode(),
                                          method="POST")

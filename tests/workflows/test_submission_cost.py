@@ -113,3 +113,26 @@ def test_the_locked_read_loads_a_pool_and_its_parent_as_the_orm_does(team) -> No
     assert top.platforms["dgx-h100"]["node_selector"] == {"nvidia.com/gpu.product": "H100"}
     assert fields(sub) == fields(Pool.objects.get(name="team--a"))
     assert fields(sub.parent) == fields(top) and not top._state.adding
+
+
+def test_a_connections_hot_statements_are_prepared_on_the_server(team) -> None:
+    """From their third execution on a connection, a request's token lookup, a submission's
+    pool lock and its insert run as statements prepared on the server: parsed and planned once,
+    not at every call."""
+    alice = make_client("alice", "osmo-team-user")
+
+    def prepared() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            return [row[0] for row in cursor.fetchall()]
+
+    for _ in (1, 2):
+        assert submit(alice, "team", gpu_spec(1, "hot")).status_code == 201
+    assert not [s for s in prepared() if "workflows_workflow" in s]
+    assert submit(alice, "team", gpu_spec(1, "hot")).status_code == 201
+    statements = prepared()
+    assert any(s.lstrip().startswith("WITH counter AS") and "workflows_workflow" in s
+               for s in statements), statements
+    assert any("accounts_accesstoken" in s and "t.digest = $" in s for s in statements)
+    assert any('FROM "pools"' in s or "FROM pools" in s for s in statements), statements
+    assert Workflow.objects.filter(name__startswith="hot-").count() == 3

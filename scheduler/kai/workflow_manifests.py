@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import yaml
 from django.conf import settings
 
@@ -10,14 +12,32 @@ from scheduler.core.kai_names import POOL_LABEL, WORKFLOW_LABEL, label_value, qu
 from scheduler.kai.podgroups import build_workflow_manifests
 from workflows.spec import WorkflowSpec, parse_workflow_spec
 
+# Stored specs up to this size are kept parsed, by their text (the model is immutable): a
+# workflow submitted again and again from one file — a stream of small jobs — is parsed once
+# per process at dispatch. 256 of them hold at most 16 MiB of text.
+CACHED_SPEC_CHARACTERS = 64 * 1024
+
 
 def stored_spec(workflow) -> WorkflowSpec:
     """Re-read a stored workflow's spec: the rendered text, so no template runs again, loaded
     as YAML data at once — its size, depth and aliases were bounded when it was admitted, and
     bounding it again was a third of the parse (dispatch parses every workflow it sends)."""
-    if workflow.rendered_spec:
-        return parse_workflow_spec(yaml.load(workflow.rendered_spec, Loader=SAFE_LOADER))
-    return parse_workflow_spec(workflow.spec)
+    rendered = bool(workflow.rendered_spec)
+    text = workflow.rendered_spec if rendered else workflow.spec
+    if len(text) <= CACHED_SPEC_CHARACTERS:
+        return _parsed(text, rendered)
+    return _parse(text, rendered)
+
+
+@lru_cache(maxsize=256)
+def _parsed(text: str, rendered: bool) -> WorkflowSpec:
+    return _parse(text, rendered)
+
+
+def _parse(text: str, rendered: bool) -> WorkflowSpec:
+    if rendered:
+        return parse_workflow_spec(yaml.load(text, Loader=SAFE_LOADER))
+    return parse_workflow_spec(text)
 
 
 def manifests_for(*, spec: WorkflowSpec, workflow_name: str, pool, priority: str) -> list[dict]:

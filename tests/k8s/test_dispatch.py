@@ -121,17 +121,19 @@ def test_an_invalid_object_fails_the_group_and_a_forbidden_one_is_retried(
 def test_a_pass_parses_each_workflows_spec_once(backend, cluster, alice, team,
                                                 monkeypatch) -> None:
     """The stored spec is parsed once per workflow in a pass — for its manifests and its
-    groups' objects alike (a dispatch's largest cost was parsing it twice)."""
+    groups' objects alike (a dispatch's largest cost was parsing it twice) — and once per
+    text: a workflow submitted again from the same spec reuses the parse."""
     from scheduler.kai import workflow_manifests
 
+    workflow_manifests._parsed.cache_clear()
     parsed = []
     parse = workflow_manifests.parse_workflow_spec
     monkeypatch.setattr(workflow_manifests, "parse_workflow_spec",
                         lambda text: parsed.append(text) or parse(text))
-    names = [submit(alice, "team", spec("train", gpus=1)) for _ in range(2)]
+    names = [submit(alice, "team", spec(name, gpus=1)) for name in ("train", "eval", "train")]
     summary = backend.dispatch()
     assert sorted(summary.applied) == sorted(f"{name}-g" for name in names)
-    assert len(parsed) == 2
+    assert sorted(document["workflow"]["name"] for document in parsed) == ["eval", "train"]
 
 
 def test_a_backlog_is_prepared_while_the_previous_batch_is_created(backend, cluster, alice,

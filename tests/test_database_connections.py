@@ -45,3 +45,24 @@ def test_a_healthy_connection_is_checked_without_a_round_trip_and_an_ended_one_r
             assert cursor.fetchone()[0] != pid
     finally:
         observer.close()
+
+
+
+@pytest.mark.django_db
+def test_an_integer_beyond_its_column_is_refused_and_equals_no_row():
+    """Bound on the server, an integer field's value is written in its column's binary form,
+    where a larger number would be truncated (2**32 + 5 as 5): such a value is refused as the
+    server refuses one out of range — a ``DataError``, the contract's 400 — writes nothing and
+    equals no row."""
+    from django.db import DataError, transaction
+
+    from workflows.models import WorkflowNameCounter
+
+    WorkflowNameCounter.objects.create(spec_name="five", value=5)
+    for number in (2**32 + 5, 2**40, 2**63 + 5, 10**30):
+        assert not WorkflowNameCounter.objects.filter(value=number).exists()
+        with pytest.raises(DataError, match="out of range"), transaction.atomic():
+            WorkflowNameCounter.objects.create(spec_name="big", value=number)
+        with pytest.raises(DataError, match="out of range"), transaction.atomic():
+            WorkflowNameCounter.objects.filter(spec_name="five").update(value=number)
+    assert list(WorkflowNameCounter.objects.values_list("spec_name", "value")) == [("five", 5)]

@@ -8,40 +8,36 @@ a dead postmaster) has its socket readable — the server's last message or the 
 — while a healthy idle one has nothing to read, so an idle, quiet socket passes at once; anything
 else gets Django's own check (``SELECT 1``), which closes a dead connection before it is used.
 
-Parameters are bound on the server (``server_side_binding``, see settings): Django then sends an
-``IntegerField``'s value as a binary int4, which psycopg cannot write for a larger number and
-refuses with Python's ``OverflowError`` before the server sees it. The cursor refuses it as the
-server refuses an out-of-range value, so callers get the same ``DataError``.
+Parameters are bound on the server (``server_side_binding``, see settings). Django then wraps an
+integer field's value in its column's type (``Int2``/``Int4``/``Int8``), which psycopg writes in
+binary form — and a number beyond that type is written truncated (2**32 + 5 as 5), or refused
+with Python's ``OverflowError``. A value that does not fit is sent as a plain integer instead:
+the server refuses storing it (``DataError``, the contract's 400) and no row equals it, as with
+values written into the statement's text.
 """
 
 from __future__ import annotations
 
 import select
 
-from django.db.backends.postgresql import base
-from psycopg import errors, pq
+from django.db.backends.postgresql import base, operations
+from psycopg import pq
+from psycopg.types import numeric
+
+LIMITS = {numeric.Int2: 2**15, numeric.Int4: 2**31, numeric.Int8: 2**63}
 
 
-class ServerBindingCursor(base.ServerBindingCursor):
-    def execute(self, query, params=None, **kwargs):
-        try:
-            return super().execute(query, params, **kwargs)
-        except OverflowError as exc:
-            raise errors.NumericValueOutOfRange("integer out of range") from exc
-
-    def executemany(self, query, params_seq, **kwargs):
-        try:
-            return super().executemany(query, params_seq, **kwargs)
-        except OverflowError as exc:
-            raise errors.NumericValueOutOfRange("integer out of range") from exc
+class DatabaseOperations(operations.DatabaseOperations):
+    def adapt_integerfield_value(self, value, internal_type):
+        adapted = super().adapt_integerfield_value(value, internal_type)
+        limit = LIMITS.get(type(adapted))
+        if limit is not None and not -limit <= value < limit:
+            return int(value)
+        return adapted
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
-    def get_connection_params(self) -> dict:
-        params = super().get_connection_params()
-        if params.get("cursor_factory") is base.ServerBindingCursor:
-            params["cursor_factory"] = ServerBindingCursor
-        return params
+    ops_class = DatabaseOperations
 
     def close_if_health_check_failed(self) -> None:
         if (self.connection is None or not self.health_check_enabled

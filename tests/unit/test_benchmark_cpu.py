@@ -12,7 +12,7 @@ import psutil
 
 from benchmarks import cpu
 
-BURN = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n" \
+BURN = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\n" \
        "time.sleep(30)"
 
 
@@ -28,11 +28,11 @@ def test_a_tree_is_read_by_part_and_a_phase_is_the_difference() -> None:
         deadline = time.monotonic() + 20
         while True:
             read = cpu.cpu_seconds([(parent.pid, part)], own="harness")
-            if read["worker"] >= 0.4 or time.monotonic() > deadline:
+            if read["worker"] >= 0.45 or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
         assert set(read) == {"worker", "parent", "harness"}
-        assert 0.4 <= read["worker"] < 1.0  # its busy loop, then asleep
+        assert 0.45 <= read["worker"] < 1.2  # its busy loop (in clock ticks), then asleep
         assert read["parent"] < read["worker"]
         later = cpu.cpu_seconds([(parent.pid, part)])
         assert set(later) == {"worker", "parent"}

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -48,14 +49,14 @@ workflow:
 """
 
 
-def cpu_seconds(standalone: Standalone) -> dict[str, float]:
+def cpu_seconds(standalone: Standalone) -> Counter:
     """CPU seconds used so far by the product's processes (web, database, the rest) and by
     this process (the clients)."""
     parts = cpu.cpu_seconds(cpu.standalone_trees(standalone.process.pid, standalone.data_dir),
                             own="clients")
     product = {"web": parts.pop("web", 0.0), "PostgreSQL": parts.pop("PostgreSQL", 0.0)}
     clients = parts.pop("clients")
-    return {**product, "other": sum(parts.values()), "clients": clients}
+    return Counter({**product, "other": sum(parts.values()), "clients": clients})
 
 
 def drive(clients: int, requests: int, call) -> tuple[float, list[float], int]:
@@ -117,8 +118,8 @@ def main() -> None:
             after = cpu_seconds(standalone)
             results[name] = (rate, statistics.median(samples), percentile(samples, 0.99),
                              failures)
-            cpu_ms[name] = {part: (after[part] - before[part]) * 1000 / len(samples)
-                         for part in before}
+            used = cpu.spent(before, after)
+            cpu_ms[name] = {part: used[part] * 1000 / len(samples) for part in before}
     finally:
         standalone.stop()
         shutil.rmtree(run_dir, ignore_errors=True)

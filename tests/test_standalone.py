@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from osmo.embedded import free_port
+from tests.processes import command_lines
 
 
 def _work_dir() -> Path:
@@ -59,7 +60,7 @@ def test_standalone_runs_everything_and_stops_cleanly(work_dir: Path):
         assert token_line.startswith("token: osmo_")
         token = token_line.removeprefix("token: ")
         descendants = psutil.Process(process.pid).children(recursive=True)
-        names = " ".join(" ".join(p.cmdline()) for p in descendants)
+        names = " ".join(line for _, line in command_lines(descendants))
         assert "gunicorn" in names and "worker" in names and "beat" in names
         assert "valkey-server" in names or "valkey" in names
         assert "run_scheduler" in names

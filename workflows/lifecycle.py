@@ -9,6 +9,12 @@ Every change of a workflow's tasks happens with the workflow row locked (in id o
 are several), so concurrent reports, cancels and scheduler decisions on one workflow apply one
 after the other.
 
+A statement that updates rows by a list of ids and values (``FROM unnest(ids, ...) v WHERE
+t.id = v.id``) also says ``t.id = ANY(ids)``: the rows are then read through the primary key
+whatever the table's statistics say. A table that grew since its last ANALYZE (a fresh
+deployment's first burst) made the planner scan every task once per id of a small batch
+(13.8 ms for 20 tasks among 5,000; 0.3 ms now).
+
 Rules (OSMO's, where the contract is silent):
 - A task moves forward only: WAITING → SCHEDULING → RUNNING → a final status (a final status may
   follow any alive one).
@@ -233,7 +239,8 @@ def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
         cursor.execute(
             "WITH bound AS (UPDATE workflows_task t SET node_name = v.node, status = %s, "
             "started_at = %s FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
-            "WHERE t.id = v.id AND t.node_name = '' AND t.status = %s "
+            "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND t.node_name = '' "
+            "AND t.status = %s "
             "RETURNING t.id, t.workflow_id, t.node_name), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
             "message) SELECT workflow_id, id, %s, e.reason, e.prefix || node_name "
@@ -241,7 +248,7 @@ def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
             "AS e(n, reason, prefix) ORDER BY id, e.n) "
             "SELECT count(*) FROM bound",
             [TaskStatus.RUNNING, now, [b[0] for b in bindings], [b[1] for b in bindings],
-             TaskStatus.SCHEDULING, now])
+             [b[0] for b in bindings], TaskStatus.SCHEDULING, now])
         return cursor.fetchone()[0]
 
 
@@ -254,10 +261,10 @@ def tasks_mark_running(task_ids: Sequence[int], now: datetime) -> None:
             "WITH started AS (SELECT DISTINCT group_id, workflow_id FROM workflows_task "
             "  WHERE id = ANY(%s::bigint[])), "
             "grp AS (UPDATE workflows_workflowgroup g SET status = %s, started_at = %s, "
-            "  below_min_since = NULL FROM started WHERE g.id = started.group_id "
+            "  below_min_since = NULL WHERE g.id = ANY(ARRAY(SELECT group_id FROM started)) "
             "  AND g.status = %s) "
             "UPDATE workflows_workflow SET status = %s, started_at = %s "
-            "WHERE id IN (SELECT workflow_id FROM started) AND status = %s",
+            "WHERE id = ANY(ARRAY(SELECT workflow_id FROM started)) AND status = %s",
             [list(task_ids), TaskStatus.RUNNING, now, TaskStatus.SCHEDULING,
              WorkflowStatus.RUNNING, now, WorkflowStatus.PENDING])
 
@@ -297,7 +304,8 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
             "  finished_at = CASE WHEN v.gang THEN %s ELSE t.finished_at END, "
             "  node_name = CASE WHEN v.gang THEN t.node_name ELSE '' END, "
             "  started_at = CASE WHEN v.gang THEN t.started_at END "
-            "  FROM v WHERE t.id = v.id AND t.node_name = v.node AND t.status = %s "
+            "  FROM v WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id "
+            "  AND t.node_name = v.node AND t.status = %s "
             "  RETURNING t.id, t.workflow_id), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
             "  message) SELECT evicted.workflow_id, evicted.id, %s, v.word, v.message "
@@ -307,7 +315,7 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
              [e.reason for e in evictions], [e.by for e in evictions],
              [e.reason for e in events], [e.message[:1000] for e in events],
              TaskStatus.FAILED_PREEMPTED, TaskStatus.SCHEDULING, REQUEUED, now,
-             TaskStatus.RUNNING, now])
+             [e.task_id for e in evictions], TaskStatus.RUNNING, now])
         evicted = cursor.fetchone()[0]
     settle_workflows({e.workflow_id for e in evictions}, now)
     return evicted
@@ -332,14 +340,15 @@ def tasks_move(moves: Sequence[TaskMove]) -> int:
         cursor.execute(
             "WITH moved AS (UPDATE workflows_task t SET node_name = v.target, reason = %s "
             "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, source, target) "
-            "WHERE t.id = v.id AND t.node_name = v.source AND t.status = %s "
+            "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND t.node_name = v.source "
+            "AND t.status = %s "
             "RETURNING t.id, t.workflow_id, v.source, v.target), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
             "message) SELECT workflow_id, id, now(), 'Moved', 'moved by consolidation from '"
             " || source || ' to ' || target FROM moved) "
             "SELECT count(*) FROM moved",
             [CONSOLIDATED, [m.task_id for m in moves], [m.source for m in moves],
-             [m.target for m in moves], TaskStatus.RUNNING])
+             [m.target for m in moves], [m.task_id for m in moves], TaskStatus.RUNNING])
         return cursor.fetchone()[0]
 
 
@@ -519,12 +528,13 @@ def _tasks_bound_observed(bound: Mapping[int, str], now: datetime) -> int:
         cursor.execute(
             "WITH bound AS (UPDATE workflows_task t SET node_name = v.node "
             "FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
-            "WHERE t.id = v.id AND t.node_name = '' AND t.status = ANY(%s) "
+            "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND t.node_name = '' "
+            "AND t.status = ANY(%s) "
             "RETURNING t.id, t.workflow_id, t.node_name), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
             "message) SELECT workflow_id, id, %s, 'Bound', 'bound to node ' || node_name "
             "FROM bound ORDER BY id) SELECT count(*) FROM bound",
-            [list(bound), list(bound.values()), list(ALIVE_TASK_STATUSES), now])
+            [list(bound), list(bound.values()), list(bound), list(ALIVE_TASK_STATUSES), now])
         return cursor.fetchone()[0]
 
 
@@ -540,12 +550,12 @@ def _tasks_started_observed(started: Mapping[int, str], now: datetime) -> int:
             "started_at = COALESCE(t.started_at, %s), "
             "node_name = CASE WHEN v.node = '' THEN t.node_name ELSE v.node END "
             "FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
-            "WHERE t.id = v.id AND t.status = ANY(%s) "
+            "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND t.status = ANY(%s) "
             "RETURNING t.id, t.workflow_id, t.node_name), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
             "message) SELECT workflow_id, id, %s, 'Running', CASE WHEN node_name = '' THEN '' "
             "ELSE 'on node ' || node_name END FROM started ORDER BY id) SELECT id FROM started",
-            [TaskStatus.RUNNING, now, list(started), list(started.values()),
+            [TaskStatus.RUNNING, now, list(started), list(started.values()), list(started),
              [TaskStatus.WAITING, TaskStatus.SCHEDULING], now])
         ids = [row[0] for row in cursor.fetchall()]
     tasks_mark_running(ids, now)

@@ -246,7 +246,8 @@ def _write(workflows: list[_Workflow], changes: _Changes, now: datetime) -> None
                 "  %s::text[], %s::text[]) WITH ORDINALITY AS v(id, status, reason, word, "
                 "  message, n)), "
                 "ended AS (UPDATE workflows_task t SET status = v.status, reason = v.reason, "
-                "  finished_at = %s FROM v WHERE t.id = v.id AND t.status = ANY(%s) "
+                "  finished_at = %s FROM v WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id "
+                "  AND t.status = ANY(%s) "
                 "  RETURNING t.id, t.workflow_id) "
                 "INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, message) "
                 "SELECT ended.workflow_id, ended.id, %s, v.word, v.message "
@@ -255,7 +256,8 @@ def _write(workflows: list[_Workflow], changes: _Changes, now: datetime) -> None
                  [status for _, status, _ in changes.ended],
                  [reason for _, _, reason in changes.ended],
                  [e.reason for e in events], [e.message for e in events],
-                 now, list(ALIVE_TASK_STATUSES), now])
+                 now, [task.id for task, _, _ in changes.ended], list(ALIVE_TASK_STATUSES),
+                 now])
         if changes.released:
             cursor.execute("UPDATE workflows_task SET status = %s "
                            "WHERE id = ANY(%s) AND status = %s",

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from osmo.embedded import free_port
+from tests.processes import command_lines
 
 from .conftest import wait_for
 
@@ -54,7 +55,7 @@ def test_standalone_runs_the_kubernetes_backend_itself(apiserver, namespace, tmp
         assert ready == f"OSMO ready: http://127.0.0.1:{port}/", log.read_text()[-3000:]
         token = process.stdout.readline().strip().removeprefix("token: ")
         descendants = psutil.Process(process.pid).children(recursive=True)
-        commands = " ".join(" ".join(p.cmdline()) for p in descendants)
+        commands = " ".join(line for _, line in command_lines(descendants))
         assert "run_k8s_backend" in commands and "run_scheduler" not in commands
         base = f"http://127.0.0.1:{port}"
         assert _call(f"{base}/api/health") == (200, {"status": "ok", "database": "ok",

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from osmo.embedded import free_port
+from tests.processes import command_lines
 
 from .prometheus import Prometheus, binary
 
@@ -173,8 +174,8 @@ def test_a_dead_process_keeps_its_counters_and_drops_its_live_gauges(stack):
     prom = stack.prometheus
 
     def scheduler() -> psutil.Process:
-        return next(p for p in psutil.Process(stack.process.pid).children(recursive=True)
-                    if "run_scheduler" in " ".join(p.cmdline()))
+        return next(p for p, line in command_lines(
+            psutil.Process(stack.process.pid).children(recursive=True)) if "run_scheduler" in line)
 
     old = scheduler()
     cycles = prom.value('sum(osmo_scheduler_cycles_total{result="success"})')

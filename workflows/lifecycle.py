@@ -254,7 +254,8 @@ def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
 
 
 def tasks_mark_running(task_ids: Sequence[int], now: datetime) -> None:
-    """The groups (and workflows) of newly bound tasks are running: one statement."""
+    """The groups (and workflows) of newly bound tasks are running: one statement (their ids
+    as arrays, so they are read by key: see the module's note on id-list updates)."""
     if not task_ids:
         return
     with connection.cursor() as cursor:

@@ -303,6 +303,7 @@ def measure_snapshots(label: str, snapshot: Snapshot, repeats: int) -> None:
     django_env.bootstrap()
     from django.conf import settings
 
+    from scheduler.backends.kubernetes.snapshot import SnapshotMemo
     from scheduler.backends.kubernetes.snapshot import build_snapshot as from_cache
     from scheduler.kai import decode
     from scheduler.snapshot import build_snapshot as from_rows
@@ -321,7 +322,7 @@ def measure_snapshots(label: str, snapshot: Snapshot, repeats: int) -> None:
         decode._requests_cache.clear()
         decode.timestamp.cache_clear()
         decode._parsed.cache_clear()
-        memo: dict = {}
+        memo = SnapshotMemo()
         for times in (first, again):
             start = time.perf_counter()
             built, _index = from_cache(

@@ -14,7 +14,7 @@ from scheduler.backends.kubernetes.moves import (
     replacement_of,
 )
 from scheduler.backends.kubernetes.placement import Placement
-from scheduler.backends.kubernetes.snapshot import build_snapshot, gang_ready
+from scheduler.backends.kubernetes.snapshot import SnapshotMemo, build_snapshot, gang_ready
 from scheduler.backends.kubernetes.status import observe
 
 NS = "osmo"
@@ -124,7 +124,7 @@ def test_gangs_from_podgroups_and_their_pods() -> None:
 
 
 def test_unchanged_gangs_are_reused_and_changed_ones_rebuilt() -> None:
-    memo: dict = {}
+    memo = SnapshotMemo()
     cache = FakeCache(nodes=[node("a")], queues=QUEUES,
                       podgroups=[podgroup("g"), podgroup("h")],
                       pods=[pod("g-0", "g"), pod("h-0", "h")])
@@ -136,7 +136,30 @@ def test_unchanged_gangs_are_reused_and_changed_ones_rebuilt() -> None:
     assert by_name(second)["osmo/h"].pods[0].node == "a"
     cache.podgroups = FakeInformer([podgroup("h")])
     snapshot(cache, memo=memo)
-    assert set(memo) == {"osmo/h"}
+    assert set(memo.gangs) == {"osmo/h"}
+
+
+def test_a_pod_s_facts_are_read_once_per_object_and_again_when_it_is_replaced() -> None:
+    memo = SnapshotMemo()
+    kept, bound = pod("k-0", "k", node_name="a", phase="Running"), pod("b-0", "b", gpus=2)
+    cache = FakeCache(nodes=[node("a")], queues=QUEUES,
+                      podgroups=[podgroup("k"), podgroup("b")], pods=[kept, bound])
+    snapshot(cache, memo=memo)
+    facts = dict(memo.pods)
+    assert {entry[0]["metadata"]["name"] for entry in facts.values()} == {"k-0", "b-0"}
+    # The informer replaces a changed pod's dict: the new one (bound, then deleting) is read.
+    bound = pod("b-0", "b", gpus=2, node_name="a", rv="2", phase="Running")
+    cache.pods = FakeInformer([kept, bound])
+    snap, _ = snapshot(cache, memo=memo)
+    assert memo.pods[id(kept)] is facts[id(kept)]
+    assert memo.pods[id(bound)][0] is bound and len(memo.pods) == 2
+    assert {g.name: [p.node for p in g.pods] for g in snap.gangs} == {
+        "osmo/k": ["a"], "osmo/b": ["a"]}
+    cache.pods = FakeInformer([kept, pod("b-0", "b", gpus=2, node_name="a", rv="3",
+                                         phase="Running", deleting=True)])
+    snap, index = snapshot(cache, memo=memo)
+    assert [g.name for g in snap.gangs] == ["osmo/k"]
+    assert index.terminating["a"] == [2, 500, 2**30]  # held until it is gone
 
 
 def test_which_changes_wake_a_cycle() -> None:

@@ -28,7 +28,7 @@ from .cache import ClusterCache
 from .calls import ApiCalls, CycleFigures
 from .client import POOL_SIZE, Kube
 from .reporter import Reporter
-from .snapshot import ClusterIndex, build_snapshot
+from .snapshot import ClusterIndex, SnapshotMemo, build_snapshot
 
 USAGE_REFRESH_SECONDS = 30.0
 # Bindings in flight at once. A binding thread mostly waits for the API server's answer (a
@@ -52,7 +52,7 @@ class Placement:
         self.reporter = Reporter(self.calls)
         self._usage: tuple[float, dict[str, float]] = (-USAGE_REFRESH_SECONDS, {})
         self.below_min: dict[str, float] = {}
-        self.memo: dict[str, tuple] = {}  # gang → (what it was built from, Gang)
+        self.memo = SnapshotMemo()
         self.last: CycleFigures | None = None
         self.last_result: CycleResult | None = None
         self.last_index: ClusterIndex | None = None

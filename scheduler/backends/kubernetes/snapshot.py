@@ -68,8 +68,8 @@ class ClusterIndex:
 @dataclass
 class SnapshotMemo:
     """What earlier cycles built, reused while its sources are unchanged: each gang by name
-    with what it was built from (PodGroup and pods' resourceVersions, bound nodes), and each
-    pod's own facts by the pod object — the informer replaces a changed pod's dict, never
+    with what it was built from (its PodGroup and pods, their nodes) and its pods' names, and
+    each pod's own facts by the pod object — the informer replaces a changed pod's dict, never
     edits it, so the same object says the same (a cycle at 4,000 pods read them all again)."""
 
     gangs: dict[str, tuple] = field(default_factory=dict)
@@ -119,7 +119,7 @@ def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
                     memo: SnapshotMemo | None = None,
                     usage: dict[str, float] | None = None) -> tuple[Snapshot, ClusterIndex]:
     """``memo``: what the previous cycles built (:class:`SnapshotMemo`); a gang whose
-    PodGroup and pods are unchanged (resourceVersions, bound nodes) is reused.
+    PodGroup and pods are unchanged (the same or equal objects, bound nodes) is reused.
     ``usage``: historical usage per queue (time-based fair share; see ``scheduler.usage``).
     A gang's exec_timeout is its PodGroup's ``osmo/exec-timeout`` annotation (seconds)."""
     assumed = assumed or {}
@@ -140,14 +140,15 @@ def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
     known = memo.pods if memo is not None else {}
     facts: dict[int, tuple] = {}
     for pod in cache.pods.items():
-        entry = known.get(id(pod))
+        entry = known.get(pid := id(pod))
         if entry is None or entry[0] is not pod:
             entry = _facts(pod, namespace, scheduler_name)
-        facts[id(pod)] = entry
+        facts[pid] = entry
         _, live, key, node, deleting, group, ours, leaving, moved = entry
         if not live:
             continue
-        node = node or assumed.get(key)
+        if not node and assumed:
+            node = assumed.get(key)
         mine = ours and group in podgroups
         if mine and not deleting and leaving:
             index.leaving.append(pod)  # its delete failed after the mark: done again
@@ -188,19 +189,20 @@ def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
             for key, pod, _ in pods:
                 index.pods[key] = pod
             continue
-        signature = (podgroup["metadata"].get("resourceVersion"), queue,
-                     below_min.get(gang_name),
-                     tuple((key, pod["metadata"].get("resourceVersion"), node,
-                            node in node_objects if node else True) for key, pod, node in pods))
+        # The objects themselves: the same object compares by identity, a replaced one by
+        # its content (a re-list's copies equal what they replace).
+        signature = (podgroup, queue, below_min.get(gang_name),
+                     tuple((pod, node, node in node_objects if node else True)
+                           for _, pod, node in pods))
         remembered = memo.gangs.get(gang_name) if memo is not None else None
         if remembered is not None and remembered[0] == signature:
-            gang = remembered[1]
+            _, gang, names = remembered
             for key, pod, _node in pods:
                 index.pods[key] = pod
             if gang is not None:
                 gangs.append(gang)
                 index.gangs[gang_name] = gang
-                index.gang_pods[gang_name] = [p.name for p in gang.pods]
+                index.gang_pods[gang_name] = names
             index.podgroups[gang_name] = podgroup
             seen.add(gang_name)
             continue
@@ -220,7 +222,7 @@ def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
             core_pods.append(pod_of(key, pod, node, subgroups=subgroups))
         if not core_pods:
             if memo is not None:
-                memo.gangs[gang_name] = (signature, None)
+                memo.gangs[gang_name] = (signature, None, [])
                 seen.add(gang_name)
             continue
         gang = podgroup_gang(gang_name, podgroup, tuple(core_pods), queue=queue,
@@ -232,7 +234,7 @@ def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
         index.podgroups[gang_name] = podgroup
         index.gang_pods[gang_name] = [p.name for p in core_pods]
         if memo is not None:
-            memo.gangs[gang_name] = (signature, gang)
+            memo.gangs[gang_name] = (signature, gang, index.gang_pods[gang_name])
             seen.add(gang_name)
     if memo is not None:
         for gang_name in set(memo.gangs) - seen:

@@ -8,7 +8,7 @@ import json
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.backends.kubernetes.informer import Informer
+from scheduler.backends.kubernetes.informer import JOURNAL_SLACK, Informer
 
 
 class Response:
@@ -115,3 +115,35 @@ def test_an_unexpected_error_costs_a_relist_not_the_informer() -> None:
     informer.run(lambda: True, backoff_start=0.0)
     assert calls == ["watch", "watch"]
     assert [o["metadata"]["name"] for o in informer.items()] == ["b"]
+
+
+def test_the_journal_names_each_change_since_a_reader_s_cursor() -> None:
+    """A reader's first call and any call after a re-list read everything; between them it
+    gets each changed key with its object now (None: deleted), once per call."""
+    listing = {"items": [obj("a"), obj("b")], "metadata": {"resourceVersion": "10"}}
+    informer = Informer("pods", lambda **kw: Response(listing))
+    informer.relist()
+    cursor, changed = informer.changes(None)
+    assert changed is None
+    cursor, changed = informer.changes(cursor)
+    assert changed == {}
+    informer.apply("MODIFIED", obj("a", "11"))
+    informer.apply("ADDED", obj("c", "12"))
+    informer.apply("DELETED", obj("b", "13"))
+    cursor, changed = informer.changes(cursor)
+    assert changed == {"ns/a": obj("a", "11"), "ns/c": obj("c", "12"), "ns/b": None}
+    assert informer.changes(cursor)[1] == {}
+    informer.relist()  # the LIST may miss deletions' events: read it all again
+    cursor, changed = informer.changes(cursor)
+    assert changed is None and informer.changes(cursor)[1] == {}
+
+
+def test_a_journal_longer_than_twice_its_objects_starts_again() -> None:
+    informer = Informer("pods", lambda **kw: None)
+    cursor, _ = informer.changes(None)
+    for i in range(2 * 1 + JOURNAL_SLACK + 1):  # one object
+        informer.apply("MODIFIED", obj("a", str(i)))
+    assert informer.changes(cursor)[1] is None  # forgotten: the reader reads it all
+    cursor, _ = informer.changes(None)
+    informer.apply("MODIFIED", obj("a", "x"))
+    assert informer.changes(cursor)[1] == {"ns/a": obj("a", "x")}

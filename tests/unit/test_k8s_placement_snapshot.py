@@ -136,7 +136,7 @@ def test_unchanged_gangs_are_reused_and_changed_ones_rebuilt() -> None:
     assert by_name(second)["osmo/h"].pods[0].node == "a"
     cache.podgroups = FakeInformer([podgroup("h")])
     snapshot(cache, memo=memo)
-    assert set(memo.gangs) == {"osmo/h"}
+    assert set(memo.gangs) == {"h"}
 
 
 def test_a_pod_s_facts_are_read_once_per_object_and_again_when_it_is_replaced() -> None:
@@ -146,13 +146,13 @@ def test_a_pod_s_facts_are_read_once_per_object_and_again_when_it_is_replaced() 
                       podgroups=[podgroup("k"), podgroup("b")], pods=[kept, bound])
     snapshot(cache, memo=memo)
     facts = dict(memo.pods)
-    assert {entry[0]["metadata"]["name"] for entry in facts.values()} == {"k-0", "b-0"}
+    assert set(facts) == {"osmo/k-0", "osmo/b-0"}
     # The informer replaces a changed pod's dict: the new one (bound, then deleting) is read.
     bound = pod("b-0", "b", gpus=2, node_name="a", rv="2", phase="Running")
     cache.pods = FakeInformer([kept, bound])
     snap, _ = snapshot(cache, memo=memo)
-    assert memo.pods[id(kept)] is facts[id(kept)]
-    assert memo.pods[id(bound)][0] is bound and len(memo.pods) == 2
+    assert memo.pods["osmo/k-0"][1] is facts["osmo/k-0"][1]
+    assert memo.pods["osmo/b-0"][0] is bound and len(memo.pods) == 2
     assert {g.name: [p.node for p in g.pods] for g in snap.gangs} == {
         "osmo/k": ["a"], "osmo/b": ["a"]}
     cache.pods = FakeInformer([kept, pod("b-0", "b", gpus=2, node_name="a", rv="3",

@@ -48,7 +48,8 @@ from .moves import (
     is_task_pod,
     replacement_of,
 )
-from .snapshot import ClusterIndex, charge, gang_ready, is_live, is_orphan
+from .snapshot import ClusterIndex, charge, gang_ready
+from .snapshot_memo import is_live, is_orphan
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,9 @@ until told to stop — the placement loop runs one thread per informer.
 
 Readers take :meth:`Informer.items` (a list of the current objects, raw camelCase dicts, never
 mutated in place: an event replaces the dict) and :attr:`Informer.version` (bumped on every
-change), so a cycle reads a consistent set without holding a lock while it computes.
+change), so a cycle reads a consistent set without holding a lock while it computes. A reader
+that keeps what it built asks :meth:`Informer.changes` for the objects changed since its last
+read instead (a journal of keys; a re-list starts a new one and sends it back to ``items``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .client import REQUEST_TIMEOUT, api_errors, describe, raw
 from .listwatch import ListWatch
 
 logger = logging.getLogger(__name__)
+JOURNAL_SLACK = 10_000  # changes kept beyond twice the objects before a reader reads all again
 
 
 def key_of(obj: dict[str, Any]) -> str:
@@ -53,6 +56,10 @@ class Informer(ListWatch):
         self.lists = 0  # LIST calls made (metrics)
         self._objects: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        # The keys changed since the last re-list, in order; a new generation starts with an
+        # empty journal (a re-list, or a journal grown past twice the objects it describes).
+        self._generation = 0
+        self._journal: list[str] = []
 
     # --- reading -----------------------------------------------------------------------------
     def items(self) -> list[dict[str, Any]]:
@@ -66,6 +73,18 @@ class Informer(ListWatch):
     def __len__(self) -> int:
         with self._lock:
             return len(self._objects)
+
+    def changes(self, cursor: tuple[int, int] | None
+                ) -> tuple[tuple[int, int], dict[str, dict[str, Any] | None] | None]:
+        """``(cursor, changed)``: each key changed since ``cursor`` (a cursor this returned)
+        with its object now (None: deleted), or ``changed`` None when the reader must read
+        :meth:`items` instead (its first read, a re-list since). A change between this call
+        and that read comes again with the next call: readers apply changes idempotently."""
+        with self._lock:
+            now = (self._generation, len(self._journal))
+            if cursor is None or cursor[0] != self._generation:
+                return now, None
+            return now, {key: self._objects.get(key) for key in self._journal[cursor[1]:]}
 
     # --- writing -----------------------------------------------------------------------------
     def _changed(self, event_type: str = "LIST", obj: dict[str, Any] | None = None) -> None:
@@ -89,6 +108,8 @@ class Informer(ListWatch):
             objects[key_of(item)] = item
         with self._lock:
             self._objects = objects
+            self._generation += 1
+            self._journal = []
         self.resource_version = (body.get("metadata") or {}).get("resourceVersion")
         self.relist_requested = False
         self.synced.set()
@@ -102,6 +123,10 @@ class Informer(ListWatch):
                 self._objects.pop(key, None)
             else:
                 self._objects[key] = obj
+            self._journal.append(key)
+            if len(self._journal) > 2 * len(self._objects) + JOURNAL_SLACK:
+                self._generation += 1
+                self._journal = []
         self._changed(event_type, obj)
 
     def on_event(self, event_type: str, obj: dict[str, Any]) -> int:

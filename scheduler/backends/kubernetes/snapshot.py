@@ -17,19 +17,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core import Gang, Node, SchedulerConfig, Snapshot
 from scheduler.core.collector import collector_paused
-from scheduler.core.kai_names import MOVED_FROM_ANNOTATION, PODGROUP_ANNOTATION
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 from scheduler.kai.decode import (
     Requests,
     node_allocatable,
     node_schedulable,
     pod_of,
-    pod_requests,
     pod_started,
     podgroup_gang,
     podgroup_queue,
@@ -37,8 +36,10 @@ from scheduler.kai.decode import (
     topology_of,
 )
 
-from .cache import FINISHED, ClusterCache
-from .moves import is_leaving
+from .cache import ClusterCache
+from .snapshot_memo import FOREIGN, LEAVING, ORPHAN, TERMINATING, MemberPods, SnapshotMemo
+
+ZERO = (0, 0, 0)
 
 
 def charge(totals: list[int], held) -> None:
@@ -53,7 +54,7 @@ class ClusterIndex:
     """The core's names back to the cluster's objects (the embedded loop's
     :class:`scheduler.snapshot.SnapshotIndex` maps them back to rows)."""
 
-    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod name → pod
+    pods: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # member pod → pod
     podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # gang → PodGroup
     gangs: dict[str, Gang] = field(default_factory=dict)
     gang_pods: dict[str, list[str]] = field(default_factory=dict)  # gang → every live pod
@@ -63,48 +64,6 @@ class ClusterIndex:
     skipped: dict[str, str] = field(default_factory=dict)  # gang → why not in the snapshot
     leaving: list[dict[str, Any]] = field(default_factory=list)  # marked, not deleted
     orphans: list[dict[str, Any]] = field(default_factory=list)  # replacements of no move
-
-
-@dataclass
-class SnapshotMemo:
-    """What earlier cycles built, reused while its sources are unchanged: each gang by name
-    with what it was built from (its PodGroup and pods, their nodes) and its pods' names, and
-    each pod's own facts by the pod object — the informer replaces a changed pod's dict, never
-    edits it, so the same object says the same (a cycle at 4,000 pods read them all again)."""
-
-    gangs: dict[str, tuple] = field(default_factory=dict)
-    pods: dict[int, tuple] = field(default_factory=dict)  # id(pod) → (pod, *its facts)
-
-
-def _facts(pod: dict[str, Any], namespace: str, scheduler_name: str) -> tuple:
-    """(pod, live, key, spec.nodeName, deleting, PodGroup, ours, leaving, moved from)."""
-    metadata = pod["metadata"]
-    annotations = metadata.get("annotations") or {}
-    return (pod, is_live(pod), f"{metadata.get('namespace')}/{metadata['name']}",
-            (pod.get("spec") or {}).get("nodeName"), bool(metadata.get("deletionTimestamp")),
-            annotations.get(PODGROUP_ANNOTATION),
-            metadata.get("namespace") == namespace and is_ours(pod, scheduler_name),
-            is_leaving(pod), bool(annotations.get(MOVED_FROM_ANNOTATION)))
-
-
-def is_ours(pod: dict[str, Any], scheduler_name: str) -> bool:
-    return (pod.get("spec") or {}).get("schedulerName") == scheduler_name
-
-
-def is_live(pod: dict[str, Any]) -> bool:
-    return ((pod.get("status") or {}).get("phase") or "Pending") not in FINISHED
-
-
-def is_orphan(pod: dict[str, Any], cache: ClusterCache) -> bool:
-    """A replacement whose pod was never marked moved or released (the scheduler stopped
-    between the two writes, or the mark failed): it must not run beside the pod it was made
-    for."""
-    metadata = pod["metadata"]
-    moved_from = (metadata.get("annotations") or {}).get(MOVED_FROM_ANNOTATION)
-    if not moved_from:
-        return False
-    original = cache.pods.get(f"{metadata.get('namespace')}/{moved_from}")
-    return original is not None and not is_leaving(original)
 
 
 def build_snapshot(cache: ClusterCache, **options) -> tuple[Snapshot, ClusterIndex]:
@@ -118,132 +77,103 @@ def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
                     config: SchedulerConfig | None = None,
                     memo: SnapshotMemo | None = None,
                     usage: dict[str, float] | None = None) -> tuple[Snapshot, ClusterIndex]:
-    """``memo``: what the previous cycles built (:class:`SnapshotMemo`); a gang whose
-    PodGroup and pods are unchanged (the same or equal objects, bound nodes) is reused.
-    ``usage``: historical usage per queue (time-based fair share; see ``scheduler.usage``).
-    A gang's exec_timeout is its PodGroup's ``osmo/exec-timeout`` annotation (seconds)."""
-    assumed = assumed or {}
-    below_min = below_min or {}
-    namespace = cache.namespace
-    index = ClusterIndex()
-    node_objects = {n["metadata"]["name"]: n for n in cache.nodes.items()}
-    index.nodes = node_objects
-    podgroups = {pg["metadata"]["name"]: pg for pg in cache.podgroups.items()}
+    """``memo``: what the previous cycles built (:mod:`.snapshot_memo`), brought up to the
+    cache; only its dirty gangs are built again. ``usage``: historical usage per queue
+    (time-based fair share; see ``scheduler.usage``). A gang's exec_timeout is its PodGroup's
+    ``osmo/exec-timeout`` annotation (seconds)."""
+    memo = memo if memo is not None else SnapshotMemo()
+    memo.refresh(cache, scheduler_name=scheduler_name, assumed=assumed or {},
+                 below_min=below_min or {})
+    index = ClusterIndex(pods=MemberPods(memo.pods), leaving=list(memo.marked[LEAVING].values()),
+                         orphans=list(memo.marked[ORPHAN].values()))
     queues = tuple(queue_of(q, (usage or {}).get(q["metadata"]["name"], 0.0))
                    for q in cache.queues.items())
+    nodes = _nodes(cache, memo, index)
     queue_names = {q.name for q in queues}
     parents = {q.parent for q in queues if q.parent}
-
-    members: dict[str, list[tuple[str, dict[str, Any], str | None]]] = {}
-    foreign: dict[str, list[int]] = {name: [0, 0, 0] for name in node_objects}
-    terminating: dict[str, list[int]] = {name: [0, 0, 0] for name in node_objects}
-    known = memo.pods if memo is not None else {}
-    facts: dict[int, tuple] = {}
-    for pod in cache.pods.items():
-        entry = known.get(pid := id(pod))
-        if entry is None or entry[0] is not pod:
-            entry = _facts(pod, namespace, scheduler_name)
-        facts[pid] = entry
-        _, live, key, node, deleting, group, ours, leaving, moved = entry
-        if not live:
-            continue
-        if not node and assumed:
-            node = assumed.get(key)
-        mine = ours and group in podgroups
-        if mine and not deleting and leaving:
-            index.leaving.append(pod)  # its delete failed after the mark: done again
-            deleting = True
-        if mine and not deleting and moved and is_orphan(pod, cache):
-            index.orphans.append(pod)
-            continue
-        if mine and not deleting:
-            members.setdefault(group, []).append((key, pod, node))
-            continue
-        if node and node in node_objects:
-            requests = pod_requests(pod)
-            charge(terminating[node] if deleting and mine else foreign[node], requests)
-
-    nodes = []
-    for name, obj in sorted(node_objects.items()):
-        gpus, cpu, memory = node_allocatable(obj)
-        held = foreign[name]
-        nodes.append(Node(name=name, gpus=max(0, gpus - held[0]), cpu=max(0, cpu - held[1]),
-                          memory=max(0, memory - held[2]),
-                          labels=(obj["metadata"].get("labels") or {}),
-                          schedulable=node_schedulable(obj)))
-        index.node_free[name] = [gpus - held[0], cpu - held[1], memory - held[2]]
-        index.terminating[name] = terminating[name]
-
+    shape = (frozenset(index.nodes), frozenset(queue_names), frozenset(parents))
+    if shape != memo.shape:  # a node or queue came or went: every gang may read differently
+        memo.shape = shape
+        memo.dirty.update(memo.members)
+    for group in memo.dirty:
+        memo.gangs.pop(group, None)
+        if group in memo.members:
+            memo.gangs[group] = _gang(cache.namespace, group, memo, index.nodes,
+                                      queue_names, parents)
+    memo.dirty = set()
     gangs = []
-    seen: set[str] = set()
-    for name, pods in members.items():
-        podgroup = podgroups[name]
-        gang_name = f"{namespace}/{name}"
-        queue = podgroup_queue(podgroup)
-        if queue not in queue_names or queue in parents:
-            index.skipped[gang_name] = (
-                f"Queue {queue!r} does not exist" if queue not in queue_names
-                else f"Queue {queue!r} is not a leaf queue")
-            index.podgroups[gang_name] = podgroup
-            index.gang_pods[gang_name] = [key for key, _, _ in pods]
-            for key, pod, _ in pods:
-                index.pods[key] = pod
+    for group, (podgroup, gang, names, skipped) in memo.gangs.items():
+        gang_name = f"{cache.namespace}/{group}"
+        if skipped is not None:
+            index.skipped[gang_name] = skipped
+        elif gang is None:
             continue
-        # The objects themselves: the same object compares by identity, a replaced one by
-        # its content (a re-list's copies equal what they replace).
-        signature = (podgroup, queue, below_min.get(gang_name),
-                     tuple((pod, node, node in node_objects if node else True)
-                           for _, pod, node in pods))
-        remembered = memo.gangs.get(gang_name) if memo is not None else None
-        if remembered is not None and remembered[0] == signature:
-            _, gang, names = remembered
-            for key, pod, _node in pods:
-                index.pods[key] = pod
-            if gang is not None:
-                gangs.append(gang)
-                index.gangs[gang_name] = gang
-                index.gang_pods[gang_name] = names
-            index.podgroups[gang_name] = podgroup
-            seen.add(gang_name)
-            continue
-        subgroups = bool((podgroup.get("spec") or {}).get("subGroups"))
-        core_pods = []
-        priority = None
-        started: list[float] = []
-        for key, pod, node in pods:
-            pod_priority = (pod.get("spec") or {}).get("priority")
-            if priority is None and isinstance(pod_priority, int):
-                priority = pod_priority
-            if node and node not in node_objects:
-                continue  # bound to a node that is gone: it holds nothing anywhere
-            if node:
-                started.append(pod_started(pod))
-            index.pods[key] = pod
-            core_pods.append(pod_of(key, pod, node, subgroups=subgroups))
-        if not core_pods:
-            if memo is not None:
-                memo.gangs[gang_name] = (signature, None, [])
-                seen.add(gang_name)
-            continue
-        gang = podgroup_gang(gang_name, podgroup, tuple(core_pods), queue=queue,
-                             priority=priority,
-                             running_since=min(started) if started else None,
-                             below_min_since=below_min.get(gang_name))
-        gangs.append(gang)
-        index.gangs[gang_name] = gang
+        else:
+            gangs.append(gang)
+            index.gangs[gang_name] = gang
         index.podgroups[gang_name] = podgroup
-        index.gang_pods[gang_name] = [p.name for p in core_pods]
-        if memo is not None:
-            memo.gangs[gang_name] = (signature, gang, index.gang_pods[gang_name])
-            seen.add(gang_name)
-    if memo is not None:
-        for gang_name in set(memo.gangs) - seen:
-            del memo.gangs[gang_name]
-        memo.pods = facts
-    snapshot = Snapshot(nodes=tuple(nodes), queues=queues, gangs=tuple(gangs),
+        index.gang_pods[gang_name] = names
+    snapshot = Snapshot(nodes=nodes, queues=queues, gangs=tuple(gangs),
                         topology=topology_of(cache.topologies.items()), now=now,
                         config=config or SchedulerConfig())
     return snapshot, index
+
+
+def _nodes(cache: ClusterCache, memo: SnapshotMemo, index: ClusterIndex) -> tuple[Node, ...]:
+    """The core's nodes: allocatable minus what foreign pods hold (each node's ``Node`` kept
+    while its object and that are unchanged); the index's real free and terminating totals."""
+    objects = {n["metadata"]["name"]: n for n in cache.nodes.items()}
+    index.nodes = objects
+    foreign, terminating = memo.held[FOREIGN], memo.held[TERMINATING]
+    built = {}
+    for name in sorted(objects):
+        obj = objects[name]
+        held = tuple(foreign.get(name) or ZERO)
+        kept = memo.nodes.get(name)
+        if kept is None or kept[0] is not obj or kept[1] != held:
+            gpus, cpu, memory = node_allocatable(obj)
+            free = (gpus - held[0], cpu - held[1], memory - held[2])
+            kept = (obj, held, free,
+                    Node(name=name, gpus=max(0, free[0]), cpu=max(0, free[1]),
+                         memory=max(0, free[2]), labels=(obj["metadata"].get("labels") or {}),
+                         schedulable=node_schedulable(obj)))
+        built[name] = kept
+        index.node_free[name] = list(kept[2])
+        index.terminating[name] = list(terminating.get(name) or ZERO)
+    memo.nodes = built
+    return tuple(kept[3] for kept in built.values())
+
+
+def _gang(namespace: str, group: str, memo: SnapshotMemo, nodes: dict[str, Any],
+          queue_names: set[str], parents: set[str]) -> tuple:
+    """(PodGroup, Gang or None, its pods' names, why skipped or None) of ``group``'s members:
+    a pod bound to a node that is gone holds nothing anywhere and is left out."""
+    podgroup, members = memo.podgroups[group], memo.members[group]
+    gang_name = f"{namespace}/{group}"
+    queue = podgroup_queue(podgroup)
+    if queue not in queue_names or queue in parents:
+        return (podgroup, None, list(members),
+                f"Queue {queue!r} does not exist" if queue not in queue_names
+                else f"Queue {queue!r} is not a leaf queue")
+    subgroups = bool((podgroup.get("spec") or {}).get("subGroups"))
+    core_pods = []
+    priority = None
+    started: list[float] = []
+    for key, (pod, node) in members.items():
+        pod_priority = (pod.get("spec") or {}).get("priority")
+        if priority is None and isinstance(pod_priority, int):
+            priority = pod_priority
+        if node and node not in nodes:
+            continue
+        if node:
+            started.append(pod_started(pod))
+        core_pods.append(pod_of(key, pod, node, subgroups=subgroups))
+    if not core_pods:
+        return podgroup, None, [], None
+    gang = podgroup_gang(gang_name, podgroup, tuple(core_pods), queue=queue, priority=priority,
+                         running_since=min(started) if started else None,
+                         below_min_since=memo.below_min.get(gang_name))
+    return podgroup, gang, [p.name for p in core_pods], None
 
 
 def gang_ready(gang: Gang, bound: set[str]) -> bool:

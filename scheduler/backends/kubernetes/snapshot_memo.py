@@ -9,8 +9,9 @@ replacement of no move (``orphan``), or nothing (finished). The memo keeps every
 each gang's members and each node's held totals, and :meth:`SnapshotMemo.refresh` brings them up
 to the cache: it re-places only the pods the informers' journals name (:meth:`Informer.changes`),
 the pods of a PodGroup that appeared or went away, the pods bound this cycle or the last that the
-cache does not show bound yet (``assumed``), and replacements (whether one is an orphan depends on
-another pod). A cache without journals, or a re-list, places every pod again. The gangs whose
+cache does not show bound yet (``assumed``), and the replacements of a pod that changed (whether
+one is an orphan is that pod's state). A cache without journals, or a re-list, places every pod
+again. The gangs whose
 members, PodGroup or stale time changed are marked ``dirty`` for the builder
 (:mod:`.snapshot`) to build again.
 """
@@ -51,15 +52,17 @@ def is_orphan(pod: dict[str, Any], cache) -> bool:
 
 
 def facts_of(pod: dict[str, Any], namespace: str, scheduler_name: str) -> tuple:
-    """(live, spec.nodeName, deleting, PodGroup if ours and live, leaving, moved from)."""
+    """(live, spec.nodeName, deleting, PodGroup if ours and live, leaving, the key of the pod
+    it replaces if ours and live)."""
     metadata = pod["metadata"]
     annotations = metadata.get("annotations") or {}
     live = is_live(pod)
     ours = live and metadata.get("namespace") == namespace and is_ours(pod, scheduler_name)
+    moved_from = annotations.get(MOVED_FROM_ANNOTATION) if ours else None
     return (live, (pod.get("spec") or {}).get("nodeName"),
             bool(metadata.get("deletionTimestamp")),
             annotations.get(PODGROUP_ANNOTATION) if ours else None,
-            is_leaving(pod), bool(annotations.get(MOVED_FROM_ANNOTATION)))
+            is_leaving(pod), f"{namespace}/{moved_from}" if moved_from else None)
 
 
 class MemberPods(Mapping):
@@ -96,7 +99,8 @@ class SnapshotMemo:
         self.naming: dict[str, set[str]] = {}  # group → keys of our live pods that name it
         self.held: dict[str, dict[str, list[int]]] = {FOREIGN: {}, TERMINATING: {}}
         self.marked: dict[str, dict[str, dict[str, Any]]] = {LEAVING: {}, ORPHAN: {}}
-        self.moved: set[str] = set()  # replacements: placed again every refresh
+        self.replacing: dict[str, set[str]] = {}  # pod → its replacements, placed again
+        # when it changes (whether one is an orphan is its original's state)
         self.assumed: dict[str, str] = {}
         self.below_min: dict[str, float] = {}
         self.gangs: dict[str, tuple] = {}
@@ -175,19 +179,17 @@ class SnapshotMemo:
                 self.marked[mark].pop(key, None)
 
     def _name(self, key: str, old: tuple | None, new: tuple | None) -> None:
-        """Keep ``naming`` (which pods a PodGroup's arrival re-places) and ``moved``."""
-        old_group, group = old and old[3], new and new[3]
-        if old_group != group:
-            if old_group is not None:
-                self.naming[old_group].discard(key)
-                if not self.naming[old_group]:
-                    del self.naming[old_group]
-            if group is not None:
-                self.naming.setdefault(group, set()).add(key)
-        if group is not None and new[5]:
-            self.moved.add(key)
-        else:
-            self.moved.discard(key)
+        """Keep ``naming`` (which pods a PodGroup's arrival re-places) and ``replacing``."""
+        for book, position in ((self.naming, 3), (self.replacing, 5)):
+            before, after = old and old[position], new and new[position]
+            if before == after:
+                continue
+            if before is not None:
+                book[before].discard(key)
+                if not book[before]:
+                    del book[before]
+            if after is not None:
+                book.setdefault(after, set()).add(key)
 
     # --- the cache -----------------------------------------------------------------------------
     def refresh(self, cache, *, scheduler_name: str, assumed: dict[str, str],
@@ -213,9 +215,10 @@ class SnapshotMemo:
                 else:
                     self.podgroups[name] = podgroup
                 self.dirty.add(name)
-            for key in (self.moved | set(assumed) | set(before)) - changed_pods.keys():
+            for key in [*assumed, *before, *(replacement for original in changed_pods
+                                              for replacement in self.replacing.get(original, ()))]:
                 entry = self.pods.get(key)
-                if entry is not None:
+                if entry is not None and key not in changed_pods:
                     again[key] = entry[0]
             again.update(changed_pods)
             for key, pod in again.items():
@@ -231,7 +234,7 @@ class SnapshotMemo:
         """Place every pod again; a gang whose PodGroup and members are equal to before stays
         clean (a re-list's copies equal what they replace)."""
         old_pods, old_members, old_groups = self.pods, self.members, self.podgroups
-        self.pods, self.members, self.naming, self.moved = {}, {}, {}, set()
+        self.pods, self.members, self.naming, self.replacing = {}, {}, {}, {}
         self.held = {FOREIGN: {}, TERMINATING: {}}
         self.marked = {LEAVING: {}, ORPHAN: {}}
         self.podgroups = {pg["metadata"]["name"]: pg for pg in cache.podgroups.items()}

@@ -136,6 +136,9 @@ class WorkflowGroup(models.Model):
             models.UniqueConstraint(fields=["workflow", "name"], name="group_unique_per_workflow",
                                     violation_error_message="Group names are unique."),
         ]
+        # The alive ones, whatever the history: the backend's pass reads them every second.
+        indexes = [models.Index(fields=["status"], name="group_alive",
+                                condition=Q(status__in=ALIVE_TASK_STATUSES))]
 
     def __str__(self) -> str:
         return f"{self.workflow_id}/{self.name}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -203,3 +204,30 @@ def test_a_replacement_is_an_orphan_until_its_pod_leaves() -> None:
     assert index.orphans == [] and [p["metadata"]["name"] for p in index.leaving] == ["p0"]
     assert [p.name for p in snap.gangs[0].pods] == ["osmo/p0-m1"]
     assert index.terminating["n0"][0] == 2 and [n.gpus for n in snap.nodes] == [8]
+
+
+def test_a_snapshot_that_failed_half_way_reads_everything_next(monkeypatch) -> None:
+    """The journals were read and their changes half placed: the memo starts again."""
+    kube, memo = cache(), SnapshotMemo()
+    kube.nodes.apply("ADDED", node("n0"))
+    for name in ("g0", "g1"):
+        kube.podgroups.apply("ADDED", podgroup(name))
+    kube.pods.apply("ADDED", pod("p0", "g0"))
+    build_snapshot(kube, scheduler_name=ME, now=1.0, memo=memo)
+    kube.pods.apply("ADDED", pod("p1", "g1"))
+    kube.pods.apply("MODIFIED", pod("p0", "g0", node_name="n0", phase="Running"))
+    facts_of = snapshot_memo.facts_of
+
+    def failing(pod, *args):
+        if pod["metadata"]["name"] == "p0":
+            raise RuntimeError("a bug")
+        return facts_of(pod, *args)
+
+    monkeypatch.setattr(snapshot_memo, "facts_of", failing)
+    with pytest.raises(RuntimeError):
+        build_snapshot(kube, scheduler_name=ME, now=2.0, memo=memo)
+    monkeypatch.setattr(snapshot_memo, "facts_of", facts_of)
+    kept = build_snapshot(kube, scheduler_name=ME, now=3.0, memo=memo)
+    assert sorted((g.name, [p.node for p in g.pods]) for g in kept[0].gangs) == [
+        ("osmo/g0", ["n0"]), ("osmo/g1", [None])]
+    assert seen(*kept) == seen(*build_snapshot(kube, scheduler_name=ME, now=3.0))

@@ -82,8 +82,12 @@ def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
     (time-based fair share; see ``scheduler.usage``). A gang's exec_timeout is its PodGroup's
     ``osmo/exec-timeout`` annotation (seconds)."""
     memo = memo if memo is not None else SnapshotMemo()
-    memo.refresh(cache, scheduler_name=scheduler_name, assumed=assumed or {},
-                 below_min=below_min or {})
+    try:
+        memo.refresh(cache, scheduler_name=scheduler_name, assumed=assumed or {},
+                     below_min=below_min or {})
+    except BaseException:
+        memo.forget()  # its journals read, their changes half placed: read everything next
+        raise
     index = ClusterIndex(pods=MemberPods(memo.pods), leaving=list(memo.marked[LEAVING].values()),
                          orphans=list(memo.marked[ORPHAN].values()))
     queues = tuple(queue_of(q, (usage or {}).get(q["metadata"]["name"], 0.0))

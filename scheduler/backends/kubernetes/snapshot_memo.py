@@ -109,6 +109,10 @@ class SnapshotMemo:
         self.shape: tuple = ()  # (node names, queue names, parent queues) the gangs read
         self.nodes: dict[str, tuple] = {}  # name → (object, foreign held, free, core Node)
 
+    def forget(self) -> None:
+        """Keep nothing: the next refresh reads everything."""
+        self.__init__()
+
     # --- one pod -------------------------------------------------------------------------------
     def place_of(self, key: str, pod: dict[str, Any], facts: tuple, cache) -> tuple | None:
         """(group, node, held as, requests, mark) — see the module."""

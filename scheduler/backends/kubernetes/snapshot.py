@@ -66,28 +66,30 @@ class ClusterIndex:
     orphans: list[dict[str, Any]] = field(default_factory=list)  # replacements of no move
 
 
-def build_snapshot(cache: ClusterCache, **options) -> tuple[Snapshot, ClusterIndex]:
+def build_snapshot(cache: ClusterCache, *, memo: SnapshotMemo | None = None,
+                   **options) -> tuple[Snapshot, ClusterIndex]:
+    """``memo``: what the previous cycles built (:mod:`.snapshot_memo`; a new one when None),
+    brought up to the cache; only its dirty gangs are built again. A build that fails leaves
+    the memo empty: its journals were read and their changes half placed, so the next build
+    reads everything."""
+    memo = memo if memo is not None else SnapshotMemo()
     with collector_paused():
-        return _build_snapshot(cache, **options)
+        try:
+            return _build_snapshot(cache, memo, **options)
+        except BaseException:
+            memo.forget()
+            raise
 
 
-def _build_snapshot(cache: ClusterCache, *, scheduler_name: str, now: float,
-                    assumed: dict[str, str] | None = None,
+def _build_snapshot(cache: ClusterCache, memo: SnapshotMemo, *, scheduler_name: str,
+                    now: float, assumed: dict[str, str] | None = None,
                     below_min: dict[str, float] | None = None,
                     config: SchedulerConfig | None = None,
-                    memo: SnapshotMemo | None = None,
                     usage: dict[str, float] | None = None) -> tuple[Snapshot, ClusterIndex]:
-    """``memo``: what the previous cycles built (:mod:`.snapshot_memo`), brought up to the
-    cache; only its dirty gangs are built again. ``usage``: historical usage per queue
-    (time-based fair share; see ``scheduler.usage``). A gang's exec_timeout is its PodGroup's
-    ``osmo/exec-timeout`` annotation (seconds)."""
-    memo = memo if memo is not None else SnapshotMemo()
-    try:
-        memo.refresh(cache, scheduler_name=scheduler_name, assumed=assumed or {},
-                     below_min=below_min or {})
-    except BaseException:
-        memo.forget()  # its journals read, their changes half placed: read everything next
-        raise
+    """``usage``: historical usage per queue (time-based fair share; see ``scheduler.usage``).
+    A gang's exec_timeout is its PodGroup's ``osmo/exec-timeout`` annotation (seconds)."""
+    memo.refresh(cache, scheduler_name=scheduler_name, assumed=assumed or {},
+                 below_min=below_min or {})
     index = ClusterIndex(pods=MemberPods(memo.pods), leaving=list(memo.marked[LEAVING].values()),
                          orphans=list(memo.marked[ORPHAN].values()))
     queues = tuple(queue_of(q, (usage or {}).get(q["metadata"]["name"], 0.0))

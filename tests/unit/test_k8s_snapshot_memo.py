@@ -16,8 +16,10 @@ import scheduler.backends.kubernetes.snapshot_memo as snapshot_memo
 from scheduler.backends.kubernetes.informer import Informer
 from scheduler.backends.kubernetes.snapshot import SnapshotMemo, build_snapshot
 from scheduler.core.kai_names import MOVED_FROM_ANNOTATION
+from tests.unit.test_k8s_placement_snapshot import ME, NS, moving, node, queue
+from tests.unit.test_k8s_placement_snapshot import pod as base_pod
+from tests.unit.test_k8s_placement_snapshot import podgroup as base_podgroup
 
-NS, ME = "osmo", "osmo-scheduler"
 GROUPS, NODES, PODS = ("g0", "g1"), ("n0", "n1"), ("p0", "p1", "p2", "p3")
 
 
@@ -43,41 +45,16 @@ def cache():
     return made
 
 
-def queue(name, parent=None):
-    return {"metadata": {"name": name}, "spec": {"parentQueue": parent} if parent else {}}
-
-
-def node(name, gpus=8):
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}, "spec": {},
-            "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "64",
-                                       "memory": "256Gi"},
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
 def podgroup(name, queue_name="leaf", min_member=1):
-    return {"metadata": {"name": name, "namespace": NS,
-                         "creationTimestamp": "2025-01-01T00:00:00Z"},
-            "spec": {"queue": queue_name, "minMember": min_member}}
+    return base_podgroup(name, queue_name, minMember=min_member)
 
 
-def pod(name, group, *, namespace=NS, node_name=None, scheduler=ME, phase="Pending",
-        deleting=False, leaving=False, moved_from=None, gpus=1, priority=100):
-    annotations = {"pod-group-name": group}
+def pod(name, group, *, leaving=False, moved_from=None, **fields):
+    made = base_pod(name, group, **fields)
+    del made["metadata"]["uid"]  # each a new pod: its requests are read, not remembered
     if moved_from:
-        annotations[MOVED_FROM_ANNOTATION] = moved_from
-    metadata = {"name": name, "namespace": namespace, "annotations": annotations}
-    if deleting:
-        metadata["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-    spec = {"schedulerName": scheduler, "priority": priority, "containers": [{
-        "name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "500m",
-                                                "memory": "1Gi"}}}]}
-    if node_name:
-        spec["nodeName"] = node_name
-    status = {"phase": phase}
-    if leaving:
-        status["conditions"] = [{"type": "DisruptionTarget", "status": "True",
-                                 "reason": "ConsolidationByScheduler"}]
-    return {"metadata": metadata, "spec": spec, "status": status}
+        made["metadata"]["annotations"][MOVED_FROM_ANNOTATION] = moved_from
+    return moving(made) if leaving else made
 
 
 rarely = st.sampled_from((False, False, False, True))

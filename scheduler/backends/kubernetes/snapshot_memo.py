@@ -53,15 +53,15 @@ def is_orphan(pod: dict[str, Any], cache) -> bool:
 
 def facts_of(pod: dict[str, Any], namespace: str, scheduler_name: str) -> tuple:
     """(live, spec.nodeName, deleting, PodGroup if ours and live, leaving, the key of the pod
-    it replaces if ours and live)."""
+    it replaces if it has that PodGroup)."""
     metadata = pod["metadata"]
     annotations = metadata.get("annotations") or {}
     live = is_live(pod)
     ours = live and metadata.get("namespace") == namespace and is_ours(pod, scheduler_name)
-    moved_from = annotations.get(MOVED_FROM_ANNOTATION) if ours else None
+    group = annotations.get(PODGROUP_ANNOTATION) if ours else None
+    moved_from = annotations.get(MOVED_FROM_ANNOTATION) if group is not None else None
     return (live, (pod.get("spec") or {}).get("nodeName"),
-            bool(metadata.get("deletionTimestamp")),
-            annotations.get(PODGROUP_ANNOTATION) if ours else None,
+            bool(metadata.get("deletionTimestamp")), group,
             is_leaving(pod), f"{namespace}/{moved_from}" if moved_from else None)
 
 
@@ -249,10 +249,13 @@ class SnapshotMemo:
             facts = (old[1] if old is not None and old[0] is pod
                      else facts_of(pod, namespace, scheduler_name))
             place = self.place_of(key, pod, facts, cache)
-            self._hold(key, place, 1, pod)
-            if place is not None and place[0] is not None:
-                self.members.setdefault(place[0], {})[key] = (pod, place[1])
-            self._name(key, None, facts)
+            if place is not None:
+                if place[0] is not None:
+                    self.members.setdefault(place[0], {})[key] = (pod, place[1])
+                else:
+                    self._hold(key, place, 1, pod)
+            if facts[3] is not None:  # ours and named: a PodGroup's or an original's change
+                self._name(key, None, facts)  # places it again
             self.pods[key] = (pod, facts, place)
         self.dirty = (old_members.keys() - self.members.keys()) | {
             group for group, members in self.members.items()

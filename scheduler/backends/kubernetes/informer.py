@@ -78,8 +78,9 @@ class Informer(ListWatch):
                 ) -> tuple[tuple[int, int], dict[str, dict[str, Any] | None] | None]:
         """``(cursor, changed)``: each key changed since ``cursor`` (a cursor this returned)
         with its object now (None: deleted), or ``changed`` None when the reader must read
-        :meth:`items` instead (its first read, a re-list since). A change between this call
-        and that read comes again with the next call: readers apply changes idempotently."""
+        :meth:`items` instead (its first read; a re-list, or a journal grown too long, since).
+        A change between this call and that read comes again with the next call: readers
+        apply changes idempotently."""
         with self._lock:
             now = (self._generation, len(self._journal))
             if cursor is None or cursor[0] != self._generation:

@@ -11,9 +11,8 @@ to the cache: it re-places only the pods the informers' journals name (:meth:`In
 the pods of a PodGroup that appeared or went away, the pods bound this cycle or the last that the
 cache does not show bound yet (``assumed``), and the replacements of a pod that changed (whether
 one is an orphan is that pod's state). A cache without journals, or a re-list, places every pod
-again. The gangs whose
-members, PodGroup or stale time changed are marked ``dirty`` for the builder
-(:mod:`.snapshot`) to build again.
+again. The gangs whose members, PodGroup or stale time changed are marked ``dirty`` for the
+builder (:mod:`.snapshot`) to build again; a build that fails forgets everything.
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ from scheduler.core import Gang, Node, SchedulerConfig, Snapshot
 from scheduler.core.collector import collector_paused
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 from scheduler.kai.decode import (
-    Requests,
     node_allocatable,
     node_schedulable,
     pod_of,
@@ -58,7 +57,7 @@ class ClusterIndex:
     podgroups: dict[str, dict[str, Any]] = field(default_factory=dict)  # gang → PodGroup
     gangs: dict[str, Gang] = field(default_factory=dict)
     gang_pods: dict[str, list[str]] = field(default_factory=dict)  # gang → every live pod
-    terminating: dict[str, list[Requests]] = field(default_factory=dict)  # node → held
+    terminating: dict[str, list[int]] = field(default_factory=dict)  # node → held
     node_free: dict[str, list[int]] = field(default_factory=dict)  # node → real free
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # gang → why not in the snapshot
@@ -108,8 +107,7 @@ def _build_snapshot(cache: ClusterCache, memo: SnapshotMemo, *, scheduler_name: 
                                       queue_names, parents)
     memo.dirty = set()
     gangs = []
-    for group, (podgroup, gang, names, skipped) in memo.gangs.items():
-        gang_name = f"{cache.namespace}/{group}"
+    for gang_name, podgroup, gang, names, skipped in memo.gangs.values():
         if skipped is not None:
             index.skipped[gang_name] = skipped
         elif gang is None:
@@ -152,13 +150,14 @@ def _nodes(cache: ClusterCache, memo: SnapshotMemo, index: ClusterIndex) -> tupl
 
 def _gang(namespace: str, group: str, memo: SnapshotMemo, nodes: dict[str, Any],
           queue_names: set[str], parents: set[str]) -> tuple:
-    """(PodGroup, Gang or None, its pods' names, why skipped or None) of ``group``'s members:
-    a pod bound to a node that is gone holds nothing anywhere and is left out."""
+    """(gang name, PodGroup, Gang or None, its pods' names, why skipped or None) of
+    ``group``'s members: a pod bound to a node that is gone holds nothing anywhere and is left
+    out."""
     podgroup, members = memo.podgroups[group], memo.members[group]
     gang_name = f"{namespace}/{group}"
     queue = podgroup_queue(podgroup)
     if queue not in queue_names or queue in parents:
-        return (podgroup, None, list(members),
+        return (gang_name, podgroup, None, list(members),
                 f"Queue {queue!r} does not exist" if queue not in queue_names
                 else f"Queue {queue!r} is not a leaf queue")
     subgroups = bool((podgroup.get("spec") or {}).get("subGroups"))
@@ -175,11 +174,11 @@ def _gang(namespace: str, group: str, memo: SnapshotMemo, nodes: dict[str, Any],
             started.append(pod_started(pod))
         core_pods.append(pod_of(key, pod, node, subgroups=subgroups))
     if not core_pods:
-        return podgroup, None, [], None
+        return gang_name, podgroup, None, [], None
     gang = podgroup_gang(gang_name, podgroup, tuple(core_pods), queue=queue, priority=priority,
                          running_since=min(started) if started else None,
                          below_min_since=memo.below_min.get(gang_name))
-    return podgroup, gang, [p.name for p in core_pods], None
+    return gang_name, podgroup, gang, [p.name for p in core_pods], None
 
 
 def gang_ready(gang: Gang, bound: set[str]) -> bool:

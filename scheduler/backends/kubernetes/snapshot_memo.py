@@ -87,8 +87,8 @@ class MemberPods(Mapping):
 
 class SnapshotMemo:
     """The pods' places, gangs' members and nodes' held totals (see the module), and what the
-    builder made of each gang (``gangs``: group → (PodGroup, Gang or None, pod names,
-    why skipped or None))."""
+    builder made of each gang (``gangs``: group → (gang name, PodGroup, Gang or None, pod
+    names, why skipped or None))."""
 
     def __init__(self) -> None:
         self.cursors: dict[str, tuple[int, int] | None] = {"pods": None, "podgroups": None}

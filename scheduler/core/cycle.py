@@ -86,7 +86,9 @@ class _Cycle:
 
     def prepare(self) -> None:
         index = {node.name: i for i, node in enumerate(self.nodes)}
-        used = [[0, 0, 0] for _ in self.nodes]
+        # the nodes' bound totals, when the caller keeps them (see `Node.bound`)
+        self.summed = all(node.bound is not None for node in self.nodes)
+        used = [list(node.bound) if self.summed else [0, 0, 0] for node in self.nodes]
         surveys = [self._survey(gang, index, used) for gang in self.gangs]
         self.cluster = Cluster(self.nodes, self.snapshot.topology, used, self.config.placement)
         self.placer = Placer(self.cluster, self.snapshot.topology, self.config.max_domain_attempts)
@@ -116,36 +118,33 @@ class _Cycle:
             invalid = str(error)
         evicted = tree is not None and self._judge_stale(
             gang, judge_stale(gang, tree, ready_counts(tree), self.snapshot.now, self.config))
-        if not evicted:
-            _charge(gang.pods, index, used, 1)
+        self._charge_bound(gang, evicted, index, used)
         return tree, invalid, None, evicted, amount_of(gang.pods)
 
     def _survey_settled(self, gang: Gang, index: dict[str, int], used: list[list[int]]
                         ) -> tuple | None:
-        """`_survey` of a gang without subgroups whose pods are all bound, in one pass over its
-        pods (None, nothing charged, for any other gang): its one leaf holds every pod, so
-        it is ready when it has its minimum of pods."""
+        """`_survey` of a gang without subgroups whose pods are all bound (None, nothing
+        charged, for any other gang): its one leaf holds every pod, so it is ready when it
+        has its minimum of pods."""
+        amount = gang.settled_amount
+        if amount is None:
+            return None
         ready = len(gang.pods) >= leaf_minimum(gang.min_member)
         verdict = None if ready else below_minimum(gang, self.snapshot.now, self.config)
         evicted = verdict is not None and verdict.evict
-        gpus = cpu = memory = 0
-        for taken, pod in enumerate(gang.pods):
-            if pod.node is None or pod.subgroup is not None:
-                if not evicted:
-                    _charge(gang.pods[:taken], index, used, -1)
-                return None
-            gpus += pod.gpus
-            cpu += pod.cpu
-            memory += pod.memory
-            if not evicted:
-                position = index.get(pod.node)
-                if position is not None:
-                    usage = used[position]
-                    usage[0] += pod.gpus
-                    usage[1] += pod.cpu
-                    usage[2] += pod.memory
+        self._charge_bound(gang, evicted, index, used)
         self._judge_stale(gang, verdict)
-        return None, None, ready, evicted, [gpus, cpu, memory]
+        return None, None, ready, evicted, list(amount)
+
+    def _charge_bound(self, gang: Gang, evicted: bool, index: dict[str, int],
+                      used: list[list[int]]) -> None:
+        """The gang's bound pods hold their nodes unless it is evicted: charge them, or, when
+        the nodes' totals count them already (`Node.bound`), take an evicted gang's back."""
+        if self.summed:
+            if evicted:
+                _charge(gang.pods, index, used, -1)
+        elif not evicted:
+            _charge(gang.pods, index, used, 1)
 
     def _judge_stale(self, gang: Gang, verdict: StaleVerdict | None) -> bool:
         """Record a stale gang's verdict; evict its bound pods when it is past its grace."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 RESOURCES = ("gpu", "cpu", "memory")
 UNLIMITED = -1
@@ -37,7 +38,16 @@ def freeze_pairs(value: Mapping[str, str] | tuple | list | None) -> tuple[tuple[
 
 @dataclass(frozen=True)
 class Node:
-    """A schedulable machine. `labels` carry the topology levels (e.g. rack, zone)."""
+    """A schedulable machine. `labels` carry the topology levels (e.g. rack, zone).
+
+    For a caller that keeps them from cycle to cycle (None: the core works them out from the
+    gangs; either every node of a snapshot carries one or the core works it out for all):
+    - `bound`: what the snapshot's gangs' pods bound to this node request in all (gpus, cpu,
+      memory); the core then charges no bound pod one by one (but an evicted one back);
+    - `releases`: `(deadline, gpus, cpu, memory, gang name)` of each of those pods, sorted:
+      the deadline is its gang's `Gang.deadline`, INF (`float("inf")`) without one. The
+      reservations' timeline starts from them (`timelines.Timeline`).
+    """
 
     name: str
     gpus: int
@@ -45,6 +55,8 @@ class Node:
     memory: int = 0
     labels: tuple[tuple[str, str], ...] = ()
     schedulable: bool = True
+    bound: tuple[int, int, int] | None = None
+    releases: tuple[tuple[float, int, int, int, str], ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", freeze_pairs(self.labels))
@@ -209,6 +221,20 @@ class Gang:
         if self.preemptible:
             return PREEMPTIBLE
         return SEMI_PREEMPTIBLE if self.semi_preemptible else NON_PREEMPTIBLE
+
+    @cached_property
+    def settled_amount(self) -> tuple[int, int, int] | None:
+        """What its pods request in all when every pod is bound and none names a subgroup,
+        else None. Worked out once per object: a caller keeping a gang from cycle to cycle
+        hands the same object to every cycle."""
+        gpus = cpu = memory = 0
+        for pod in self.pods:
+            if pod.node is None or pod.subgroup is not None:
+                return None
+            gpus += pod.gpus
+            cpu += pod.cpu
+            memory += pod.memory
+        return gpus, cpu, memory
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,8 @@ class Reserver:
         self.timeline: Timeline | None = None
         self.committed: list[GangRun] = []  # runs given pods by the cycle, in order
         self._refreshed = 0
-        self._bound: list[GangRun] | None = None  # runs with pods bound before the cycle
+        # queue -> its preemptible runs with pods bound before the cycle (see `_preempted_now`)
+        self._preemptible: dict[str, list[GangRun]] | None = None
         self._failed: set[tuple] = set()  # keys of attempts that found no reservation
         self._holding: list[Reservation] | None = None  # see `held_from`
         self._held_words: dict[int, str] = {}  # id(reservation) -> its part of `held_reason`
@@ -207,11 +208,9 @@ class Reserver:
     # --- making one ----------------------------------------------------------------------
 
     def holding(self) -> list[GangRun]:
-        """The runs whose pods take capacity: bound before the cycle, or placed in it."""
-        if self._bound is None:
-            self._bound = [run for run in self.runs
-                           if any(pod.node is not None for pod in run.gang.pods)]
-        return list(dict.fromkeys([*self._bound, *self.committed]))
+        """The live runs whose pods take capacity: bound before the cycle, or placed in it
+        (once the timeline is built: its first refresh finds the bound ones)."""
+        return list(dict.fromkeys([*self.timeline.bound_runs, *self.committed]))
 
     def reserve(self, run: GangRun, alike: tuple | None = None) -> Reservation | None:
         """`alike`: a key shared by gangs whose attempt ends the same way (same shape and
@@ -268,10 +267,14 @@ class Reserver:
         if not self.config.preempt:
             return held
         gang = owner.gang
-        for run in self.holding():
+        if self._preemptible is None:
+            self._preemptible = {}
+            for run in self.timeline.bound_runs:
+                if run.gang.preemptible:
+                    self._preemptible.setdefault(run.gang.queue, []).append(run)
+        for run in self._preemptible.get(gang.queue, ()):
             other = run.gang
-            if (run.evicted or not other.preemptible or other.queue != gang.queue
-                    or other.priority >= gang.priority or run.new_pods):
+            if other.priority >= gang.priority or run.new_pods:
                 continue
             for pod in other.pods:
                 node = self.cluster.index.get(pod.node) if pod.node is not None else None
@@ -282,7 +285,7 @@ class Reserver:
                 totals[0] += pod.gpus
                 totals[1] += pod.cpu
                 totals[2] += pod.memory
-            timeline.skip.add(run)
+            timeline.skip.add(other.name)
         timeline.forget(held)
         return held
 

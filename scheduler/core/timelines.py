@@ -146,8 +146,9 @@ class GateTimeline:
 class Timeline:
     """When capacity comes back, per node: the deadlines of the work on it (a running gang's
     `running_since + exec_timeout`, a gang placed this cycle `now + exec_timeout`; INF without
-    an exec_timeout), with cumulative amounts for look-ups by time. Built once per cycle and
-    brought up to date with the pods placed since (`refresh`).
+    an exec_timeout), with cumulative amounts for look-ups by time. Built once per cycle (from
+    the nodes' `Node.releases` when the snapshot carries them) and brought up to date with the
+    pods placed since (`refresh`).
 
     A node's entries are kept in deadline order only: the look-ups read the cumulative amounts
     at the end of a deadline's entries and who releases at a deadline, neither of which
@@ -156,12 +157,14 @@ class Timeline:
     def __init__(self, cluster: Cluster, now: float) -> None:
         self.cluster = cluster
         self.now = now
-        # per node: (deadline, gpus, cpu, memory, run) of each pod on it
-        self.entries: list[list[tuple[float, int, int, int, GangRun]]] = [
+        # per node: (deadline, gpus, cpu, memory, gang name) of each pod on it
+        self.entries: list[list[tuple[float, int, int, int, str]]] = [
             [] for _ in cluster.names]
         self.counted: dict[GangRun, int] = {}  # run -> its pods placed this cycle, counted
+        self.bound_runs: list[GangRun] = []  # live runs with pods bound before the cycle
+        self.runs: dict[str, GangRun] | None = None  # gang name -> its run, once built
         self._cumulative: dict[int, tuple] = {}
-        self.skip: set[GangRun] = set()  # runs left out of one reservation's look-ups
+        self.skip: set[str] = set()  # gangs left out of one reservation's look-ups
 
     def forget(self, nodes) -> None:
         """Drop the cached sums of `nodes` (their look-ups now leave `skip` out)."""
@@ -169,33 +172,62 @@ class Timeline:
             self._cumulative.pop(node, None)
 
     def refresh(self, runs: Sequence[GangRun]) -> None:
-        index, first, entries = self.cluster.index, not self.counted, self.entries
-        counted = self.counted
+        """The first call: every run's bound pods (every run of the cycle) and placed ones;
+        later calls: the pods placed since, of the runs given."""
+        entries, counted = self.entries, self.counted
+        if self.runs is None:
+            self.runs = {run.gang.name: run for run in runs}
+            self._bound(runs)
         touched: set[int] = set()
         for run in runs:
             placed = len(run.new_pods)
             seen = counted.get(run, 0)
-            if run.evicted or (not first and placed == seen):
+            if run.evicted or placed == seen:
                 continue
             counted[run] = placed
-            gang = run.gang
-            bound_end, end = ends(gang, self.now)
-            if first:
-                evicted = run.evicted_pods
-                for pod in gang.pods:
-                    if pod.node is not None and (not evicted or pod.name not in evicted):
-                        node = index.get(pod.node)
-                        if node is not None:
-                            entries[node].append((bound_end, pod.gpus, pod.cpu, pod.memory,
-                                                  run))
+            name = run.gang.name
+            end = ends(run.gang, self.now)[1]
             for pod, node in run.new_pods[seen:]:
-                entries[node].append((end, pod.gpus, pod.cpu, pod.memory, run))
+                entries[node].append((end, pod.gpus, pod.cpu, pod.memory, name))
                 touched.add(node)
-        if first:
-            touched = range(len(entries))
         for node in touched:
             entries[node].sort(key=_DEADLINE)
             self._cumulative.pop(node, None)
+
+    def _bound(self, runs: Sequence[GangRun]) -> None:
+        """The pods bound before the cycle, of the runs not evicted: the nodes' own
+        `releases` when they carry them (taking out an evicted gang's), else every pod."""
+        cluster, entries = self.cluster, self.entries
+        given = all(node.releases is not None for node in cluster.nodes)
+        for run in runs:
+            gang = run.gang
+            if not run.evicted and gang.pods and (gang.settled_amount is not None or any(
+                    pod.node is not None for pod in gang.pods)):
+                self.bound_runs.append(run)
+        if given and not any(run.evicted_pods for run in runs):
+            for i, node in enumerate(cluster.nodes):
+                entries[i] = list(node.releases)
+            for run in runs:
+                if run.evicted:
+                    self._take_out(run.gang)
+            return
+        index = cluster.index
+        for run in self.bound_runs:
+            gang, evicted = run.gang, run.evicted_pods
+            bound_end, name = ends(gang, self.now)[0], gang.name
+            for pod in gang.pods:
+                if pod.node is not None and (not evicted or pod.name not in evicted):
+                    node = index.get(pod.node)
+                    if node is not None:
+                        entries[node].append((bound_end, pod.gpus, pod.cpu, pod.memory, name))
+        for node_entries in entries:
+            node_entries.sort(key=_DEADLINE)
+
+    def _take_out(self, gang: Gang) -> None:
+        """An evicted gang's bound pods release nothing later: they are gone now."""
+        for position in {self.cluster.index.get(pod.node) for pod in gang.pods} - {None}:
+            self.entries[position] = [entry for entry in self.entries[position]
+                                      if entry[4] != gang.name]
 
     def _sums(self, node: int) -> tuple[list[float], list[int], list[int], list[int]]:
         """Per node: the deadlines, and what has come back by each (gpus, cpu, memory)."""
@@ -222,7 +254,7 @@ class Timeline:
         return ends[position - 1] if position else self.now
 
     def whose(self, node: int, when: float) -> list[str]:
-        return [label(entry[4].gang) for entry in self.entries[node]
+        return [label(self.runs[entry[4]].gang) for entry in self.entries[node]
                 if entry[0] == when and entry[4] not in self.skip]
 
     def crossings(self, nodes: Sequence[int], shape: tuple[int, int, int], count: int

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import scheduler.backends.kubernetes.snapshot_memo as snapshot_memo
 from scheduler.backends.kubernetes.informer import Informer
 from scheduler.backends.kubernetes.snapshot import SnapshotMemo, build_snapshot
-from scheduler.core.kai_names import MOVED_FROM_ANNOTATION
+from scheduler.core.kai_names import EXEC_TIMEOUT_ANNOTATION, MOVED_FROM_ANNOTATION
+from scheduler.core.node_totals import with_node_totals
 from tests.unit.test_k8s_placement_snapshot import ME, NS, moving, node, queue
 from tests.unit.test_k8s_placement_snapshot import pod as base_pod
 from tests.unit.test_k8s_placement_snapshot import podgroup as base_podgroup
@@ -45,8 +46,11 @@ def cache():
     return made
 
 
-def podgroup(name, queue_name="leaf", min_member=1):
-    return base_podgroup(name, queue_name, minMember=min_member)
+def podgroup(name, queue_name="leaf", min_member=1, exec_timeout=None):
+    made = base_podgroup(name, queue_name, minMember=min_member)
+    if exec_timeout is not None:
+        made["metadata"]["annotations"] = {EXEC_TIMEOUT_ANNOTATION: str(exec_timeout)}
+    return made
 
 
 def pod(name, group, *, leaving=False, moved_from=None, **fields):
@@ -70,7 +74,7 @@ pod_events = st.tuples(st.just("pods"), st.just("ADDED"), pods)
 podgroup_events = st.tuples(st.just("podgroups"), st.sampled_from(("ADDED", "DELETED")),
                             st.builds(podgroup, st.sampled_from(GROUPS),
                                       st.sampled_from(("leaf", "leaf", "root", "missing")),
-                                      st.integers(1, 2)))
+                                      st.integers(1, 2), st.sampled_from((None, 60, 600))))
 events = st.one_of(  # repeated: drawn more often
     pod_events, pod_events, pod_events, podgroup_events, podgroup_events,
     st.tuples(st.just("pods"), st.just("DELETED"), st.builds(
@@ -90,8 +94,8 @@ cycles = st.lists(st.tuples(
 def seen(snapshot, index) -> dict:
     """Everything a cycle reads from a snapshot and its index (pods of a gang in any order)."""
     return {
-        "nodes": [(n.name, n.gpus, n.cpu, n.memory, n.labels, n.schedulable)
-                  for n in snapshot.nodes],
+        "nodes": [(n.name, n.gpus, n.cpu, n.memory, n.labels, n.schedulable, n.bound,
+                   n.releases) for n in snapshot.nodes],
         "queues": sorted(q.name for q in snapshot.queues),
         "gangs": sorted((g.name, g.queue, g.min_member, g.priority, g.preemptible,
                          g.running_since, g.below_min_since,
@@ -122,6 +126,9 @@ def test_a_kept_snapshot_is_the_one_built_afresh(cycles) -> None:
         kept = build_snapshot(kube, memo=memo, **options)
         afresh = build_snapshot(kube, **options)
         assert seen(*kept) == seen(*afresh)
+        reference = with_node_totals(afresh[0])  # the gangs' pods, counted afresh
+        assert [(n.bound, n.releases) for n in afresh[0].nodes] == [
+            (n.bound, n.releases) for n in reference.nodes]
 
 
 def test_a_cycle_after_one_change_reads_that_pod_and_builds_that_gang_only(monkeypatch) -> None:
@@ -150,6 +157,22 @@ def test_a_cycle_after_one_change_reads_that_pod_and_builds_that_gang_only(monke
     third, _ = build_snapshot(kube, scheduler_name=ME, now=3.0, memo=memo)
     assert read == ["p7"] and [n.gpus for n in third.nodes] == [8]
     assert all(gang is before[gang.name] for gang in third.gangs if gang.name != "osmo/g7")
+    assert [n.bound for n in third.nodes] == [(5, 2500, 5 * 2**30)]  # p0-p3 and p7
+
+
+def test_a_gang_left_out_for_its_queue_still_holds_its_nodes() -> None:
+    kube, memo = cache(), SnapshotMemo()
+    kube.nodes.apply("ADDED", node("n0"))
+    kube.podgroups.apply("ADDED", podgroup("orphaned", "missing"))
+    kube.pods.apply("ADDED", pod("p0", "orphaned", node_name="n0", phase="Running", gpus=2))
+    snap, index = build_snapshot(kube, scheduler_name=ME, now=1.0, memo=memo)
+    assert index.skipped == {"osmo/orphaned": "Queue 'missing' does not exist"}
+    assert [(n.gpus, n.bound) for n in snap.nodes] == [(6, (0, 0, 0))]
+    assert index.node_free["n0"][0] == 6
+    kube.queues.apply("ADDED", queue("missing", "root"))  # its queue comes: a gang again
+    snap, index = build_snapshot(kube, scheduler_name=ME, now=2.0, memo=memo)
+    assert [g.name for g in snap.gangs] == ["osmo/orphaned"] and index.skipped == {}
+    assert [(n.gpus, n.bound) for n in snap.nodes] == [(8, (2, 500, 2**30))]
 
 
 def test_a_binding_no_longer_assumed_is_read_from_the_cache_again() -> None:

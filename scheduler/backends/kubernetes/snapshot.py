@@ -19,15 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
+from sys import intern
 from typing import Any
 
 from scheduler.core import Gang, Node, SchedulerConfig, Snapshot
 from scheduler.core.collector import collector_paused
+from scheduler.core.node_totals import INF, release
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 from scheduler.kai.decode import (
     node_allocatable,
     node_schedulable,
     pod_of,
+    pod_requests,
     pod_started,
     podgroup_gang,
     podgroup_queue,
@@ -93,7 +97,7 @@ def _build_snapshot(cache: ClusterCache, memo: SnapshotMemo, *, scheduler_name: 
                          orphans=list(memo.marked[ORPHAN].values()))
     queues = tuple(queue_of(q, (usage or {}).get(q["metadata"]["name"], 0.0))
                    for q in cache.queues.items())
-    nodes = _nodes(cache, memo, index)
+    index.nodes = {intern(n["metadata"]["name"]): n for n in cache.nodes.items()}
     queue_names = {q.name for q in queues}
     parents = {q.parent for q in queues if q.parent}
     shape = (frozenset(index.nodes), frozenset(queue_names), frozenset(parents))
@@ -101,13 +105,12 @@ def _build_snapshot(cache: ClusterCache, memo: SnapshotMemo, *, scheduler_name: 
         memo.shape = shape
         memo.dirty.update(memo.members)
     for group in memo.dirty:
-        memo.gangs.pop(group, None)
-        if group in memo.members:
-            memo.gangs[group] = _gang(cache.namespace, group, memo, index.nodes,
-                                      queue_names, parents)
+        memo.keep_gang(group, _gang(cache.namespace, group, memo, index.nodes, queue_names,
+                                    parents) if group in memo.members else None)
     memo.dirty = set()
+    nodes = _nodes(memo, index)
     gangs = []
-    for gang_name, podgroup, gang, names, skipped in memo.gangs.values():
+    for gang_name, podgroup, gang, names, skipped, _holds in memo.gangs.values():
         if skipped is not None:
             index.skipped[gang_name] = skipped
         elif gang is None:
@@ -123,43 +126,58 @@ def _build_snapshot(cache: ClusterCache, memo: SnapshotMemo, *, scheduler_name: 
     return snapshot, index
 
 
-def _nodes(cache: ClusterCache, memo: SnapshotMemo, index: ClusterIndex) -> tuple[Node, ...]:
-    """The core's nodes: allocatable minus what foreign pods hold (each node's ``Node`` kept
-    while its object and that are unchanged); the index's real free and terminating totals."""
-    objects = {n["metadata"]["name"]: n for n in cache.nodes.items()}
-    index.nodes = objects
-    foreign, terminating = memo.held[FOREIGN], memo.held[TERMINATING]
+def _nodes(memo: SnapshotMemo, index: ClusterIndex) -> tuple[Node, ...]:
+    """The core's nodes: allocatable minus what pods outside the snapshot's gangs hold
+    (foreign pods, and the bound pods of gangs left out of it), with what the gangs' bound pods
+    hold and when they release it (``Node.bound``, ``Node.releases``); each node's ``Node``
+    kept while its object and those are unchanged. The index's real free and terminating
+    totals."""
+    foreign, left_out = memo.held[FOREIGN], memo.left_out
+    terminating, bound = memo.held[TERMINATING], memo.bound
     built = {}
-    for name in sorted(objects):
-        obj = objects[name]
-        held = tuple(foreign.get(name) or ZERO)
+    for name in sorted(index.nodes):
+        obj = index.nodes[name]
+        held = tuple(map(sum, zip(foreign.get(name) or ZERO, left_out.get(name) or ZERO)))
+        on = tuple(bound.get(name) or ZERO)
         kept = memo.nodes.get(name)
-        if kept is None or kept[0] is not obj or kept[1] != held:
+        releases = (kept[3].releases if kept is not None and name not in memo.moved_releases
+                    else tuple(sorted(chain.from_iterable(
+                        memo.releases.get(name, {}).values()))))
+        if (kept is None or kept[0] is not obj or kept[1] != held or kept[3].bound != on
+                or kept[3].releases is not releases):
             gpus, cpu, memory = node_allocatable(obj)
             free = (gpus - held[0], cpu - held[1], memory - held[2])
             kept = (obj, held, free,
                     Node(name=name, gpus=max(0, free[0]), cpu=max(0, free[1]),
                          memory=max(0, free[2]), labels=(obj["metadata"].get("labels") or {}),
-                         schedulable=node_schedulable(obj)))
+                         schedulable=node_schedulable(obj), bound=on, releases=releases))
         built[name] = kept
         index.node_free[name] = list(kept[2])
         index.terminating[name] = list(terminating.get(name) or ZERO)
     memo.nodes = built
+    memo.moved_releases = set()
     return tuple(kept[3] for kept in built.values())
 
 
 def _gang(namespace: str, group: str, memo: SnapshotMemo, nodes: dict[str, Any],
           queue_names: set[str], parents: set[str]) -> tuple:
-    """(gang name, PodGroup, Gang or None, its pods' names, why skipped or None) of
-    ``group``'s members: a pod bound to a node that is gone holds nothing anywhere and is left
-    out."""
+    """(gang name, PodGroup, Gang or None, its pods' names, why skipped or None, its bound
+    pods per node as ``Node.releases`` entries) of ``group``'s members: a pod bound to a node
+    that is gone holds nothing anywhere and is left out. A skipped gang's bound pods still hold
+    their nodes."""
     podgroup, members = memo.podgroups[group], memo.members[group]
     gang_name = f"{namespace}/{group}"
     queue = podgroup_queue(podgroup)
+    bound: dict[str, list[tuple]] = {}
     if queue not in queue_names or queue in parents:
+        for pod, node in members.values():
+            if node in nodes:
+                held = pod_requests(pod)
+                bound.setdefault(node, []).append(
+                    (INF, held.gpus, held.cpu, held.memory, gang_name))
         return (gang_name, podgroup, None, list(members),
                 f"Queue {queue!r} does not exist" if queue not in queue_names
-                else f"Queue {queue!r} is not a leaf queue")
+                else f"Queue {queue!r} is not a leaf queue", bound)
     subgroups = bool((podgroup.get("spec") or {}).get("subGroups"))
     core_pods = []
     priority = None
@@ -174,11 +192,14 @@ def _gang(namespace: str, group: str, memo: SnapshotMemo, nodes: dict[str, Any],
             started.append(pod_started(pod))
         core_pods.append(pod_of(key, pod, node, subgroups=subgroups))
     if not core_pods:
-        return gang_name, podgroup, None, [], None
+        return gang_name, podgroup, None, [], None, bound
     gang = podgroup_gang(gang_name, podgroup, tuple(core_pods), queue=queue, priority=priority,
                          running_since=min(started) if started else None,
                          below_min_since=memo.below_min.get(gang_name))
-    return gang_name, podgroup, gang, [p.name for p in core_pods], None
+    for core_pod in core_pods:
+        if core_pod.node:
+            bound.setdefault(core_pod.node, []).append(release(gang, core_pod))
+    return gang_name, podgroup, gang, [p.name for p in core_pods], None, bound
 
 
 def gang_ready(gang: Gang, bound: set[str]) -> bool:

@@ -18,6 +18,7 @@ builder (:mod:`.snapshot`) to build again; a build that fails forgets everything
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from sys import intern
 from typing import Any
 
 from scheduler.core.kai_names import MOVED_FROM_ANNOTATION, PODGROUP_ANNOTATION
@@ -88,7 +89,7 @@ class MemberPods(Mapping):
 class SnapshotMemo:
     """The pods' places, gangs' members and nodes' held totals (see the module), and what the
     builder made of each gang (``gangs``: group → (gang name, PodGroup, Gang or None, pod
-    names, why skipped or None))."""
+    names, why skipped or None, what its bound pods hold per node))."""
 
     def __init__(self) -> None:
         self.cursors: dict[str, tuple[int, int] | None] = {"pods": None, "podgroups": None}
@@ -103,6 +104,13 @@ class SnapshotMemo:
         self.assumed: dict[str, str] = {}
         self.below_min: dict[str, float] = {}
         self.gangs: dict[str, tuple] = {}
+        # kept with ``gangs`` (see ``keep_gang``), per node: what the bound pods of the
+        # snapshot's gangs hold, and of gangs left out of it; the gangs' releases there
+        # (gang name → entries), and the nodes whose releases changed since the last build
+        self.bound: dict[str, list[int]] = {}
+        self.left_out: dict[str, list[int]] = {}
+        self.releases: dict[str, dict[str, list[tuple]]] = {}
+        self.moved_releases: set[str] = set()
         self.dirty: set[str] = set()
         self.context: tuple = ()  # (namespace, scheduler name) the places were made for
         self.shape: tuple = ()  # (node names, queue names, parent queues) the gangs read
@@ -112,14 +120,43 @@ class SnapshotMemo:
         """Keep nothing: the next refresh reads everything."""
         self.__init__()
 
+    def keep_gang(self, group: str, built: tuple | None) -> None:
+        """``group``'s gang as the builder made it now (None: it has none), and the nodes'
+        totals and releases with it."""
+        old = self.gangs.pop(group, None)
+        if built is not None:
+            self.gangs[group] = built
+        for entry, sign in ((old, -1), (built, 1)):
+            if entry is None:
+                continue
+            totals = self.bound if entry[4] is None else self.left_out
+            for node, pods in entry[5].items():
+                held = totals.setdefault(node, [0, 0, 0])
+                for _end, gpus, cpu, memory, _gang in pods:
+                    held[0] += sign * gpus
+                    held[1] += sign * cpu
+                    held[2] += sign * memory
+        before = old[5] if old is not None and old[4] is None else {}
+        after = built[5] if built is not None and built[4] is None else {}
+        for node in before.keys() | after.keys():
+            pods = after.get(node)
+            if pods != before.get(node):
+                gangs = self.releases.setdefault(node, {})
+                if pods:
+                    gangs[group] = pods
+                else:
+                    gangs.pop(group, None)
+                self.moved_releases.add(node)
+
     # --- one pod -------------------------------------------------------------------------------
     def place_of(self, key: str, pod: dict[str, Any], facts: tuple, cache) -> tuple | None:
         """(group, node, held as, requests, mark) — see the module."""
         live, node, deleting, group, leaving, moved = facts
         if not live:
             return None
-        if not node:
-            node = self.assumed.get(key)
+        # one string per node name, the nodes' own (see `snapshot`): the cycle looks up every
+        # bound pod's node, and a look-up that finds the very key compares no characters
+        node = intern(node) if node else self.assumed.get(key)
         mine = group is not None and group in self.podgroups
         mark = None
         if mine and not deleting and leaving:

@@ -5,7 +5,10 @@
 - a queue's order key is remembered until its allocated or reserved amounts change;
 - a reservation's what-if placements run in a `Cluster.trial`, which leaves the free-GPU
   buckets and the domains' totals alone until it undoes everything;
-- a node's release timeline keeps its entries in deadline order only.
+- a node's release timeline keeps its entries in deadline order only;
+- nodes that carry their bound pods' totals and releases (`Node.bound`, `Node.releases`, what
+  the Kubernetes snapshot keeps from cycle to cycle) are not charged pod by pod, and the
+  reservations' timeline starts from them.
 
 Each is compared with the computation it replaces: the same cycles with the shortcut turned
 off, and the timeline's look-ups with sums over the raw releases.
@@ -25,7 +28,8 @@ from scheduler.core import cycle as cycle_module
 from scheduler.core.cluster import Cluster
 from scheduler.core.cycle import run_cycle
 from scheduler.core.gang_run import GangRun
-from scheduler.core.model import Gang, Node, Pod, SchedulerConfig, Snapshot
+from scheduler.core.model import Gang, Node, Pod, Queue, SchedulerConfig, Snapshot
+from scheduler.core.node_totals import with_node_totals
 from scheduler.core.queue_book import QueueBook
 from scheduler.core.timelines import INF, Timeline, label
 from tests.unit.scheduler_core.test_cycle_properties import (
@@ -76,6 +80,7 @@ def test_the_shortcuts_decide_as_the_computations_they_replace(data):
     result = run_cycle(first)
     with shortcuts_off():
         assert run_cycle(first) == result
+    assert run_cycle(with_node_totals(first)) == result
     # running gangs now: settled ones among them, meeting new pending work
     second = apply(first, result, now=200.0)
     second = replace(second, gangs=second.gangs + timed(
@@ -83,6 +88,24 @@ def test_the_shortcuts_decide_as_the_computations_they_replace(data):
     result = run_cycle(second)
     with shortcuts_off():
         assert run_cycle(second) == result
+    assert run_cycle(with_node_totals(second)) == result
+
+
+def test_an_evicted_stale_gang_gives_back_what_the_bound_totals_count():
+    # `stale` runs 2 of its 3 required pods past its grace: evicted, its node freed for `next`
+    stale = Gang("stale", "leaf", min_member=3, running_since=0.0, below_min_since=0.0,
+                 pods=(Pod("stale-0", gpus=4, node="n0"), Pod("stale-1", gpus=4, node="n0")))
+    waiting = Gang("next", "leaf", min_member=1, created_at=1.0, pods=(Pod("next-0", gpus=8),))
+    snapshot = Snapshot(nodes=(Node("n0", gpus=8, cpu=1000, memory=8),),
+                        queues=(Queue("leaf"),), gangs=(stale, waiting), now=1000.0)
+    result = run_cycle(snapshot)
+    assert [(e.pod, e.node) for e in result.evictions] == [("stale-0", "n0"), ("stale-1", "n0")]
+    assert [(b.pod, b.node) for b in result.bindings] == [("next-0", "n0")]
+    assert run_cycle(with_node_totals(snapshot)) == result
+    # a node whose bound total is not taken back stays full: the total is what the core reads
+    totals = with_node_totals(snapshot)
+    assert run_cycle(replace(totals, nodes=(replace(totals.nodes[0], bound=(16, 0, 0)),))
+                     ).bindings == ()
 
 
 @st.composite
@@ -196,3 +219,25 @@ def naive_crossings(cluster: Cluster, releases, shape, count) -> list[float]:
         return []
     found.sort()
     return sorted({t for t in found if t >= found[count - 1]})
+
+
+def test_an_evicted_stale_gangs_releases_are_left_out_of_the_timeline():
+    # `stale` (due at 1200) is evicted now, `busy` ends at 1500: `wide`, needing both nodes,
+    # is expected at 1500 and holds n0, freed now, from `filler` (no exec_timeout); counting
+    # `stale` as releasing n0 at 1200 would leave nothing to hold there
+    stale = Gang("stale", "leaf", min_member=3, running_since=0.0, below_min_since=0.0,
+                 exec_timeout=1200.0, pods=tuple(Pod(f"stale-{i}", gpus=4, node="n0")
+                                                 for i in range(2)))
+    busy = Gang("busy", "leaf", min_member=1, running_since=0.0, exec_timeout=1500.0,
+                pods=(Pod("busy-0", gpus=8, node="n1"),))
+    wide = Gang("wide", "leaf", min_member=2, created_at=0.0, exec_timeout=100.0,
+                pods=tuple(Pod(f"wide-{i}", gpus=8) for i in range(2)))
+    filler = Gang("filler", "leaf", min_member=1, created_at=1.0, pods=(Pod("filler-0", gpus=8),))
+    snapshot = Snapshot(nodes=(Node("n0", gpus=8), Node("n1", gpus=8)), queues=(Queue("leaf"),),
+                        gangs=(stale, busy, wide, filler), now=1000.0)
+    result = run_cycle(snapshot)
+    assert [e.gang for e in result.evictions] == ["stale", "stale"]
+    assert [(e.gang, e.at, e.waits_for) for e in result.estimates] == [
+        ("wide", 1500.0, ("gang 'busy'",))]
+    assert result.bindings == ()
+    assert run_cycle(with_node_totals(snapshot)) == result

@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.core.cycle import run_cycle  # noqa: E402
+from scheduler.core.node_totals import with_node_totals  # noqa: E402
 from scheduler.core.model import (  # noqa: E402
     Gang,
     Node,
@@ -123,7 +124,8 @@ def consolidation(nodes: int = 500, per_node: int = 7, gang_pods: int = 8) -> Sn
 
 def large_cluster(nodes: int, pods_total: int, pending_pods: int = 10_000,
                   reserving: int = 0) -> Snapshot:
-    """Mostly running pods (GPU gangs and CPU-only gangs of 10) plus a pending batch.
+    """Mostly running pods (GPU gangs and CPU-only gangs of 10) plus a pending batch, the nodes
+    carrying their bound totals and releases as the Kubernetes backend's snapshot does.
     `reserving`: that many gangs of 64 x 8 GPUs that have waited long (one per queue) and
     do not fit, and every running gang with an exec_timeout: each cycle reserves nodes for
     them from the running work's deadlines and backfills the batch around them."""
@@ -158,7 +160,7 @@ def large_cluster(nodes: int, pods_total: int, pending_pods: int = 10_000,
         gangs.append(Gang(name, f"team-{j % 10}", min_member=10, created_at=1e6 + j,
                           pods=tuple(Pod(f"{name}-{p}", gpus=rng.choice([0, 1]), cpu=500)
                                      for p in range(10))))
-    return Snapshot(cluster, queues, tuple(gangs), TOPOLOGY, now=float(index))
+    return with_node_totals(Snapshot(cluster, queues, tuple(gangs), TOPOLOGY, now=float(index)))
 
 
 def backlog(nodes: int = 500, waiting: int = 5_000) -> Snapshot:
@@ -311,14 +313,16 @@ def measure_snapshots(label: str, snapshot: Snapshot, repeats: int) -> None:
     from scheduler.kai import decode
     from scheduler.snapshot import build_snapshot as from_rows
 
-    def built_right(kind: str, built: Snapshot, expected: tuple, shape=sources.shape) -> None:
-        if shape(built) != expected:
+    def built_right(kind: str, built: Snapshot, expected: tuple, bound: bool = False) -> None:
+        if sources.shape(built, bound=bound) != expected:
             raise SystemExit(f"{label}: the snapshot from the {kind} is not the scenario's, "
                              "no time printed")
 
     scheduler_name = settings.OSMO_SCHEDULER_NAME
     cache = sources.kube_cache(snapshot, scheduler_name)
     expected = sources.kube_shape(snapshot)
+    now = sources.START.timestamp() + snapshot.now  # the cache's times are wall-clock times
+    decided = run_cycle(snapshot)  # what the cycle on a built snapshot must come to
     first, again, changed, whole = [], [], [], []
     for _ in range(repeats):
         # a scheduler that just started: nothing parsed yet
@@ -334,15 +338,19 @@ def measure_snapshots(label: str, snapshot: Snapshot, repeats: int) -> None:
                 for pod in news:
                     cache.pods.apply("MODIFIED", pod)
             start = time.perf_counter()
-            built, _index = from_cache(
-                cache, scheduler_name=scheduler_name, now=snapshot.now, memo=memo,
-                config=snapshot.config)
+            built, _index = from_cache(cache, scheduler_name=scheduler_name, now=now,
+                                       memo=memo, config=snapshot.config)
             times.append(time.perf_counter() - start)
-            built_right("informer cache", built, expected)
+            built_right("informer cache", built, expected, bound=True)
+            if times is not changed:  # the scheduler decides after every build
+                run_cycle(built)
         start = time.perf_counter()
         result = run_cycle(built)
         whole.append(changed[-1] + time.perf_counter() - start)
         problems = check(built, result)
+        made, scenario = ((len(r.bindings), len(r.estimates)) for r in (result, decided))
+        if made != scenario:
+            problems.append(f"(bound, reserved) {made}, the scenario's cycle makes {scenario}")
         if problems:
             raise SystemExit(f"{label}: the plan from the informer cache's snapshot is wrong, "
                              "no time printed: " + "; ".join(problems[:10]))

@@ -25,9 +25,14 @@ def _iso(seconds: float) -> str:
 
 
 def shape(snapshot: Snapshot, gang_name=lambda gang: gang.name, queue_name=lambda q: q,
-          pod_name=lambda gang, pod: pod.name) -> tuple:
-    """What a builder must carry over, names mapped to the builder's (`gang_name`, ...)."""
-    nodes = sorted((n.name, n.gpus, n.cpu, n.memory, n.labels, n.schedulable)
+          pod_name=lambda gang, pod: pod.name, bound: bool = False, epoch: float = 0.0
+          ) -> tuple:
+    """What a builder must carry over, names mapped to the builder's (`gang_name`, ...);
+    `bound`: the nodes' bound totals and releases too (a builder that keeps them), the
+    releases' deadlines as wall-clock times (`epoch`: the scenario's time 0)."""
+    nodes = sorted((n.name, n.gpus, n.cpu, n.memory, n.labels, n.schedulable,
+                    (n.bound, n.releases and [(e[0] + epoch, *e[1:4]) for e in n.releases])
+                    if bound else None)
                    for n in snapshot.nodes)
     gangs = sorted(
         (gang_name(g), queue_name(g.queue), g.min_member, g.exec_timeout, g.priority,
@@ -119,7 +124,8 @@ def _pod(gang: Gang, pod, scheduler_name: str, group_annotation: str, gpu: str) 
 def kube_shape(snapshot: Snapshot) -> tuple:
     """`shape` under the names the Kubernetes builder gives (`namespace/name`)."""
     return shape(snapshot, gang_name=lambda g: f"{NAMESPACE}/{g.name}",
-                 pod_name=lambda _g, p: f"{NAMESPACE}/{p.name}")
+                 pod_name=lambda _g, p: f"{NAMESPACE}/{p.name}", bound=True,
+                 epoch=START.timestamp())
 
 
 # --- the database rows -----------------------------------------------------------------------

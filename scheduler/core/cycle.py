@@ -129,12 +129,15 @@ class _Cycle:
         amount = gang.settled_amount
         if amount is None:
             return None
-        ready = len(gang.pods) >= leaf_minimum(gang.min_member)
-        verdict = None if ready else below_minimum(gang, self.snapshot.now, self.config)
+        if len(gang.pods) >= leaf_minimum(gang.min_member):  # ready: most gangs, most cycles
+            if not self.summed:
+                _charge(gang.pods, index, used, 1)
+            return None, None, True, False, amount
+        verdict = below_minimum(gang, self.snapshot.now, self.config)
         evicted = verdict is not None and verdict.evict
         self._charge_bound(gang, evicted, index, used)
         self._judge_stale(gang, verdict)
-        return None, None, ready, evicted, list(amount)
+        return None, None, False, evicted, amount
 
     def _charge_bound(self, gang: Gang, evicted: bool, index: dict[str, int],
                       used: list[list[int]]) -> None:
@@ -193,11 +196,16 @@ class _Cycle:
                 held, held_np = bound[gang.queue]
                 total, non_preemptible = (amount, amount) if ready is not None \
                     else self._bound_amounts(run)
-                for i in range(3):
-                    own[i] += amount[i]
-                    held[i] += total[i]
-                    if not gang.preemptible:
-                        held_np[i] += non_preemptible[i]
+                own[0] += amount[0]
+                own[1] += amount[1]
+                own[2] += amount[2]
+                held[0] += total[0]
+                held[1] += total[1]
+                held[2] += total[2]
+                if not gang.preemptible:
+                    held_np[0] += non_preemptible[0]
+                    held_np[1] += non_preemptible[1]
+                    held_np[2] += non_preemptible[2]
         requested = {leaf: dict(zip(RESOURCES, amount, strict=True))
                      for leaf, amount in asked.items()}
         return requested, bound

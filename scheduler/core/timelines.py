@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from scheduler.core.cluster import Cluster
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 INF = float("inf")
 _DEADLINE, _GPUS, _CPU, _MEMORY = (itemgetter(i) for i in range(4))
+_GANG_NAME = attrgetter("gang.name")
 
 
 def label(gang: Gang) -> str:
@@ -162,7 +163,7 @@ class Timeline:
             [] for _ in cluster.names]
         self.counted: dict[GangRun, int] = {}  # run -> its pods placed this cycle, counted
         self.bound_runs: list[GangRun] = []  # live runs with pods bound before the cycle
-        self.runs: dict[str, GangRun] | None = None  # gang name -> its run, once built
+        self.runs: Sequence[GangRun] | None = None  # every run, once built (see `_run`)
         self._cumulative: dict[int, tuple] = {}
         self.skip: set[str] = set()  # gangs left out of one reservation's look-ups
 
@@ -172,11 +173,12 @@ class Timeline:
             self._cumulative.pop(node, None)
 
     def refresh(self, runs: Sequence[GangRun]) -> None:
-        """The first call: every run's bound pods (every run of the cycle) and placed ones;
-        later calls: the pods placed since, of the runs given."""
+        """The first call: the bound and placed pods of `runs`, every run of the cycle in gang
+        name order (the cycle's order); later calls: the pods placed since, of the runs
+        given."""
         entries, counted = self.entries, self.counted
         if self.runs is None:
-            self.runs = {run.gang.name: run for run in runs}
+            self.runs = runs
             self._bound(runs)
         touched: set[int] = set()
         for run in runs:
@@ -254,8 +256,17 @@ class Timeline:
         return ends[position - 1] if position else self.now
 
     def whose(self, node: int, when: float) -> list[str]:
-        return [label(self.runs[entry[4]].gang) for entry in self.entries[node]
+        return [label(self._run(entry[4]).gang) for entry in self.entries[node]
                 if entry[0] == when and entry[4] not in self.skip]
+
+    def _run(self, name: str) -> GangRun:
+        """The run of gang `name`: found by bisection in the cycle's runs, which are in gang
+        name order (a look-up table of every run cost more than the few look-ups)."""
+        runs = self.runs
+        position = bisect_left(runs, name, key=_GANG_NAME)
+        if position < len(runs) and runs[position].gang.name == name:
+            return runs[position]
+        return next(run for run in runs if run.gang.name == name)
 
     def crossings(self, nodes: Sequence[int], shape: tuple[int, int, int], count: int
                   ) -> list[float]:

@@ -133,17 +133,18 @@ def _nodes(memo: SnapshotMemo, index: ClusterIndex) -> tuple[Node, ...]:
     kept while its object and those are unchanged. The index's real free and terminating
     totals."""
     foreign, left_out = memo.held[FOREIGN], memo.left_out
-    terminating, bound = memo.held[TERMINATING], memo.bound
+    terminating = memo.held[TERMINATING]
     built = {}
     for name in sorted(index.nodes):
         obj = index.nodes[name]
         held = tuple(map(sum, zip(foreign.get(name) or ZERO, left_out.get(name) or ZERO)))
-        on = tuple(bound.get(name) or ZERO)
         kept = memo.nodes.get(name)
-        releases = (kept[3].releases if kept is not None and name not in memo.moved_releases
-                    else tuple(sorted(chain.from_iterable(
-                        memo.releases.get(name, {}).values()))))
-        if (kept is None or kept[0] is not obj or kept[1] != held or kept[3].bound != on
+        if kept is not None and name not in memo.moved_releases:
+            releases, on = kept[3].releases, kept[3].bound
+        else:
+            releases = tuple(sorted(chain.from_iterable(memo.releases.get(name, {}).values())))
+            on = _bound(releases)
+        if (kept is None or kept[0] is not obj or kept[1] != held
                 or kept[3].releases is not releases):
             gpus, cpu, memory = node_allocatable(obj)
             free = (gpus - held[0], cpu - held[1], memory - held[2])
@@ -157,6 +158,15 @@ def _nodes(memo: SnapshotMemo, index: ClusterIndex) -> tuple[Node, ...]:
     memo.nodes = built
     memo.moved_releases = set()
     return tuple(kept[3] for kept in built.values())
+
+
+def _bound(releases: tuple) -> tuple[int, int, int]:
+    gpus = cpu = memory = 0
+    for _end, pod_gpus, pod_cpu, pod_memory, _gang in releases:
+        gpus += pod_gpus
+        cpu += pod_cpu
+        memory += pod_memory
+    return gpus, cpu, memory
 
 
 def _gang(namespace: str, group: str, memo: SnapshotMemo, nodes: dict[str, Any],

@@ -104,10 +104,9 @@ class SnapshotMemo:
         self.assumed: dict[str, str] = {}
         self.below_min: dict[str, float] = {}
         self.gangs: dict[str, tuple] = {}
-        # kept with ``gangs`` (see ``keep_gang``), per node: what the bound pods of the
-        # snapshot's gangs hold, and of gangs left out of it; the gangs' releases there
-        # (gang name → entries), and the nodes whose releases changed since the last build
-        self.bound: dict[str, list[int]] = {}
+        # kept with ``gangs`` (see ``keep_gang``), per node: what the bound pods of gangs left
+        # out of the snapshot hold; the snapshot's gangs' releases there (group → entries),
+        # and the nodes whose releases changed since the last build
         self.left_out: dict[str, list[int]] = {}
         self.releases: dict[str, dict[str, list[tuple]]] = {}
         self.moved_releases: set[str] = set()
@@ -122,23 +121,23 @@ class SnapshotMemo:
 
     def keep_gang(self, group: str, built: tuple | None) -> None:
         """``group``'s gang as the builder made it now (None: it has none), and the nodes'
-        totals and releases with it."""
+        releases (or, for a gang left out, held totals) with it."""
         old = self.gangs.pop(group, None)
         if built is not None:
             self.gangs[group] = built
         for entry, sign in ((old, -1), (built, 1)):
-            if entry is None:
-                continue
-            totals = self.bound if entry[4] is None else self.left_out
-            for node, pods in entry[5].items():
-                held = totals.setdefault(node, [0, 0, 0])
-                for _end, gpus, cpu, memory, _gang in pods:
-                    held[0] += sign * gpus
-                    held[1] += sign * cpu
-                    held[2] += sign * memory
+            if entry is not None and entry[4] is not None:
+                for node, pods in entry[5].items():
+                    held = self.left_out.setdefault(node, [0, 0, 0])
+                    for _end, gpus, cpu, memory, _gang in pods:
+                        held[0] += sign * gpus
+                        held[1] += sign * cpu
+                        held[2] += sign * memory
         before = old[5] if old is not None and old[4] is None else {}
         after = built[5] if built is not None and built[4] is None else {}
-        for node in before.keys() | after.keys():
+        if before == after:  # built again the same: a status or a re-list's copy
+            return
+        for node in before.keys() | after.keys() if before else after:
             pods = after.get(node)
             if pods != before.get(node):
                 gangs = self.releases.setdefault(node, {})

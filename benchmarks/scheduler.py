@@ -30,7 +30,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.core.cycle import run_cycle  # noqa: E402
-from scheduler.core.node_totals import with_node_totals  # noqa: E402
 from scheduler.core.model import (  # noqa: E402
     Gang,
     Node,
@@ -42,6 +41,7 @@ from scheduler.core.model import (  # noqa: E402
     TopologyConstraint,
     TopologyLevel,
 )
+from scheduler.core.node_totals import with_node_totals  # noqa: E402
 
 TOPOLOGY = Topology(levels=(TopologyLevel("zone"), TopologyLevel("rack")))
 

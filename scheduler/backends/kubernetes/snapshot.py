@@ -137,7 +137,8 @@ def _nodes(memo: SnapshotMemo, index: ClusterIndex) -> tuple[Node, ...]:
     built = {}
     for name in sorted(index.nodes):
         obj = index.nodes[name]
-        held = tuple(map(sum, zip(foreign.get(name) or ZERO, left_out.get(name) or ZERO)))
+        held = tuple(map(sum, zip(foreign.get(name) or ZERO, left_out.get(name) or ZERO,
+                                  strict=True)))
         kept = memo.nodes.get(name)
         if kept is not None and name not in memo.moved_releases:
             releases, on = kept[3].releases, kept[3].bound

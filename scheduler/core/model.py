@@ -13,9 +13,11 @@ Mappings in the input (node labels, pod node selectors) are frozen into sorted t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import accumulate
+from operator import itemgetter
 
 RESOURCES = ("gpu", "cpu", "memory")
 UNLIMITED = -1
@@ -26,6 +28,16 @@ SEMI_PREEMPTIBLE = "semi-preemptible"
 
 BINPACK = "binpack"
 SPREAD = "spread"
+
+
+_DEADLINE, _GPUS, _CPU, _MEMORY = (itemgetter(i) for i in range(4))
+
+
+def cumulative_releases(entries: Sequence[tuple]) -> tuple[list, list, list, list]:
+    """`(deadline, gpus, cpu, memory, ...)` entries in deadline order → their deadlines, and
+    what has come back by each (gpus, cpu, memory)."""
+    return (list(map(_DEADLINE, entries)), list(accumulate(map(_GPUS, entries))),
+            list(accumulate(map(_CPU, entries))), list(accumulate(map(_MEMORY, entries))))
 
 
 def freeze_pairs(value: Mapping[str, str] | tuple | list | None) -> tuple[tuple[str, str], ...]:
@@ -66,6 +78,12 @@ class Node:
             if label_key == key:
                 return label_value
         return None
+
+    @cached_property
+    def release_sums(self) -> tuple[list, list, list, list]:
+        """`cumulative_releases` of `releases`, worked out once per object (a caller keeping
+        a node from cycle to cycle hands the same object to every cycle)."""
+        return cumulative_releases(self.releases or ())
 
 
 @dataclass(frozen=True)

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from itertools import accumulate
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from scheduler.core.cluster import Cluster
 from scheduler.core.gang_run import GangRun, amount_of
-from scheduler.core.model import UNLIMITED, Gang
+from scheduler.core.model import UNLIMITED, Gang, cumulative_releases
 
 if TYPE_CHECKING:
     from scheduler.core.reservation import Reserver
 
 INF = float("inf")
-_DEADLINE, _GPUS, _CPU, _MEMORY = (itemgetter(i) for i in range(4))
+_DEADLINE = itemgetter(0)
 _GANG_NAME = attrgetter("gang.name")
 
 
@@ -158,13 +157,18 @@ class Timeline:
     def __init__(self, cluster: Cluster, now: float) -> None:
         self.cluster = cluster
         self.now = now
-        # per node: (deadline, gpus, cpu, memory, gang name) of each pod on it
-        self.entries: list[list[tuple[float, int, int, int, str]]] = [
+        # per node: (deadline, gpus, cpu, memory, gang name) of each pod on it (the node's
+        # `releases` tuple itself until something changes there)
+        self.entries: list[Sequence[tuple[float, int, int, int, str]]] = [
             [] for _ in cluster.names]
         self.counted: dict[GangRun, int] = {}  # run -> its pods placed this cycle, counted
         self.bound_runs: list[GangRun] = []  # live runs with pods bound before the cycle
         self.runs: Sequence[GangRun] | None = None  # every run, once built (see `_run`)
         self._cumulative: dict[int, tuple] = {}
+        # entries from the nodes' `releases` (shared, not copied, until a node's change: its
+        # sums are then the node's own, worked out once per `Node`), and the changed nodes
+        self._given = False
+        self._own: set[int] = set()
         self.skip: set[str] = set()  # gangs left out of one reservation's look-ups
 
     def forget(self, nodes) -> None:
@@ -176,10 +180,10 @@ class Timeline:
         """The first call: the bound and placed pods of `runs`, every run of the cycle in gang
         name order (the cycle's order); later calls: the pods placed since, of the runs
         given."""
-        entries, counted = self.entries, self.counted
         if self.runs is None:
             self.runs = runs
             self._bound(runs)
+        entries, counted = self.entries, self.counted
         touched: set[int] = set()
         for run in runs:
             placed = len(run.new_pods)
@@ -190,11 +194,14 @@ class Timeline:
             name = run.gang.name
             end = ends(run.gang, self.now)[1]
             for pod, node in run.new_pods[seen:]:
+                if node not in touched:
+                    entries[node] = list(entries[node])  # its node's releases, shared so far
+                    touched.add(node)
                 entries[node].append((end, pod.gpus, pod.cpu, pod.memory, name))
-                touched.add(node)
         for node in touched:
             entries[node].sort(key=_DEADLINE)
             self._cumulative.pop(node, None)
+            self._own.add(node)
 
     def _bound(self, runs: Sequence[GangRun]) -> None:
         """The pods bound before the cycle, of the runs not evicted: the nodes' own
@@ -207,8 +214,8 @@ class Timeline:
                     pod.node is not None for pod in gang.pods)):
                 self.bound_runs.append(run)
         if given and not any(run.evicted_pods for run in runs):
-            for i, node in enumerate(cluster.nodes):
-                entries[i] = list(node.releases)
+            self.entries = [node.releases for node in cluster.nodes]
+            self._given = True
             for run in runs:
                 if run.evicted:
                     self._take_out(run.gang)
@@ -230,18 +237,21 @@ class Timeline:
         for position in {self.cluster.index.get(pod.node) for pod in gang.pods} - {None}:
             self.entries[position] = [entry for entry in self.entries[position]
                                       if entry[4] != gang.name]
+            self._own.add(position)
 
     def _sums(self, node: int) -> tuple[list[float], list[int], list[int], list[int]]:
         """Per node: the deadlines, and what has come back by each (gpus, cpu, memory)."""
         sums = self._cumulative.get(node)
         if sums is None:
-            entries = self.entries[node]
             skip = self.skip
             if skip:
-                entries = [entry for entry in entries if entry[4] not in skip]
-            sums = self._cumulative[node] = (
-                list(map(_DEADLINE, entries)), list(accumulate(map(_GPUS, entries))),
-                list(accumulate(map(_CPU, entries))), list(accumulate(map(_MEMORY, entries))))
+                sums = cumulative_releases(
+                    [entry for entry in self.entries[node] if entry[4] not in skip])
+            elif self._given and node not in self._own:  # the node's releases as they came
+                sums = self.cluster.nodes[node].release_sums
+            else:
+                sums = cumulative_releases(self.entries[node])
+            self._cumulative[node] = sums
         return sums
 
     def released(self, node: int, when: float) -> tuple[int, int, int]:

@@ -1,4 +1,6 @@
-"""The snapshot the scheduler reads: frozen dataclasses, nothing else.
+"""The snapshot the scheduler reads: frozen dataclasses, and the few values derived from one
+that each object works out once (`Gang.settled_amount`, `Node.release_sums`): a caller keeping
+its objects from cycle to cycle saves the core that work every cycle.
 
 The Django layer builds one `Snapshot` per cycle (nodes, queues, gangs, topology, `now`, config)
 and hands it to `scheduler.core.cycle.run_cycle`. Nothing here knows about a database or a clock:

@@ -17,6 +17,16 @@ def release(gang: Gang, pod: Pod) -> tuple[float, int, int, int, str]:
     return (INF if deadline is None else deadline, pod.gpus, pod.cpu, pod.memory, gang.name)
 
 
+def total(entries) -> tuple[int, int, int]:
+    """What `releases` entries (or any `(_, gpus, cpu, memory, ...)` entries) hold in all."""
+    gpus = cpu = memory = 0
+    for entry in entries:
+        gpus += entry[1]
+        cpu += entry[2]
+        memory += entry[3]
+    return gpus, cpu, memory
+
+
 def with_node_totals(snapshot: Snapshot) -> Snapshot:
     """`snapshot` with each node's `bound` and `releases` worked out from its gangs."""
     releases: dict[str, list[tuple]] = {node.name: [] for node in snapshot.nodes}
@@ -25,7 +35,6 @@ def with_node_totals(snapshot: Snapshot) -> Snapshot:
             if pod.node in releases:
                 releases[pod.node].append(release(gang, pod))
     return replace(snapshot, nodes=tuple(
-        replace(node, bound=tuple(sum(entry[i] for entry in releases[node.name])
-                                  for i in (1, 2, 3)),
+        replace(node, bound=total(releases[node.name]),
                 releases=tuple(sorted(releases[node.name])))
         for node in snapshot.nodes))

@@ -25,7 +25,7 @@ from typing import Any
 
 from scheduler.core import Gang, Node, SchedulerConfig, Snapshot
 from scheduler.core.collector import collector_paused
-from scheduler.core.node_totals import INF, release
+from scheduler.core.node_totals import INF, release, total
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 from scheduler.kai.decode import (
     node_allocatable,
@@ -144,7 +144,7 @@ def _nodes(memo: SnapshotMemo, index: ClusterIndex) -> tuple[Node, ...]:
             releases, on = kept[3].releases, kept[3].bound
         else:
             releases = tuple(sorted(chain.from_iterable(memo.releases.get(name, {}).values())))
-            on = _bound(releases)
+            on = total(releases)
         if (kept is None or kept[0] is not obj or kept[1] != held
                 or kept[3].releases is not releases):
             gpus, cpu, memory = node_allocatable(obj)
@@ -159,15 +159,6 @@ def _nodes(memo: SnapshotMemo, index: ClusterIndex) -> tuple[Node, ...]:
     memo.nodes = built
     memo.moved_releases = set()
     return tuple(kept[3] for kept in built.values())
-
-
-def _bound(releases: tuple) -> tuple[int, int, int]:
-    gpus = cpu = memory = 0
-    for _end, pod_gpus, pod_cpu, pod_memory, _gang in releases:
-        gpus += pod_gpus
-        cpu += pod_cpu
-        memory += pod_memory
-    return gpus, cpu, memory
 
 
 def _gang(namespace: str, group: str, memo: SnapshotMemo, nodes: dict[str, Any],

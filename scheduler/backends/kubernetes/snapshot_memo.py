@@ -22,6 +22,7 @@ from sys import intern
 from typing import Any
 
 from scheduler.core.kai_names import MOVED_FROM_ANNOTATION, PODGROUP_ANNOTATION
+from scheduler.core.node_totals import total
 from scheduler.kai.decode import pod_requests
 
 from .cache import FINISHED
@@ -129,10 +130,8 @@ class SnapshotMemo:
             if entry is not None and entry[4] is not None:
                 for node, pods in entry[5].items():
                     held = self.left_out.setdefault(node, [0, 0, 0])
-                    for _end, gpus, cpu, memory, _gang in pods:
-                        held[0] += sign * gpus
-                        held[1] += sign * cpu
-                        held[2] += sign * memory
+                    for i, amount in enumerate(total(pods)):
+                        held[i] += sign * amount
         before = old[5] if old is not None and old[4] is None else {}
         after = built[5] if built is not None and built[4] is None else {}
         if before == after:  # built again the same: a status or a re-list's copy

@@ -1,8 +1,9 @@
 """The Kubernetes backend's metrics (names after client-go's and the API server's own).
 
-Every request of the official client, and of :func:`.client.call`, goes through one urllib3
-pool manager per ``ApiClient``: :func:`instrument` counts there, by verb, resource and code,
-so no call site counts by hand. A watch is counted when its response starts."""
+Every request of the official client goes through one urllib3 pool manager per
+``ApiClient``, and every one of :func:`.client.call` through that manager's connection pool of
+the API server: :func:`instrument` and :func:`counted` count there, by verb, resource and
+code, so no call site counts by hand. A watch is counted when its response starts."""
 
 from __future__ import annotations
 
@@ -66,7 +67,15 @@ def instrument(api_client):
     if not enabled():
         return api_client
     manager = api_client.rest_client.pool_manager
-    send = manager.request
+    manager.request = counted(manager.request)
+    return api_client
+
+
+def counted(send):
+    """``send(method, url, ...)`` (urllib3's ``request`` or a pool's ``urlopen``), each request
+    counted by verb, resource and code, and timed; as it is when the metrics are off."""
+    if not enabled():
+        return send
 
     def request(method, url, *args, **kwargs):
         started = time.perf_counter()
@@ -80,8 +89,7 @@ def instrument(api_client):
             API_REQUESTS.labels(verb, resource, code).inc()
             API_DURATION.labels(verb).observe(time.perf_counter() - started)
 
-    manager.request = request
-    return api_client
+    return request
 
 
 def record_watch_restart(resource: str, reason: str) -> None:

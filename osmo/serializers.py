@@ -10,9 +10,11 @@ the two cannot drift); services keep the domain rules. An invalid request raises
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 
 from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from .errors import RequestInvalid
 
@@ -33,6 +35,11 @@ class RequestSerializer(serializers.Serializer):
     # Nested shapes the contract spells out completely (a platform) refuse unknown keys; request
     # bodies ignore them, as they always have.
     reject_unknown_fields = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for field in cls._declared_fields.values():
+            _scan_surrogates_at_c_speed(field)
 
     def get_fields(self) -> dict:
         # DRF deep-copies the declared fields for each instance, and a field's deep copy
@@ -72,6 +79,30 @@ def _fresh(field: serializers.Field) -> serializers.Field:
         clone.child = _fresh(child)
         clone.child.parent = clone  # its name and source stay as the declared field bound them
     return clone
+
+
+class SurrogateFreeValidator(ProhibitSurrogateCharactersValidator):
+    """DRF's refusal of surrogate characters in a string field (same message and code), found by
+    one regular expression search instead of a Python loop over every character (17 ms of CPU a
+    megabyte against 2 ms: a spec at the body limit spent 70 ms on this check alone)."""
+
+    SURROGATE = re.compile("[\ud800-\udfff]")
+
+    def __call__(self, value):
+        found = self.SURROGATE.search(str(value))
+        if found:
+            super().__call__(found.group())
+
+
+def _scan_surrogates_at_c_speed(field: serializers.Field) -> None:
+    """Swap a declared string field's (or a list or dict field's child's) surrogate check for
+    :class:`SurrogateFreeValidator`; the copies a request validates with share it."""
+    field.validators = [SurrogateFreeValidator()
+                        if type(validator) is ProhibitSurrogateCharactersValidator else validator
+                        for validator in field.validators]
+    child = getattr(field, "child", None)
+    if child is not None and not isinstance(child, serializers.BaseSerializer):
+        _scan_surrogates_at_c_speed(child)
 
 
 class StrictIntegerField(serializers.IntegerField):

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from functools import cache
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.types.json import Jsonb
 
 from .models import Task, TaskEvent, Workflow, WorkflowGroup, WorkflowNameCounter
@@ -91,19 +91,21 @@ event AS (
     FROM workflow, json_to_recordset(%s::json) e(reason text, message text))"""
 
 
-def _prepared(instance, model):
-    """(field, the value the database gets) for each inserted column of ``instance``."""
+def _prepared(instance, model, db):
+    """(field, the value the database gets) for each inserted column of ``instance``; ``db``:
+    the connection itself (each of a field's many reads through the ``connection`` proxy
+    looks the thread's connection up again: a tenth of a submission's insert)."""
     for field in _fields(model)[0]:
-        yield field, field.get_db_prep_save(field.pre_save(instance, add=True), connection)
+        yield field, field.get_db_prep_save(field.pre_save(instance, add=True), db)
 
 
-def _values(instance, model, params: list) -> None:
-    params.extend(value for _field, value in _prepared(instance, model))
+def _values(instance, model, params: list, db) -> None:
+    params.extend(value for _field, value in _prepared(instance, model, db))
 
 
-def _record(instance, model, record: dict) -> dict:
+def _record(instance, model, record: dict, db) -> dict:
     """A row as a JSON object (``json_populate_record``): the values ``_values`` sends."""
-    for field, value in _prepared(instance, model):
+    for field, value in _prepared(instance, model, db):
         record[field.column] = value.obj if isinstance(value, Jsonb) else value
     return record
 
@@ -127,15 +129,16 @@ def insert_admitted(workflow: Workflow, groups: list[WorkflowGroup], tasks: list
     params: list = []
     if numbered is not None:
         params.append(numbered)
-    _values(workflow, Workflow, params)
-    params.append(_dumps([_record(group, WorkflowGroup, {}) for group in groups]))
-    params.append(_dumps([_record(task, Task, {"group": task.group.name})
+    db = connections[DEFAULT_DB_ALIAS]
+    _values(workflow, Workflow, params, db)
+    params.append(_dumps([_record(group, WorkflowGroup, {}, db) for group in groups]))
+    params.append(_dumps([_record(task, Task, {"group": task.group.name}, db)
                           for task in tasks]))
     if events:
         params.append(workflow.submitted_at)
         params.append(_dumps([{"reason": reason[:40], "message": message[:1000]}
                               for reason, message in events]))
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(_statement(bool(events), numbered is not None), params)
         rows = cursor.fetchall()
     workflow.pk, workflow.name = rows[0][0], rows[0][1]

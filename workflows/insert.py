@@ -93,8 +93,8 @@ event AS (
 
 def _prepared(instance, model, db):
     """(field, the value the database gets) for each inserted column of ``instance``; ``db``:
-    the connection itself (each of a field's many reads through the ``connection`` proxy
-    looks the thread's connection up again: a tenth of a submission's insert)."""
+    the connection itself, not the ``connection`` proxy, which looks the thread's connection
+    up again at every read (a field reads it once or more: 51 fields a submission)."""
     for field in _fields(model)[0]:
         yield field, field.get_db_prep_save(field.pre_save(instance, add=True), db)
 

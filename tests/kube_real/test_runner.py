@@ -10,6 +10,7 @@ import time
 import pytest
 
 from scheduler.backends.kubernetes.client import api_client
+from scheduler.backends.kubernetes.listener import PodListener
 from scheduler.backends.kubernetes.runner import BackendRunner
 from scheduler.models import Node
 from tests import factories
@@ -82,5 +83,38 @@ def test_the_backend_process_runs_workflows_through_a_server_restart(
         assert alice.post(f"/api/workflow/{later}/cancel").status_code == 200
         wait_for(lambda: cluster.names("pods") == [] and cluster.names("podgroups") == [],
                  what="cancel cleanup")
+    finally:
+        cluster.delete_node(node)
+
+
+def test_a_start_lists_the_pods_once_and_the_resync_lists_them_again(
+        apiserver, k8s_settings, transactional_db, cluster, client, broker_url,
+        monkeypatch) -> None:
+    """The listener's first LIST is the start's: the resync at the start does not ask for a
+    second one (with thousands of pods, while the work begins); the next resync does."""
+    lists: list[float] = []
+    relist = PodListener.relist
+
+    def counted(listener) -> int:
+        lists.append(time.monotonic())
+        return relist(listener)
+
+    monkeypatch.setattr(PodListener, "relist", counted)
+    node = f"gpu-{cluster.namespace}"
+    cluster.add_node(node, gpus=8)
+    try:
+        backend = run_backend(apiserver, interval=0.2, resync=4.0)
+        runner = next(backend)
+        try:
+            wait_for(lambda: runner.listener is not None and runner.listener.listed_at,
+                     what="the first LIST")
+            started = time.monotonic()
+            wait_for(lambda: health(client)[0] == 200, what="a pass of the main loop")
+            assert lists and runner.listener.relist_requested is False
+            wait_for(lambda: runner.listener.relist_requested or len(lists) > 1, timeout=10,
+                     what="the next resync's re-list")
+            assert time.monotonic() - started >= 4.0 - 0.5
+        finally:
+            next(backend, None)
     finally:
         cluster.delete_node(node)

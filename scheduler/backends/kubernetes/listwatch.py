@@ -1,8 +1,9 @@
 """LIST + WATCH of one resource, resumed from its resourceVersion: what the pod listener and
 the placement's informers share. A subclass LISTs (``relist``: reconcile everything, set
 ``resource_version``) and applies one event (``on_event``); ``step()`` does one LIST (the first
-time, after a 410 Gone, or when asked) or one WATCH. Every event is applied BEFORE the
-resourceVersion moves past it, so an event whose write failed comes again with the next watch.
+time, after a 410 Gone, or when asked: ``request_relist``) or one WATCH. Every event is applied
+BEFORE the resourceVersion moves past it, so an event whose write failed comes again with the
+next watch.
 """
 
 from __future__ import annotations
@@ -53,12 +54,20 @@ class ListWatch:
     def __init__(self) -> None:
         self.resource_version: str | None = None
         self.relist_requested = False
+        self.listed_at: float | None = None  # monotonic time of the last LIST
         self._watch: Any = None
         self._stopping = False
         self._relist_reason = "initial"
 
     def relist(self) -> int:
         raise NotImplementedError
+
+    def request_relist(self, *, unless_listed_within: float) -> None:
+        """A LIST at the next step, unless one was made in the last ``unless_listed_within``
+        seconds: a periodic re-list right after the start's first LIST would list everything
+        again for nothing (thousands of pods, while a burst of work begins)."""
+        if self.listed_at is None or time.monotonic() - self.listed_at >= unless_listed_within:
+            self.relist_requested = True
 
     def on_event(self, event_type: str, obj: dict[str, Any]) -> int:
         raise NotImplementedError
@@ -160,6 +169,7 @@ class ListWatch:
         if self.resource_version is None or self.relist_requested:
             metrics.record_relist(self.resource, self._relist_reason)
             counted = self.relist()
+            self.listed_at = time.monotonic()
             self._relist_reason = "requested"
             return counted
         try:

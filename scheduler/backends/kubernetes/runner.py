@@ -8,7 +8,8 @@ loop). The leader runs, until it stops or loses its session:
   groups past their exec_timeout / queue_timeout, dispatch runnable groups, clean up ended
   ones (timed-out groups' pods included), sweep archived pools, publish KAI's pending reasons;
   every ``OSMO_K8S_RESYNC_INTERVAL`` seconds also the node inventory, a sweep of leftovers and
-  a full re-list of the pods;
+  a full re-list of the pods (not when the listener listed them in the last half interval, as
+  it does at a start);
 - with ``OSMO_PLACEMENT=osmo``, the scheduler (a child process under ``run_k8s_backend``, a
   thread when asked): informers of Nodes, Pods, PodGroups, Queues and Topologies, and a
   scheduling cycle (:mod:`.placement`) whenever they change, its figures on the
@@ -303,7 +304,7 @@ class BackendRunner:
                         cleaner.sweep()
                         dispatcher.known_queues.clear()  # re-check queues now and then
                         if self.listener is not None:
-                            self.listener.relist_requested = True
+                            self.listener.request_relist(unless_listed_within=self.resync / 2)
                         next_resync = time.monotonic() + self.resync
                     services.timeouts_enforce()  # ended groups' pods go with the cleanup below
                     dispatcher.run(batches=MAX_BATCHES)  # a backlog: batch after batch

@@ -34,7 +34,7 @@ from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
-from . import metrics, numbering, ports
+from . import metrics, numbering, parsed_specs, ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -72,24 +72,35 @@ def validate_priority(priority: str | None) -> str:
 
 def parse_for_pool(pool: Pool, source, *, set_variables=(), set_string_variables=()
                    ) -> WorkflowSpec:
-    """Parse with the pool's platforms (subpools inherit their parent's)."""
+    """Parse with the pool's platforms (subpools inherit their parent's); a spec parsed before
+    with the same inputs is reused (:mod:`.parsed_specs`)."""
     settings_pool = pool.parent if pool.is_subpool else pool
+    platforms = list(settings_pool.platforms or {})
+    default_platform = settings_pool.default_platform or None
+    set_variables, set_string_variables = list(set_variables or ()), list(
+        set_string_variables or ())
+    limits = input_limits()
+    key = parsed_specs.key_of(source, set_variables=set_variables,
+                              set_string_variables=set_string_variables, platforms=platforms,
+                              default_platform=default_platform, limits=limits)
+    spec = parsed_specs.get(key)
+    if spec is not None:
+        return spec
     # Levels are checked against the stored cluster Topology, read only if the spec needs it.
-    topologies = ports.scheduling().topologies()
+    topologies = parsed_specs.Watched(ports.scheduling().topologies())
     try:
-        return parse_workflow_spec(
-            source, set_variables=list(set_variables or ()),
-            set_string_variables=list(set_string_variables or ()),
-            platforms=list(settings_pool.platforms or {}),
-            default_platform=settings_pool.default_platform or None,
-            topologies=topologies, limits=input_limits(),
-        )
+        spec = parse_workflow_spec(
+            source, set_variables=set_variables, set_string_variables=set_string_variables,
+            platforms=platforms, default_platform=default_platform, topologies=topologies,
+            limits=limits)
     except SpecError as error:
         raise OsmoError(getattr(error, "code", "invalid_spec"), "The workflow spec is not valid: "
                         + "; ".join(f"{path}: {messages[0]}"
                                     for path, messages in list(error.errors.items())[:3]),
                         errors={path: list(messages) for path, messages in error.errors.items()}
                         ) from error
+    parsed_specs.keep(key, spec, topologies)
+    return spec
 
 
 def exec_timeout(spec: WorkflowSpec | None) -> int | None:

@@ -72,12 +72,24 @@ def test_a_refused_spec_is_refused_again(team, user, parses) -> None:
     assert not Workflow.objects.filter(name__startswith="bad").exists()
 
 
-def test_the_kept_specs_are_bounded(team, parses, monkeypatch) -> None:
-    monkeypatch.setattr(parsed_specs, "MAX_SPECS", 3)
+@pytest.mark.parametrize("bound", ["MAX_SPECS", "MAX_KEPT_CHARACTERS"])
+def test_the_kept_specs_are_bounded(team, parses, monkeypatch, bound) -> None:
     specs = [gpu_spec(1, f"many-{n}") for n in range(5)]
+    monkeypatch.setattr(parsed_specs, bound, 3 if bound == "MAX_SPECS" else
+                        sum(len(spec) for spec in specs[:3]))
     for spec in specs:
         admission.parse_for_pool(team, spec)
-    assert len(parsed_specs._kept) == 3
+    assert [key[0] for key in parsed_specs._kept] == specs[2:]
+    assert parsed_specs._characters[0] == sum(len(spec) for spec in specs[2:])
     admission.parse_for_pool(team, specs[0])  # the oldest went first
     admission.parse_for_pool(team, specs[4])
     assert parses == [*specs, specs[0]]
+
+
+def test_a_long_text_is_parsed_each_time(team, parses, monkeypatch) -> None:
+    monkeypatch.setattr(parsed_specs, "MAX_CHARACTERS", 100)
+    spec = gpu_spec(1, "long")
+    assert len(spec) > 100
+    admission.parse_for_pool(team, spec)
+    admission.parse_for_pool(team, spec)
+    assert parses == [spec, spec] and not parsed_specs._kept

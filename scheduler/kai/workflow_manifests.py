@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import yaml
 from django.conf import settings
 
 from osmo.bounded import SAFE_LOADER
+from osmo.text_keyed import TextKeyed
 from scheduler.core.kai_names import POOL_LABEL, WORKFLOW_LABEL, label_value, queue_name_for
 from scheduler.kai.podgroups import build_workflow_manifests
 from workflows.spec import WorkflowSpec, parse_workflow_spec
 
-# Stored specs up to this size are kept parsed, by their text (the model is immutable): a
-# workflow submitted again and again from one file — a stream of small jobs — is parsed once
-# per process at dispatch. 256 of them hold at most 16 MiB of text.
-CACHED_SPEC_CHARACTERS = 64 * 1024
+# Stored specs are kept parsed, by their text (the model is immutable): a workflow submitted
+# again and again from one file — a stream of small jobs — is parsed once per process at
+# dispatch. At most 256 of them, of at most 1 MiB of text in all (about 26 MB parsed).
+PARSED = TextKeyed(entries=256, characters=1024 * 1024, longest=64 * 1024)
 
 
 def stored_spec(workflow) -> WorkflowSpec:
@@ -24,14 +23,11 @@ def stored_spec(workflow) -> WorkflowSpec:
     bounding it again was a third of the parse (dispatch parses every workflow it sends)."""
     rendered = bool(workflow.rendered_spec)
     text = workflow.rendered_spec if rendered else workflow.spec
-    if len(text) <= CACHED_SPEC_CHARACTERS:
-        return _parsed(text, rendered)
-    return _parse(text, rendered)
-
-
-@lru_cache(maxsize=256)
-def _parsed(text: str, rendered: bool) -> WorkflowSpec:
-    return _parse(text, rendered)
+    spec = PARSED.get((text, rendered))
+    if spec is None:
+        spec = _parse(text, rendered)
+        PARSED.put((text, rendered), spec)
+    return spec
 
 
 def _parse(text: str, rendered: bool) -> WorkflowSpec:

@@ -125,7 +125,7 @@ def test_a_pass_parses_each_workflows_spec_once(backend, cluster, alice, team,
     text: a workflow submitted again from the same spec reuses the parse."""
     from scheduler.kai import workflow_manifests
 
-    workflow_manifests._parsed.cache_clear()
+    workflow_manifests.PARSED.clear()
     parsed = []
     parse = workflow_manifests.parse_workflow_spec
     monkeypatch.setattr(workflow_manifests, "parse_workflow_spec",

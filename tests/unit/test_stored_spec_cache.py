@@ -21,7 +21,7 @@ workflow:
 
 @pytest.fixture
 def parses(monkeypatch):
-    workflow_manifests._parsed.cache_clear()
+    workflow_manifests.PARSED.clear()
     counted = []
     real = workflow_manifests.parse_workflow_spec
 
@@ -31,7 +31,7 @@ def parses(monkeypatch):
 
     monkeypatch.setattr(workflow_manifests, "parse_workflow_spec", parse)
     yield counted
-    workflow_manifests._parsed.cache_clear()
+    workflow_manifests.PARSED.clear()
 
 
 def test_one_text_is_parsed_once_and_each_other_text_for_itself(parses) -> None:
@@ -49,7 +49,7 @@ def test_one_text_is_parsed_once_and_each_other_text_for_itself(parses) -> None:
 
 
 def test_a_text_over_the_limit_is_parsed_every_time(parses, monkeypatch) -> None:
-    monkeypatch.setattr(workflow_manifests, "CACHED_SPEC_CHARACTERS", 10)
+    monkeypatch.setattr(workflow_manifests.PARSED, "longest", 10)
     workflow = SimpleNamespace(rendered_spec=SPEC.format(name="big"), spec="")
     first, second = (workflow_manifests.stored_spec(workflow) for _ in range(2))
     assert first == second and first is not second

@@ -19,7 +19,7 @@ RACK_SPEC = gpu_spec(1, "racked").replace(
 def parses(monkeypatch) -> list[str]:
     """The texts parse_workflow_spec was called with, the kept specs (and the pools read
     without a lock, which another test's pool of the same name may have left) emptied first."""
-    parsed_specs.forget()
+    parsed_specs.PARSED.clear()
     monkeypatch.setattr(admission, "_unlocked", {})
     calls: list[str] = []
     parse = admission.parse_workflow_spec
@@ -30,7 +30,7 @@ def parses(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(admission, "parse_workflow_spec", counted)
     yield calls
-    parsed_specs.forget()
+    parsed_specs.PARSED.clear()
 
 
 def test_the_same_text_is_parsed_once_and_admitted_each_time(team, user, parses) -> None:
@@ -72,24 +72,24 @@ def test_a_refused_spec_is_refused_again(team, user, parses) -> None:
     assert not Workflow.objects.filter(name__startswith="bad").exists()
 
 
-@pytest.mark.parametrize("bound", ["MAX_SPECS", "MAX_KEPT_CHARACTERS"])
+@pytest.mark.parametrize("bound", ["entries", "characters"])
 def test_the_kept_specs_are_bounded(team, parses, monkeypatch, bound) -> None:
     specs = [gpu_spec(1, f"many-{n}") for n in range(5)]
-    monkeypatch.setattr(parsed_specs, bound, 3 if bound == "MAX_SPECS" else
+    monkeypatch.setattr(parsed_specs.PARSED, bound, 3 if bound == "entries" else
                         sum(len(spec) for spec in specs[:3]))
     for spec in specs:
         admission.parse_for_pool(team, spec)
-    assert [key[0] for key in parsed_specs._kept] == specs[2:]
-    assert parsed_specs._characters[0] == sum(len(spec) for spec in specs[2:])
+    assert parsed_specs.PARSED.texts() == specs[2:]
+    assert parsed_specs.PARSED.held() == sum(len(spec) for spec in specs[2:])
     admission.parse_for_pool(team, specs[0])  # the oldest went first
     admission.parse_for_pool(team, specs[4])
     assert parses == [*specs, specs[0]]
 
 
 def test_a_long_text_is_parsed_each_time(team, parses, monkeypatch) -> None:
-    monkeypatch.setattr(parsed_specs, "MAX_CHARACTERS", 100)
+    monkeypatch.setattr(parsed_specs.PARSED, "longest", 100)
     spec = gpu_spec(1, "long")
     assert len(spec) > 100
     admission.parse_for_pool(team, spec)
     admission.parse_for_pool(team, spec)
-    assert parses == [spec, spec] and not parsed_specs._kept
+    assert parses == [spec, spec] and not parsed_specs.PARSED.texts()

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from scheduler.kai import workflow_manifests
+from tests.parses import counted_parses
 
 SPEC = """
 workflow:
@@ -21,17 +22,7 @@ workflow:
 
 @pytest.fixture
 def parses(monkeypatch):
-    workflow_manifests.PARSED.clear()
-    counted = []
-    real = workflow_manifests.parse_workflow_spec
-
-    def parse(source, **options):
-        counted.append(source)
-        return real(source, **options)
-
-    monkeypatch.setattr(workflow_manifests, "parse_workflow_spec", parse)
-    yield counted
-    workflow_manifests.PARSED.clear()
+    yield from counted_parses(monkeypatch, workflow_manifests, workflow_manifests.PARSED)
 
 
 def test_one_text_is_parsed_once_and_each_other_text_for_itself(parses) -> None:

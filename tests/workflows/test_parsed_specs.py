@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from tests.parses import counted_parses
 from tests.workflows.conftest import gpu_spec, submit
 from workflows import admission, parsed_specs
 from workflows.models import Workflow
@@ -16,21 +19,11 @@ RACK_SPEC = gpu_spec(1, "racked").replace(
 
 
 @pytest.fixture
-def parses(monkeypatch) -> list[str]:
-    """The texts parse_workflow_spec was called with, the kept specs (and the pools read
-    without a lock, which another test's pool of the same name may have left) emptied first."""
-    parsed_specs.PARSED.clear()
+def parses(monkeypatch) -> Iterator[list[str]]:
+    """The texts admission parsed, its kept specs (and the pools read without a lock, which
+    another test's pool of the same name may have left) emptied first."""
     monkeypatch.setattr(admission, "_unlocked", {})
-    calls: list[str] = []
-    parse = admission.parse_workflow_spec
-
-    def counted(source, **options):
-        calls.append(source)
-        return parse(source, **options)
-
-    monkeypatch.setattr(admission, "parse_workflow_spec", counted)
-    yield calls
-    parsed_specs.PARSED.clear()
+    yield from counted_parses(monkeypatch, admission, parsed_specs.PARSED)
 
 
 def test_the_same_text_is_parsed_once_and_admitted_each_time(team, user, parses) -> None:

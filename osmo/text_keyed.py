@@ -2,7 +2,8 @@
 the least recently used go first, and what is kept is bounded by count and by the characters of
 its texts — a parsed spec holds about 26 times its text (a 46 KB spec of 600 tasks: 1.2 MB), so
 a bound on count alone would let large texts fill the memory. A key is a tuple whose first item
-is the text; a text longer than ``longest`` is never kept. Safe to share between threads."""
+is the text; a text longer than ``longest`` is never kept, nor hashed to be looked up. Safe to
+share between threads."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class TextKeyed:
         return isinstance(text, str) and len(text) <= self.longest
 
     def get(self, key: tuple) -> Any | None:
+        if not self.keeps(key[0]):
+            return None
         with self._lock:
             value = self._kept.get(key)
             if value is not None:

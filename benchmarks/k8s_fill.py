@@ -16,7 +16,10 @@ room for is refused). Scenarios, each on an empty cluster:
   process of its own) on the same PodGroups and pods created directly: for both, every pod
   exists before the scheduler starts, and the figure is the time from its start to the last
   binding. Targets: (1) ≤ 1.3 × (2); our binding rate ≥ 1.5 × kube-scheduler's; ≤ 1.05 API
-  requests of our scheduler per scheduled pod.
+  requests of our scheduler per scheduled pod. Each compared pair runs ``--rounds`` times (2),
+  in turn A B, B A: the machine's speed drifts by a fifth within minutes, so one pair's ratio
+  says as much about the minute as about the code; a target's ratio is the rounds' total times
+  over each other, each round's printed too.
 - ``gang``: one 512-pod gang (1 GPU each, ``minMember`` 512) on 512 nodes × 8 GPUs.
 - ``rack``: a 16 × 8-GPU gang that requires one rack, on 512 nodes (32 racks of 16) that
   another scheduler's pods fragment: one rack only has 16 whole nodes free.
@@ -27,7 +30,7 @@ kubelet stand-in admits it), no node's pods requesting more than its allocatable
 scheduler's bind and delete counts. Then it prints where the time goes and the load.
 
     python benchmarks/k8s_fill.py [fill gang rack] [--nodes 500] [--workflows 4000]
-                                  [--clients 8]
+                                  [--clients 8] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -353,9 +356,10 @@ def _until(done, limit: float, label: str, problems=lambda: []) -> None:
         time.sleep(0.05)
 
 
-def product_phase(server, admin: Admin, args, run_dir: Path) -> dict:
-    """(1) ``osmo standalone`` as a user starts it, on this cluster: REST → Running."""
-    standalone = Standalone(run_dir / "osmo", {
+def product_phase(server, admin: Admin, args, data_dir: Path) -> dict:
+    """(1) ``osmo standalone`` as a user starts it (on a new ``data_dir``), on this cluster:
+    REST → Running."""
+    standalone = Standalone(data_dir, {
         "OSMO_CLUSTER_BACKEND": "kubernetes", "OSMO_PLACEMENT": "osmo",
         "OSMO_KAI_KUBECONFIG": str(server.backend_kubeconfig)})
     standalone.start()
@@ -606,40 +610,94 @@ def fill(server, admin: Admin, args, run_dir: Path) -> None:
     started = time.perf_counter()
     nodes = admin.nodes(args.nodes)
     print(f"[fill] {args.nodes} Nodes × 8 GPUs created in {time.perf_counter() - started:.1f} s; "
-          f"{args.workflows} one-GPU jobs, {args.clients} clients; load before: "
-          f"{os.getloadavg()[0]:.1f}", flush=True)
-    product = product_phase(server, admin, args, run_dir)
-    templates = product["templates"]
-    _clean(admin)
-    floor = floor_phase(server, admin, args, templates, nodes)
-    _clean(admin)
-    kube = kube_scheduler_phase(server, admin, args, templates, run_dir)
-    _clean(admin)
-    ours = osmo_scheduler_phase(server, admin, args, templates)
-    _clean(admin)
-    print_fill(args, product, floor, kube, ours)
+          f"{args.workflows} one-GPU jobs, {args.clients} clients, {args.rounds} round(s); "
+          f"load before: {os.getloadavg()[0]:.1f}", flush=True)
+    runs: dict[str, list[dict]] = {"product": [], "floor": [], "kube": [], "ours": []}
+    templates: list[dict] = []
+
+    def run(phase: str, round_: int) -> None:
+        if phase == "product":
+            figures = product_phase(server, admin, args, run_dir / f"osmo-{round_ + 1}")
+            if not templates:  # the first product's objects are what the others write
+                templates.extend(figures["templates"])
+        elif phase == "floor":
+            figures = floor_phase(server, admin, args, templates, nodes)
+        elif phase == "kube":
+            figures = kube_scheduler_phase(server, admin, args, templates, run_dir)
+        else:
+            figures = osmo_scheduler_phase(server, admin, args, templates)
+        runs[phase].append(figures)
+        _clean(admin)
+
+    # Each compared pair runs in the order A B, then B A, ...: the machine's speed drifts within
+    # minutes, and a drift then weighs on both sides of a ratio alike.
+    for pair in (("product", "floor"), ("kube", "ours")):
+        for round_ in range(args.rounds):
+            for phase in (pair if round_ % 2 == 0 else pair[::-1]):
+                run(phase, round_)
+    print_fill(args, **runs)
 
 
-def print_fill(args, product: dict, floor: dict, kube: dict, ours: dict) -> None:
-    jobs, start = args.workflows, product["start"]
-    submit_times = sorted(product["submit_times"])
+def _each(runs: list[dict], figure) -> str:
+    return " / ".join(figure(figures) for figures in runs)
+
+
+def _times(runs: list[dict]) -> str:
+    return _each(runs, lambda figures: f"{figures['time']:.1f}")
+
+
+def _by_round(slower: list[dict], faster: list[dict]) -> str:
+    return " / ".join(f"{a['time'] / b['time']:.2f}" for a, b in zip(slower, faster, strict=True))
+
+
+def print_fill(args, product: list[dict], floor: list[dict], kube: list[dict],
+               ours: list[dict]) -> None:
+    """The rounds' figures; a target's ratio is the rounds' total times over each other."""
+    jobs = args.workflows
     print(f"\n[fill] results (load now {os.getloadavg()[0]:.1f}; checked above):")
-    print(f"  (1) product, REST → all Running ...................... {product['time']:6.1f} s")
-    print(f"  (2) floor, bare clients writing the same objects ..... {floor['time']:6.1f} s")
-    print(f"  (3) kube-scheduler v1.25, start → last binding ........ {kube['time']:6.1f} s "
-          f"({jobs / kube['time']:.0f} pods/s)")
-    print(f"  (4) our scheduler, start → last binding ............... {ours['time']:6.1f} s "
-          f"({jobs / ours['time']:.0f} pods/s; first binding {ours['first']:.1f} s)")
-    calls = product["cycle"].get("api_calls_total", {})
-    per_pod = sum(calls.values()) / max(1, product["cycle"].get("bound_total", 0))
-    alone = sum(ours.get("calls", {}).values()) / max(1, ours.get("bound_total", 0))
-    ratio, rate = product["time"] / floor["time"], kube["time"] / ours["time"]
-    print(f"  product / floor: {ratio:.2f} (target ≤ 1.3: {'met' if ratio <= 1.3 else 'NOT met'})"
-          f"; our binding rate / kube-scheduler's: {rate:.2f} (target ≥ 1.5: "
-          f"{'met' if rate >= 1.5 else 'NOT met'}); our API requests per scheduled pod: "
-          f"{per_pod:.2f} in (1), {alone:.2f} in (4) (target ≤ 1.05: "
+    print(f"  (1) product, REST → all Running ...................... {_times(product)} s")
+    print(f"  (2) floor, bare clients writing the same objects ..... {_times(floor)} s")
+    kube_rates = _each(kube, lambda figures: f"{jobs / figures['time']:.0f}")
+    our_rates = _each(ours, lambda figures: f"{jobs / figures['time']:.0f}")
+    firsts = _each(ours, lambda figures: f"{figures['first']:.1f}")
+    print(f"  (3) kube-scheduler v1.25, start → last binding ........ {_times(kube)} s "
+          f"({kube_rates} pods/s)")
+    print(f"  (4) our scheduler, start → last binding ............... {_times(ours)} s "
+          f"({our_rates} pods/s; first binding {firsts} s)")
+    per_pod = max(sum(p["cycle"].get("api_calls_total", {}).values())
+                  / max(1, p["cycle"].get("bound_total", 0)) for p in product)
+    alone = max(sum(o.get("calls", {}).values()) / max(1, o.get("bound_total", 0))
+                for o in ours)
+    ratio = sum(p["time"] for p in product) / sum(f["time"] for f in floor)
+    rate = sum(k["time"] for k in kube) / sum(o["time"] for o in ours)
+    print(f"  product / floor: {ratio:.2f} over the rounds ({_by_round(product, floor)} in each;"
+          f" target ≤ 1.3: {'met' if ratio <= 1.3 else 'NOT met'}); our binding rate / "
+          f"kube-scheduler's: {rate:.2f} ({_by_round(kube, ours)}; target ≥ 1.5: "
+          f"{'met' if rate >= 1.5 else 'NOT met'}); our API requests per scheduled pod, at "
+          f"most: {per_pod:.2f} in (1), {alone:.2f} in (4) (target ≤ 1.05: "
           f"{'met' if max(per_pod, alone) <= 1.05 else 'NOT met'})")
-    print("\n[fill] where the product's time goes:")
+    for index, figures in enumerate(product, 1):
+        _print_product(jobs, index, figures)
+    for label, runs in (("floor", floor), ("kube-scheduler", kube), ("osmo-scheduler", ours)):
+        for index, figures in enumerate(runs, 1):
+            requests = figures["requests"]
+            print(f"  API server requests, {label} round {index}: {sum(requests.values())} — "
+                  + ", ".join(f"{k} {v}" for k, v in requests.most_common(6)))
+    print("  CPU seconds of each phase (the harness: this process's clients and kubelet "
+          "stand-in):")
+    for label, runs in (("(1)", product), ("(2)", floor), ("(3)", kube), ("(4)", ours)):
+        for index, figures in enumerate(runs, 1):
+            print(f"    {label} round {index}: {cpu.describe(*figures['cpu'])}")
+    for index, figures in enumerate(ours, 1):
+        if figures.get("time_ms"):
+            print(f"  our scheduler alone, round {index}: {figures.get('cycles')} cycles, ms in "
+                  f"them {figures['time_ms']}, its API calls {figures.get('calls')} (its "
+                  "process's CPU: the osmo-scheduler part of (4) above)")
+
+
+def _print_product(jobs: int, index: int, product: dict) -> None:
+    start, submit_times = product["start"], sorted(product["submit_times"])
+    print(f"\n[fill] where the product's time goes, round {index}:")
     print(f"  submissions: all {jobs} in {product['submitted']:.1f} s "
           f"({jobs / product['submitted']:.0f}/s, median request "
           f"{submit_times[len(submit_times) // 2] * 1000:.0f} ms, p99 "
@@ -653,20 +711,10 @@ def print_fill(args, product: dict, floor: dict, kube: dict, ours: dict) -> None
           f"{product['tasks_running']:.1f} s")
     cycle = product["cycle"]
     print(f"  the scheduler: {cycle.get('cycles')} cycles, ms in them "
-          f"{cycle.get('time_total_ms')}, its API calls {calls}")
-    for label, figures in (("product", product), ("floor", floor), ("kube-scheduler", kube),
-                           ("osmo-scheduler", ours)):
-        requests = figures["requests"]
-        print(f"  API server requests, {label}: {sum(requests.values())} — "
-              + ", ".join(f"{k} {v}" for k, v in requests.most_common(6)))
-    print("  CPU seconds of each phase (the harness: this process's clients and kubelet "
-          "stand-in):")
-    for label, figures in (("(1)", product), ("(2)", floor), ("(3)", kube), ("(4)", ours)):
-        print(f"    {label} {cpu.describe(*figures['cpu'])}")
-    if ours.get("time_ms"):
-        print(f"  our scheduler alone: {ours.get('cycles')} cycles, ms in them "
-              f"{ours['time_ms']}, its API calls {ours.get('calls')} (its process's CPU: "
-              "the osmo-scheduler part of (4) above)")
+          f"{cycle.get('time_total_ms')}, its API calls {cycle.get('api_calls_total', {})}")
+    requests = product["requests"]
+    print(f"  API server requests: {sum(requests.values())} — "
+          + ", ".join(f"{k} {v}" for k, v in requests.most_common(6)))
 
 
 def median_gap(first: dict[str, float], second: dict[str, float]) -> float:
@@ -844,6 +892,8 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=4000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--limit", type=float, default=600.0)
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="fill: how many times each compared pair runs")
     args = parser.parse_args()
     scenarios = sorted(args.scenarios, key=lambda name: name != "fill")  # fill sets Django up
     # The harness (its clients, the kubelet stand-in, a watch of every pod) collects garbage

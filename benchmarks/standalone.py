@@ -54,17 +54,29 @@ class Standalone:
         raise SystemExit(f"osmo standalone did not start (see {self.data_dir}/standalone.log)")
 
     def join_database(self) -> None:
-        """Set Django up in this process on the running server's embedded PostgreSQL."""
+        """Set Django up in this process on the running server's embedded PostgreSQL; set up
+        already (for an earlier standalone of the same run), point its connections here."""
         os.environ.update(OSMO_DATA_DIR=str(self.data_dir),
                           DJANGO_SETTINGS_MODULE="osmo.settings",
                           **{k: v for k, v in self.env.items() if k.startswith("OSMO_")})
+        os.environ.pop("DATABASE_URL", None)  # found again under this standalone's data folder
         import django
+        from django.apps import apps
 
         from osmo.embedded import prepare_local_environment
 
         prepare_local_environment()
-        django.setup()
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+        if not apps.ready:
+            django.setup()
+            logging.getLogger("httpx").setLevel(logging.WARNING)
+            return
+        import dj_database_url
+        from django.db import connections
+
+        connections.close_all()
+        joined = dj_database_url.parse(os.environ["DATABASE_URL"])
+        connections["default"].settings_dict.update(
+            {key: joined[key] for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT")})
 
     def bench_token(self, pool: str, quota_gpus: int) -> str:
         """A pool and a user of it (``bench``); the user's token."""

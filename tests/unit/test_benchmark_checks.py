@@ -3,7 +3,9 @@ state ends the run with the problems, and no figure."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+from collections import Counter
 
 import pytest
 
@@ -108,3 +110,34 @@ def test_the_scheduler_benchmark_runs_and_checks_every_figure(tmp_path) -> None:
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 10 and all(line.rstrip().endswith("checked") or "checked " in line
                                    for line in lines), done.stdout
+
+
+def fill_figures(seconds: float, **more) -> dict:
+    return {"time": seconds, "requests": Counter({"POST pods/binding": 4}),
+            "cpu": (Counter({"API server": 1.0}), seconds), **more}
+
+
+def product_figures(seconds: float) -> dict:
+    return fill_figures(
+        seconds, start=0.0, submit_times=[0.01, 0.02, 0.03, 0.04], submitted=seconds / 2,
+        created=[0.1, seconds - 0.2], bound=[0.2, seconds - 0.1], running=[0.3, seconds],
+        created_to_bound=0.05, tasks_running=seconds,
+        cycle={"cycles": 3, "bound_total": 4, "api_calls_total": {"bind": 4},
+               "time_total_ms": {"decide": 1.0}})
+
+
+def test_the_fill_judges_a_target_by_the_rounds_total_times(capsys) -> None:
+    """Each pair runs in both orders; a target's verdict is on the rounds' totals (one slow
+    minute in one round does not decide it), each round's ratio printed beside it."""
+    args = argparse.Namespace(workflows=4)
+    ours = [fill_figures(t, first=0.5, calls={"bind": 4}, bound_total=4) for t in (8.0, 6.0)]
+    k8s_fill.print_fill(args, product=[product_figures(24.0), product_figures(30.0)],
+                        floor=[fill_figures(20.0), fill_figures(20.0)],
+                        kube=[fill_figures(12.0), fill_figures(9.0)], ours=ours)
+    out = capsys.readouterr().out
+    assert "(1) product, REST → all Running ...................... 24.0 / 30.0 s" in out
+    assert ("product / floor: 1.35 over the rounds (1.20 / 1.50 in each; target ≤ 1.3: NOT "
+            "met); our binding rate / kube-scheduler's: 1.50 (1.50 / 1.50; target ≥ 1.5: met)"
+            "; our API requests per scheduled pod, at most: 1.00 in (1), 1.00 in (4) (target "
+            "≤ 1.05: met)") in out
+    assert out.count("where the product's time goes, round") == 2

@@ -69,6 +69,7 @@ from tests.kube_real.kubelet import (  # noqa: E402 - the tests' kubelet admissi
 )
 
 NAMESPACE = "osmo"
+SETTLED_CPU = 0.05  # CPU-seconds a second: the API server and etcd are idle
 SCHEDULER = "osmo-scheduler"
 RACK = "topology.osmo/rack"
 
@@ -312,6 +313,21 @@ def _clean(admin: Admin) -> None:
         if time.monotonic() > deadline:
             raise SystemExit("[fill] the pods of the previous phase are still there")
         time.sleep(0.5)
+
+
+def _settle(server, limit: float = 60.0) -> float:
+    """Wait until the API server and etcd are idle again — under ``SETTLED_CPU`` of a CPU for a
+    second, their idle use being about 0.02 — at most ``limit`` seconds: what a phase and its
+    cleanup left them to do must not be charged to the next phase. Returns the wait."""
+    trees, started = cluster_trees(server), time.monotonic()
+    before = sum(cpu.cpu_seconds(trees).values())
+    while time.monotonic() - started < limit:
+        time.sleep(1.0)
+        now = sum(cpu.cpu_seconds(trees).values())
+        if now - before < SETTLED_CPU:
+            break
+        before = now
+    return time.monotonic() - started
 
 
 def _bindings(requests: Counter) -> int:
@@ -628,6 +644,8 @@ def fill(server, admin: Admin, args, run_dir: Path) -> None:
             figures = osmo_scheduler_phase(server, admin, args, templates)
         runs[phase].append(figures)
         _clean(admin)
+        print(f"[fill] the API server and etcd idle again {_settle(server):.0f} s after the "
+              f"cleanup", flush=True)
 
     # Each compared pair runs in the order A B, then B A, ...: the machine's speed drifts within
     # minutes, and a drift then weighs on both sides of a ratio alike.

@@ -482,6 +482,19 @@ class TaskObservation:
     reason: str | None = None
 
 
+# tasks_observed's reads: the workflows locked in id order (as lock_workflows does) and their
+# tasks, by arrays — one statement text whatever the batch, so it is prepared once per
+# connection (as IN lists each batch's length was a new statement, compiled and planned again).
+_LOCK_OBSERVED = ("SELECT id, name FROM workflows_workflow WHERE name = ANY(%s::text[]) "
+                  "ORDER BY id FOR UPDATE")
+# in the model's order, as Model.from_db reads a row of some of its fields
+_OBSERVED = [f for f in Task._meta.concrete_fields
+             if f.attname in {"id", "workflow_id", "name", "status", "node_name"}]
+_OBSERVED_FIELDS = [f.attname for f in _OBSERVED]
+_OBSERVED_TASKS = (f"SELECT {', '.join(f.column for f in _OBSERVED)} FROM {Task._meta.db_table} "
+                   "WHERE workflow_id = ANY(%s::bigint[]) AND name = ANY(%s::text[])")
+
+
 @transaction.atomic
 def tasks_observed(observations: Sequence[TaskObservation]) -> int:
     """:func:`task_observed` for many pods in one transaction, in their order (a watch
@@ -489,12 +502,13 @@ def tasks_observed(observations: Sequence[TaskObservation]) -> int:
     statement each, ends one by one. Returns how many tasks changed."""
     if not observations:
         return 0
-    workflows = dict(Workflow.objects.filter(
-        name__in={o.workflow_name for o in observations}).values_list("name", "pk"))
-    lock_workflows(workflows.values())
-    tasks = {(task.workflow_id, task.name): task for task in Task.objects.filter(
-        workflow_id__in=workflows.values(), name__in={o.task_name for o in observations},
-    ).only("id", "workflow_id", "name", "status", "node_name")}
+    with connection.cursor() as cursor:  # statements of one text whatever the batch: prepared
+        cursor.execute(_LOCK_OBSERVED, [sorted({o.workflow_name for o in observations})])
+        workflows = {name: pk for pk, name in cursor.fetchall()}
+        cursor.execute(_OBSERVED_TASKS, [list(workflows.values()),
+                                         sorted({o.task_name for o in observations})])
+        tasks = {(task.workflow_id, task.name): task for task in (
+            Task.from_db(connection.alias, _OBSERVED_FIELDS, row) for row in cursor.fetchall())}
     bound: dict[int, str] = {}
     started: dict[int, str] = {}
     ends: list[tuple[Task, TaskObservation]] = []

@@ -68,3 +68,23 @@ def test_observed_bindings_and_starts_look_at_each_task_once_without_statistics(
         "RUNNING"}
     assert Task.objects.filter(status=TaskStatus.COMPLETED, name__startswith="filler-",
                                node_name="").count() == FILLER
+
+
+def test_observed_batches_of_any_size_run_the_same_statements(team, user) -> None:
+    """A batch's reads are one statement text whatever its size (arrays, not IN lists), so
+    each is prepared once per connection instead of compiled and planned for every batch."""
+    names = [submit(user, "team", gpu_spec(1, f"size{i}")).json()["name"] for i in range(4)]
+    seen: list[list[str]] = []
+
+    def record(execute, sql, params, many, context):
+        if not sql.startswith(("SAVEPOINT", "RELEASE SAVEPOINT")):  # the test's transaction
+            seen[-1].append(sql)
+        return execute(sql, params, many, context)
+
+    for batch in ([names[0]], names[1:]):
+        seen.append([])
+        with connection.execute_wrapper(record):
+            assert lifecycle.tasks_observed([
+                lifecycle.TaskObservation(name, "main", TaskStatus.SCHEDULING, "node-1")
+                for name in batch]) == len(batch)
+    assert seen[0] == seen[1] and len(seen[0]) == 3  # the lock, the tasks, the bindings

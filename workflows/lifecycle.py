@@ -484,7 +484,7 @@ class TaskObservation:
 
 # tasks_observed's reads: the workflows locked in id order (as lock_workflows does) and their
 # tasks, by arrays — one statement text whatever the batch, so it is prepared once per
-# connection (as IN lists each batch's length was a new statement, compiled and planned again).
+# connection (with IN lists, each batch's length made a new statement, compiled and planned).
 _LOCK_OBSERVED = ("SELECT id, name FROM workflows_workflow WHERE name = ANY(%s::text[]) "
                   "ORDER BY id FOR UPDATE")
 # in the model's order, as Model.from_db reads a row of some of its fields

@@ -37,13 +37,9 @@ class Watched(Mapping):
         self.read = True
         return iter(self.inner)
 
-    def __len__(self) -> int:
+    def __len__(self) -> int:  # also its truth value
         self.read = True
         return len(self.inner)
-
-    def __bool__(self) -> bool:
-        self.read = True
-        return bool(self.inner)
 
 
 def key_of(source: object, *, set_variables: Sequence[str], set_string_variables: Sequence[str],

@@ -572,7 +572,7 @@ def osmo_scheduler_phase(server, admin: Admin, args, templates: list[dict]) -> d
         env = dict(os.environ, OSMO_CLUSTER_BACKEND="kubernetes", OSMO_PLACEMENT="osmo",
                    OSMO_NAMESPACE=NAMESPACE, OSMO_LOG_LEVEL="WARNING")
         process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--scheduler-process",
+            [sys.executable, str(ROOT / "benchmarks" / "scheduler_alone.py"),
              str(server.backend_kubeconfig)], env=env, cwd=str(ROOT), stdout=subprocess.PIPE,
             text=True)
 
@@ -589,37 +589,6 @@ def osmo_scheduler_phase(server, admin: Admin, args, templates: list[dict]) -> d
                         f"{figures.get('calls', {}).get('delete', 0)}")
     report("osmo-scheduler", problems)
     return figures
-
-
-def scheduler_process(kubeconfig: str) -> None:
-    """The body of phase (4)'s process: the product's placement loop; on SIGTERM, its totals
-    as one JSON line."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")
-    os.environ.setdefault("SECRET_KEY", "osmo-benchmark")
-    os.environ.setdefault("DATABASE_URL", "postgresql://unused/none")  # no cycle record
-    import django
-
-    django.setup()
-    from django.conf import settings
-
-    from osmo import process_gc
-    from scheduler.backends.kubernetes.client import api_client
-    from scheduler.backends.kubernetes.runner import placement_loop
-
-    process_gc.settle(busy=True)  # as the product's scheduler process does
-
-    stop, wake, seen = threading.Event(), threading.Event(), {}
-    signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
-
-    def publish(placement, figures) -> None:
-        seen.update(bound_total=placement.bound_total, cycles=placement.cycles,
-                    calls=dict(placement.totals),
-                    time_ms={k: round(v) for k, v in placement.time_totals.items()})
-
-    placement_loop(lambda: not stop.is_set(), wake, interval=settings.OSMO_K8S_INTERVAL,
-                   watch_timeout=settings.OSMO_K8S_WATCH_TIMEOUT,
-                   client_factory=lambda: api_client(kubeconfig=kubeconfig), publish=publish)
-    print(json.dumps(seen), flush=True)
 
 
 def fill(server, admin: Admin, args, run_dir: Path) -> None:
@@ -901,9 +870,6 @@ def rack(server, admin: Admin, args) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["--scheduler-process"]:
-        scheduler_process(sys.argv[2])
-        return
     parser = argparse.ArgumentParser()
     parser.add_argument("scenarios", nargs="*", default=["fill", "gang", "rack"])
     parser.add_argument("--nodes", type=int, default=500)

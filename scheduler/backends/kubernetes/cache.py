@@ -74,6 +74,16 @@ class ClusterCache:
 
 
 
+def waking(wake: threading.Event, scheduler_name: str):
+    """The caches' ``on_change``: ``wake`` is set by a change worth a cycle."""
+
+    def on_change(informer: str, event_type: str, obj: dict[str, Any] | None) -> None:
+        if wakes_scheduler(informer, event_type, obj, scheduler_name):
+            wake.set()
+
+    return on_change
+
+
 def wakes_scheduler(informer: str, event_type: str, obj: dict[str, Any] | None,
                     scheduler_name: str) -> bool:
     """Is this change worth a cycle? Everything but a bound pod's progress (bound, Running:

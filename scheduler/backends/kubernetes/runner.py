@@ -46,7 +46,7 @@ from scheduler.leader import LeaderLock
 from workflows.selectors import workflows_not_started
 
 from . import nodes, reasons, scheduler_process
-from .cache import ClusterCache, wakes_scheduler
+from .cache import ClusterCache, waking
 from .cleanup import Cleaner
 from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
@@ -129,27 +129,25 @@ def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interv
                    watch_timeout: int, client_factory: Callable[[], Any],
                    backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_MAX),
                    report: Callable[[bool, str], None] | None = None, holder=None,
-                   publish: Callable[[Placement, Any], None] = publish_cycle) -> None:
+                   publish: Callable[[Placement, Any], None] = publish_cycle,
+                   cache: ClusterCache | None = None) -> None:
     """Informers into a cache, then a cycle whenever the cache changed in a way that matters
     (at most every ``CYCLE_GAP`` seconds, and computing — snapshot and decision — never more
     than half of the time: a stream of new pods then meets cycles that each take more of them,
     rather than back-to-back cycles taking the CPU the pods' submissions need; at least every
     ``interval``), each cycle's figures handed to ``publish`` (written to the
-    ``SchedulerCycle`` row)."""
-
-    scheduler_name = settings.OSMO_SCHEDULER_NAME  # read once: every watch event asks
-
-    def on_change(informer: str, event_type: str, obj) -> None:
-        if wakes_scheduler(informer, event_type, obj, scheduler_name):
-            wake.set()
-
-    cache = ClusterCache(lambda: Kube(client_factory()), namespace=settings.OSMO_NAMESPACE,
-                         watch_timeout=watch_timeout, on_change=on_change)
+    ``SchedulerCycle`` row). ``cache``: one already started (:func:`.scheduler_process.main`
+    starts it before Django loads), waking ``wake``."""
+    if cache is None:
+        # The scheduler's name is read once: every watch event asks.
+        cache = ClusterCache(lambda: Kube(client_factory()), namespace=settings.OSMO_NAMESPACE,
+                             watch_timeout=watch_timeout,
+                             on_change=waking(wake, settings.OSMO_SCHEDULER_NAME))
+        cache.start(running, report=report)
     kube = Kube(client_factory())
     placement = Placement(kube, cache)
     if holder is not None:
         holder.placement = placement
-    cache.start(running, report=report)
     delay = backoff[0]
 
     def sleep(seconds: float) -> None:
@@ -189,17 +187,13 @@ def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interv
         connection.close()
 
 
-def placement_process(stop, parent: int, config: dict) -> None:
-    """The scheduler's own process (spawned through :mod:`.scheduler_process`, which sets up
-    Django): the parent's settings that matter here, the loop run until the parent says stop or
-    is gone."""
-    for name, value in config["settings"].items():
-        setattr(settings, name, value)
+def placement_process(stop, parent: int, config: dict, cache: ClusterCache,
+                      wake: threading.Event) -> None:
+    """The scheduler's own process (spawned through :mod:`.scheduler_process`, which applies
+    the parent's settings that matter here, starts the ``cache`` and sets up Django): the loop
+    run until the parent says stop or is gone."""
     settings.DATABASES["default"]["NAME"] = config["database"]  # a test's own database
-    wake = threading.Event()
-
-    def running() -> bool:
-        return not stop.is_set() and os.getppid() == parent
+    running = scheduler_process.running(stop, parent)
 
     def watch_stop() -> None:
         while running():
@@ -210,7 +204,7 @@ def placement_process(stop, parent: int, config: dict) -> None:
     placement_loop(running, wake, interval=config["interval"],
                    watch_timeout=config["watch_timeout"],
                    client_factory=lambda: api_client(kubeconfig=config["kubeconfig"]),
-                   backoff=config["backoff"])
+                   backoff=config["backoff"], cache=cache)
 
 
 class BackendRunner:

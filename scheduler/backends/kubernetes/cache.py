@@ -73,7 +73,6 @@ class ClusterCache:
             informer.relist_requested = True
 
 
-
 def waking(wake: threading.Event, scheduler_name: str):
     """The caches' ``on_change``: ``wake`` is set by a change worth a cycle."""
 

@@ -22,6 +22,7 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
+import pycurl
 import urllib3
 from django.conf import settings
 from kubernetes import client, config
@@ -164,8 +165,6 @@ class CurlRequests:
         handle = getattr(self._local, "handle", None)
         if handle is not None:
             return handle
-        import pycurl
-
         configuration = self.configuration
         handle = pycurl.Curl()
         handle.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1)
@@ -189,8 +188,6 @@ class CurlRequests:
 
     def request(self, method: str, path: str, *, headers: dict[str, str], body: Any,
                 timeout: tuple[float, float]) -> Answer:
-        import pycurl
-
         handle = self._handle()
         handle.setopt(pycurl.URL, self.host + path)
         if body is None:

@@ -139,7 +139,6 @@ def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interv
     ``SchedulerCycle`` row). ``cache``: one already started (:func:`.scheduler_process.main`
     starts it before Django loads), waking ``wake``."""
     if cache is None:
-        # The scheduler's name is read once: every watch event asks.
         cache = ClusterCache(lambda: Kube(client_factory()), namespace=settings.OSMO_NAMESPACE,
                              watch_timeout=watch_timeout,
                              on_change=waking(wake, settings.OSMO_SCHEDULER_NAME))

@@ -5,7 +5,8 @@
   standalones (or a standalone and the test suite) would take it from each other. A data folder
   too deep for a Unix socket path turns it off.
 - The worker answers the errors gunicorn meets before the application runs in the contract's
-  JSON shape (osmo.gunicorn_worker).
+  JSON shape, and new connections go to the worker holding the fewest (osmo.gunicorn_worker):
+  the master frees a worker's slot when it exits.
 - Workers and threads fit the machine (osmo.capacity); `--workers` / `--threads` override them.
 - The application is imported once, in the master, before the workers fork: a restarted web
   (or a replaced worker) serves after one import of Django and the product instead of one per
@@ -13,7 +14,7 @@
   loaded 2-core machine).
 """
 
-from osmo import process_gc
+from osmo import gunicorn_worker, process_gc
 from osmo.capacity import WEB_THREADS, web_workers
 from osmo.embedded import data_dir
 
@@ -33,3 +34,8 @@ preload_app = True
 def when_ready(server) -> None:
     """In the master, the application imported, before the first worker forks."""
     process_gc.settle()
+
+
+def child_exit(server, worker) -> None:
+    """In the master, after a worker exited: its connection count no longer counts."""
+    gunicorn_worker.release_slot(worker)

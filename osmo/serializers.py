@@ -52,6 +52,20 @@ class RequestSerializer(serializers.Serializer):
             raise RequestInvalid(self.errors, error_code=self.error_code_for(self.errors))
         return valid
 
+    @classmethod
+    def validated_query(cls, params: Mapping) -> dict:
+        """The validated data of a query string (`RequestInvalid` if it is not). Most requests
+        send none, and an empty one always validates to the same defaults: those are validated
+        once per class (a serializer's validation is a twentieth of a submission's CPU) and
+        copied."""
+        if params or cls not in _EMPTY_QUERIES:
+            query = cls(data=params)
+            query.is_valid(raise_exception=True)
+            if params:
+                return query.validated_data
+            _EMPTY_QUERIES[cls] = dict(query.validated_data)
+        return copy.deepcopy(_EMPTY_QUERIES[cls])
+
     def error_code_for(self, errors: Mapping) -> str:
         first = next(iter(errors), None)
         return self.field_error_codes.get(first, self.error_code)
@@ -64,6 +78,9 @@ class RequestSerializer(serializers.Serializer):
                     {key: ["Unknown field: expected one of "
                            f"{', '.join(sorted(self.fields))}."] for key in unknown})
         return super().to_internal_value(data)
+
+
+_EMPTY_QUERIES: dict[type, dict] = {}
 
 
 def _fresh(field: serializers.Field) -> serializers.Field:

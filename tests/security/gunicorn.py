@@ -16,7 +16,8 @@ from tests.background.conftest import session_database_url, wait_for
 
 
 @contextlib.contextmanager
-def gunicorn(tmp_path, *, threads: int = 2, env: dict[str, str] | None = None):
+def gunicorn(tmp_path, *, threads: int = 2, workers: int = 1, args: tuple[str, ...] = (),
+             env: dict[str, str] | None = None):
     """Yields (base URL, the master process's pid)."""
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("OSMO_")}
@@ -26,7 +27,7 @@ def gunicorn(tmp_path, *, threads: int = 2, env: dict[str, str] | None = None):
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "osmo.wsgi:application",
          "--config", "python:osmo.gunicorn_config", "--bind", f"127.0.0.1:{port}",
-         "--workers", "1", "--threads", str(threads), "--timeout", "60"],
+         "--workers", str(workers), "--threads", str(threads), "--timeout", "60", *args],
         env=environment, stdout=log, stderr=log, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
 

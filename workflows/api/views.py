@@ -44,20 +44,19 @@ class WorkflowSubmitView(APIView):
         roles = roles_for(request.user)
         try:
             source, set_variables, set_string_variables = _submission(request)
-            query = s.SubmitQuerySerializer(data=request.query_params)
-            query.is_valid(raise_exception=True)
+            query = s.SubmitQuerySerializer.validated_query(request.query_params)
         except RequestInvalid:
             # The pool's 404/403 come first (API.md order); the lookup is only paid here,
             # admission itself looks the pool up and locks it in one statement.
             pool_selectors.pool_get_for_write(name=pool, roles=roles)
             raise
-        validation_only = query.validated_data["validation_only"]
-        dry_run = query.validated_data["dry_run"] or validation_only
+        validation_only = query["validation_only"]
+        dry_run = query["dry_run"] or validation_only
         result = admission.workflow_submit(
             actor=request.user, pool=pool, roles=roles, source=source,
-            priority=query.validated_data.get("priority"), set_variables=set_variables,
+            priority=query.get("priority"), set_variables=set_variables,
             set_string_variables=set_string_variables, dry_run=dry_run,
-            labels=s.labels_from(query.validated_data["label"]))
+            labels=s.labels_from(query["label"]))
         body = s.workflow_object(result.workflow, groups=result.groups, tasks=result.tasks,
                                  request=request)
         if dry_run:
@@ -168,10 +167,9 @@ class WorkloadSubmitView(APIView):
         if not isinstance(manifest, dict) or not manifest:
             raise OsmoError("invalid_spec", "Send a Kubernetes object or a List of them.",
                             errors={"body": ["An object with apiVersion and kind."]})
-        query = s.WorkloadQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        query = s.WorkloadQuerySerializer.validated_query(request.query_params)
         result = admission.workload_submit(actor=request.user, pool=target, manifest=manifest,
-                                           priority=query.validated_data.get("priority"))
+                                           priority=query.get("priority"))
         return Response({"name": result.workflow.name,
                          "podgroups": [g.podgroup for g in result.groups],
                          "pods": [t.name for t in result.tasks]},

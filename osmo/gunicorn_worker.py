@@ -37,7 +37,7 @@ DETAILS = {
 }
 
 SLOTS = 64
-FREE, STOPPING = -1, -2  # a slot no worker holds; a worker that accepts no more
+FREE, NOT_ACCEPTING = -1, -2  # a slot no worker holds; a worker starting or stopping
 RECHECK_SECONDS = 0.002
 MAX_YIELD_SECONDS = 0.05
 LINGER_MS = 5
@@ -54,7 +54,7 @@ def claim_slot() -> int | None:
     (that worker then accepts as gunicorn's own does)."""
     for slot in range(SLOTS):
         if _loads[slot] == FREE:
-            _loads[slot] = 0
+            _loads[slot] = NOT_ACCEPTING  # until its loop runs
             return slot
     return None
 
@@ -90,6 +90,8 @@ class ThreadWorker(gthread.ThreadWorker):
         super().init_process()
 
     def handle(self, conn):
+        # True: answered and kept alive (a new connection with nothing sent yet is deferred to
+        # the poller, as gunicorn does).
         keepalive = super().handle(conn)
         while (keepalive is True and self.alive and not conn.is_http2
                and self._next_request_waiting(conn)):
@@ -107,7 +109,7 @@ class ThreadWorker(gthread.ThreadWorker):
 
     def _publish(self) -> None:
         if self.slot is not None:
-            _loads[self.slot] = self.nr_conns if self.alive else STOPPING
+            _loads[self.slot] = self.nr_conns if self.alive else NOT_ACCEPTING
 
     def _holds_more(self) -> bool:
         """Does this worker hold more connections than another live, accepting one?"""
@@ -140,6 +142,7 @@ class ThreadWorker(gthread.ThreadWorker):
         if self._resume_at:
             timeout = min(timeout, max(0.0, self._resume_at - time.monotonic()))
         self._accept_called = False
+        self._publish()
         super().wait_for_and_dispatch_events(timeout)
         if self._accepting and not self._accept_called:
             self._waiting_since = 0.0  # the listener had nothing waiting: the others took it

@@ -148,6 +148,7 @@ REST_FRAMEWORK = {
                                "rest_framework.parsers.MultiPartParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "EXCEPTION_HANDLER": "osmo.errors.exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "osmo.negotiation.RememberingContentNegotiation",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_PAGINATION_CLASS": "osmo.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,

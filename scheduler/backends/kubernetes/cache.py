@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
+
+from django.conf import settings
 
 from .client import PODGROUPS, QUEUES, Kube, lister
 from .informer import Informer
@@ -73,14 +76,18 @@ class ClusterCache:
             informer.relist_requested = True
 
 
-def waking(wake: threading.Event, scheduler_name: str):
-    """The caches' ``on_change``: ``wake`` is set by a change worth a cycle."""
+def placement_cache(client_factory: Callable[[], Any], wake: threading.Event, *,
+                    watch_timeout: int) -> ClusterCache:
+    """The placement's cache of our namespace, not yet started: a change worth a cycle sets
+    ``wake``."""
+    scheduler_name = settings.OSMO_SCHEDULER_NAME  # read once: every watch event asks
 
     def on_change(informer: str, event_type: str, obj: dict[str, Any] | None) -> None:
         if wakes_scheduler(informer, event_type, obj, scheduler_name):
             wake.set()
 
-    return on_change
+    return ClusterCache(lambda: Kube(client_factory()), namespace=settings.OSMO_NAMESPACE,
+                        watch_timeout=watch_timeout, on_change=on_change)
 
 
 def wakes_scheduler(informer: str, event_type: str, obj: dict[str, Any] | None,

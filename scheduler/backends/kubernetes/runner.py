@@ -46,7 +46,7 @@ from scheduler.leader import LeaderLock
 from workflows.selectors import workflows_not_started
 
 from . import nodes, reasons, scheduler_process
-from .cache import ClusterCache, waking
+from .cache import ClusterCache, placement_cache
 from .cleanup import Cleaner
 from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
@@ -139,9 +139,7 @@ def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interv
     ``SchedulerCycle`` row). ``cache``: one already started (:func:`.scheduler_process.main`
     starts it before Django loads), waking ``wake``."""
     if cache is None:
-        cache = ClusterCache(lambda: Kube(client_factory()), namespace=settings.OSMO_NAMESPACE,
-                             watch_timeout=watch_timeout,
-                             on_change=waking(wake, settings.OSMO_SCHEDULER_NAME))
+        cache = placement_cache(client_factory, wake, watch_timeout=watch_timeout)
         cache.start(running, report=report)
     kube = Kube(client_factory())
     placement = Placement(kube, cache)

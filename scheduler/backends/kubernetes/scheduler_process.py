@@ -16,8 +16,8 @@ from django.conf import settings
 
 from osmo import process_gc
 
-from .cache import ClusterCache, waking
-from .client import Kube, api_client
+from .cache import placement_cache
+from .client import api_client
 
 
 def running(stop, parent: int) -> Callable[[], bool]:
@@ -31,9 +31,8 @@ def start_cache(config: dict, running: Callable[[], bool]):
     for name, value in config["settings"].items():
         setattr(settings, name, value)
     wake = threading.Event()
-    cache = ClusterCache(lambda: Kube(api_client(kubeconfig=config["kubeconfig"])),
-                         namespace=settings.OSMO_NAMESPACE, watch_timeout=config["watch_timeout"],
-                         on_change=waking(wake, settings.OSMO_SCHEDULER_NAME))
+    cache = placement_cache(lambda: api_client(kubeconfig=config["kubeconfig"]), wake,
+                            watch_timeout=config["watch_timeout"])
     cache.start(running)
     return cache, wake
 

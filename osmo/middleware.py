@@ -1,5 +1,5 @@
 """Before any view, parser or lock runs: request limits (README "Limits"), and paths as the
-OSMO client writes them."""
+OSMO client writes them; Django's messages made only when used."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import re
 from urllib.parse import unquote
 
 from django.conf import settings
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.messages.storage import default_storage
 from django.http import JsonResponse
+from django.utils.functional import SimpleLazyObject, empty
 
 from .errors import error_body
 
@@ -62,3 +65,19 @@ class CollapseSlashesMiddleware:
             request.META["PATH_INFO"] = request.path_info
         return self.get_response(request)
 
+
+
+class LazyMessageMiddleware(MessageMiddleware):
+    """Django's messages, with the storage made when a view or a template first uses it: an API
+    request never does, and making the cookie storage and its signer is a thirtieth of a
+    submission's CPU. A storage nothing used stores nothing when the response goes out
+    (``BaseStorage.update``), so one never made changes nothing."""
+
+    def process_request(self, request):
+        request._messages = SimpleLazyObject(lambda: default_storage(request))
+
+    def process_response(self, request, response):
+        messages = getattr(request, "_messages", None)
+        if isinstance(messages, SimpleLazyObject) and messages._wrapped is empty:
+            return response
+        return super().process_response(request, response)

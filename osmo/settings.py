@@ -81,7 +81,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "osmo.accounts.sessions.TokenSessionMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "osmo.middleware.LazyMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

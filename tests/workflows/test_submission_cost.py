@@ -136,3 +136,64 @@ def test_a_connections_hot_statements_are_prepared_on_the_server(team) -> None:
     assert any("accounts_accesstoken" in s and "t.digest = $" in s for s in statements)
     assert any('FROM "pools"' in s or "FROM pools" in s for s in statements), statements
     assert Workflow.objects.filter(name__startswith="hot-").count() == 3
+
+
+def test_the_insert_sends_each_value_as_djangos_preparation_does(team) -> None:
+    """Values of the types a column takes as they are skip Django's preparation; any other
+    value (a subclass, a naive time, a bool for an integer, a float) still takes it, so every
+    column gets what Django would send."""
+    import datetime as dt
+
+    from django.db import connections
+    from psycopg.types.json import Jsonb
+
+    from pools.models import Pool
+    from workflows import insert
+    from workflows.models import Task
+
+    class Name(str):
+        pass
+
+    class Count(int):
+        pass
+
+    pool = Pool.objects.get(name="team")
+    aware = dt.datetime(2026, 11, 27, 12, 0, tzinfo=dt.UTC)
+    naive = dt.datetime(2026, 11, 27, 12, 0)
+    workflow = Workflow(name=Name("w"), kind="workflow", pool=pool, priority="NORMAL",
+                        status="PENDING", spec="s", gpus_requested=Count(3),
+                        exec_timeout_seconds=True, queue_timeout_seconds=None,
+                        labels={"a": "b"}, submitted_at=aware)
+    group = WorkflowGroup(workflow=workflow, name="g", position=0, status="SCHEDULING",
+                          podgroup="p", gpus=2.0, gang={"min": 1}, scheduling_at=naive)
+    task = Task(group=group, workflow=workflow, pool=pool, priority="LOW", name="t",
+                spec_task="t", replica=None, position=Count(1), status="SCHEDULING", gpus=1,
+                cpu_millis=10**12, memory_bytes=2**40, node_selector={}, run_seconds=7,
+                started_at=aware)
+    db = connections["default"]
+
+    def plain(field, value):
+        if getattr(field, "auto_now_add", False):  # the time of the call: its type only
+            return "now", type(value), value.tzinfo
+        return ("Jsonb", value.obj) if isinstance(value, Jsonb) else (type(value), value)
+
+    for instance, model in ((workflow, Workflow), (group, WorkflowGroup), (task, Task)):
+        fields = insert._fields(model)[0]
+        with pytest.warns(RuntimeWarning) if instance is group else _no_warning():
+            sent = [plain(f, value) for f, value in insert._prepared(instance, model, db)]
+        with pytest.warns(RuntimeWarning) if instance is group else _no_warning():
+            django = [plain(f, f.get_db_prep_save(f.pre_save(instance, add=True), db))
+                      for f in fields]
+        assert sent == django, model
+
+
+def _no_warning():
+    import contextlib
+    import warnings
+
+    @contextlib.contextmanager
+    def refuse():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            yield
+    return refuse()

@@ -92,25 +92,27 @@ event AS (
 
 
 # Field classes (exactly these, not subclasses) whose values of these types, and None, reach
-# the database as they are, or wrapped in the integer type the backend binds them as: Django's
-# preparation (``pre_save``, ``get_db_prep_save``) is a chain of calls that does no more, a
-# tenth of a submission's CPU for its 52 columns. Other values, and other fields, take it.
+# the database as they are, an integer column's through the backend's adaptation (its binary
+# type, or a plain int when too large for it: osmo/postgres): Django's preparation
+# (``pre_save``, ``get_db_prep_save``) is a chain of calls that does no more, a tenth of a
+# submission's CPU for its 52 columns. Other values, and other fields, take it.
 _AS_IS = {models.CharField: str, models.TextField: str, models.IntegerField: int,
           models.PositiveIntegerField: int, models.BigIntegerField: int, models.ForeignKey: int}
 
 
 @cache
 def _plan(model) -> list[tuple]:
-    """(field, its attribute, the type whose values go as they are or None, the wrapper of
-    an integer column's values or None) of each inserted column."""
-    wrappers = getattr(connection.ops, "integerfield_type_map", {})
+    """(field, its attribute, the type whose values go as they are or None, the internal
+    type of an integer column, whose values the backend adapts, or None) of each inserted
+    column (a foreign key's value goes as it is, as its target's preparation sends it)."""
     plan = []
     for field in _fields(model)[0]:
         plain = _AS_IS.get(type(field))
         if type(field) is models.DateTimeField and not (field.auto_now or field.auto_now_add):
             plain = datetime.datetime  # when aware: a naive one takes Django's way (its warning)
-        wrap = wrappers.get(field.get_internal_type()) if plain is int else None
-        plan.append((field, field.attname, plain, wrap))
+        integer = (field.get_internal_type() if plain is int
+                   and type(field) is not models.ForeignKey else None)
+        plan.append((field, field.attname, plain, integer))
     return plan
 
 
@@ -119,7 +121,7 @@ def _prepared(instance, model, db):
     the connection itself, not the ``connection`` proxy, which looks the thread's connection
     up again at every read."""
     values = instance.__dict__
-    for field, attname, plain, wrap in _plan(model):
+    for field, attname, plain, integer in _plan(model):
         if plain is not None and attname in values:
             value = values[attname]
             if value is None:
@@ -127,7 +129,8 @@ def _prepared(instance, model, db):
                 continue
             if type(value) is plain and (plain is not datetime.datetime
                                          or value.tzinfo is not None):
-                yield field, value if wrap is None else wrap(value)
+                yield field, (value if integer is None
+                              else db.ops.adapt_integerfield_value(value, integer))
                 continue
         yield field, field.get_db_prep_save(field.pre_save(instance, add=True), db)
 

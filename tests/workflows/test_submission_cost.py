@@ -141,7 +141,8 @@ def test_a_connections_hot_statements_are_prepared_on_the_server(team) -> None:
 def test_the_insert_sends_each_value_as_djangos_preparation_does(team) -> None:
     """Values of the types a column takes as they are skip Django's preparation; any other
     value (a subclass, a naive time, a bool for an integer, a float) still takes it, so every
-    column gets what Django would send."""
+    column gets what Django would send: an integer too large for its column too (sent as a
+    plain int, which the server refuses as out of range)."""
     import datetime as dt
 
     from django.db import connections
@@ -167,7 +168,7 @@ def test_the_insert_sends_each_value_as_djangos_preparation_does(team) -> None:
     group = WorkflowGroup(workflow=workflow, name="g", position=0, status="SCHEDULING",
                           podgroup="p", gpus=2.0, gang={"min": 1}, scheduling_at=naive)
     task = Task(group=group, workflow=workflow, pool=pool, priority="LOW", name="t",
-                spec_task="t", replica=None, position=Count(1), status="SCHEDULING", gpus=1,
+                spec_task="t", replica=None, position=Count(1), status="SCHEDULING", gpus=2**40,
                 cpu_millis=10**12, memory_bytes=2**40, node_selector={}, run_seconds=7,
                 started_at=aware)
     db = connections["default"]

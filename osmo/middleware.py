@@ -66,7 +66,6 @@ class CollapseSlashesMiddleware:
         return self.get_response(request)
 
 
-
 class LazyMessageMiddleware(MessageMiddleware):
     """Django's messages, with the storage made when a view or a template first uses it: an API
     request never does, and making the cookie storage and its signer is a thirtieth of a

@@ -104,10 +104,14 @@ _AS_IS = {models.CharField: str, models.TextField: str, models.IntegerField: int
 def _plan(model) -> list[tuple]:
     """(field, its attribute, the type whose values go as they are or None, the internal
     type of an integer column, whose values the backend adapts, or None) of each inserted
-    column (a foreign key's value goes as it is, as its target's preparation sends it)."""
+    column (a foreign key's to an automatic primary key goes as it is, as that key's
+    preparation sends it)."""
     plan = []
     for field in _fields(model)[0]:
         plain = _AS_IS.get(type(field))
+        if type(field) is models.ForeignKey and type(field.target_field) not in (
+                models.AutoField, models.BigAutoField):
+            plain = None  # a key to a column its backend adapts: Django's way
         if type(field) is models.DateTimeField and not (field.auto_now or field.auto_now_add):
             plain = datetime.datetime  # when aware: a naive one takes Django's way (its warning)
         integer = (field.get_internal_type() if plain is int

@@ -95,27 +95,28 @@ event AS (
 # the database as they are, an integer column's through the backend's adaptation (its binary
 # type, or a plain int when too large for it: osmo/postgres): Django's preparation
 # (``pre_save``, ``get_db_prep_save``) is a chain of calls that does no more, a tenth of a
-# submission's CPU for its 52 columns. Other values, and other fields, take it.
+# submission's CPU for its 52 columns. So do a foreign key's to an automatic key, and an aware
+# time not set automatically (``_plan``). Other values, and other fields, take it.
 _AS_IS = {models.CharField: str, models.TextField: str, models.IntegerField: int,
-          models.PositiveIntegerField: int, models.BigIntegerField: int, models.ForeignKey: int}
+          models.PositiveIntegerField: int, models.BigIntegerField: int}
+_AUTOMATIC_KEYS = (models.AutoField, models.BigAutoField)
 
 
 @cache
 def _plan(model) -> list[tuple]:
     """(field, its attribute, the type whose values go as they are or None, the internal
     type of an integer column, whose values the backend adapts, or None) of each inserted
-    column (a foreign key's to an automatic primary key goes as it is, as that key's
-    preparation sends it)."""
+    column."""
     plan = []
     for field in _fields(model)[0]:
-        plain = _AS_IS.get(type(field))
-        if type(field) is models.ForeignKey and type(field.target_field) not in (
-                models.AutoField, models.BigAutoField):
-            plain = None  # a key to a column its backend adapts: Django's way
-        if type(field) is models.DateTimeField and not (field.auto_now or field.auto_now_add):
+        kind = type(field)
+        plain, integer = _AS_IS.get(kind), None
+        if plain is int:
+            integer = field.get_internal_type()
+        elif kind is models.ForeignKey and type(field.target_field) in _AUTOMATIC_KEYS:
+            plain = int  # as the automatic key's own preparation sends it
+        elif kind is models.DateTimeField and not (field.auto_now or field.auto_now_add):
             plain = datetime.datetime  # when aware: a naive one takes Django's way (its warning)
-        integer = (field.get_internal_type() if plain is int
-                   and type(field) is not models.ForeignKey else None)
         plan.append((field, field.attname, plain, integer))
     return plan
 

@@ -51,6 +51,8 @@ from .spec import SpecError, WorkflowSpec, parse_workflow_spec
 from .spec.apiserver_rules import check_workload
 from .spec.units import parse_bytes, parse_millicores
 
+PRIORITIES = frozenset(Priority.values)  # Django builds `values` anew at each read
+
 
 @dataclass
 class Admission:
@@ -64,7 +66,7 @@ class Admission:
 
 def validate_priority(priority: str | None) -> str:
     value = (priority or Priority.NORMAL).upper()
-    if value not in Priority.values:
+    if value not in PRIORITIES:
         raise OsmoError("invalid_request", f"priority must be HIGH, NORMAL or LOW, not "
                                            f"'{priority}'.", errors={"priority": ["Unknown."]})
     return value
@@ -165,6 +167,10 @@ def check_quota(*, target: Pool, parent: Pool, spec_total: int, largest_group: i
 def _minimum_gpus(gang: dict, pods: list[tuple[str, str | None, int]]) -> int:
     """GPUs of the pods a gang needs to start (its minimum); all its GPUs if the gang fields
     cannot be read (the spec validation reports those)."""
+    min_member = gang.get("minMember")
+    if (not gang.get("subGroups") and gang.get("minSubGroup") is None
+            and type(min_member) is int and min_member >= len(pods)):
+        return sum(gpus for _name, _subgroup, gpus in pods)  # a plain gang: every pod
     core_gang = Gang(name="admission", queue="admission", min_member=gang.get("minMember"),
                      min_subgroup=gang.get("minSubGroup"),
                      subgroups=tuple(SubGroup(name=s["name"], parent=s.get("parent"),

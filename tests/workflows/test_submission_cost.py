@@ -10,8 +10,15 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from scheduler.core.kai_names import podgroup_name
+from scheduler.core.model import Gang
+from scheduler.core.model import Pod as CorePod
+from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
+from workflows import admission
 from tests.conftest import make_client
 from workflows.models import TaskEvent, Workflow, WorkflowGroup, WorkflowNameCounter
 
@@ -198,3 +205,23 @@ def _no_warning():
             warnings.simplefilter("error")
             yield
     return refuse()
+
+
+@given(gpus=st.lists(st.integers(0, 8), min_size=1, max_size=12),
+       min_member=st.one_of(st.none(), st.integers(1, 14)),
+       topology=st.booleans())
+@hypothesis_settings(max_examples=200, deadline=None)
+def test_a_plain_gangs_minimum_needs_no_tree(gpus, min_member, topology) -> None:
+    # Admission sums the GPUs of a gang that needs every pod without building its tree; the
+    # tree's answer is the same (an unset minMember is 1, as in KAI).
+    fields = {"minMember": min_member} if min_member is not None else {}
+    if topology:
+        fields["topologyConstraint"] = {"requiredTopologyLevel": "rack"}
+    pods = [(f"p-{i}", None, g) for i, g in enumerate(gpus)]
+    core = Gang("g", "q", min_member=min_member,
+                pods=tuple(CorePod(name, gpus=g) for name, _subgroup, g in pods))
+    try:
+        expected = minimum_gpus(build_tree(core))
+    except InvalidGang:
+        expected = sum(gpus)
+    assert admission._minimum_gpus(fields, pods) == expected

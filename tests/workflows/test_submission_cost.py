@@ -18,8 +18,8 @@ from scheduler.core.kai_names import podgroup_name
 from scheduler.core.model import Gang
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
-from workflows import admission
 from tests.conftest import make_client
+from workflows import admission
 from workflows.models import TaskEvent, Workflow, WorkflowGroup, WorkflowNameCounter
 
 from .conftest import gpu_spec, submit

@@ -171,7 +171,7 @@ def _minimum_gpus(gang: dict, pods: list[tuple[str, str | None, int]]) -> int:
     if (not gang.get("subGroups") and gang.get("minSubGroup") is None
             and type(min_member) is int and min_member >= len(pods)):
         return sum(gpus for _name, _subgroup, gpus in pods)  # a plain gang: every pod
-    core_gang = Gang(name="admission", queue="admission", min_member=gang.get("minMember"),
+    core_gang = Gang(name="admission", queue="admission", min_member=min_member,
                      min_subgroup=gang.get("minSubGroup"),
                      subgroups=tuple(SubGroup(name=s["name"], parent=s.get("parent"),
                                               min_member=s.get("minMember"),

@@ -7,20 +7,25 @@ numbering connection instead (tests/workflows/test_numbering.py)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import warnings
+
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from psycopg.types.json import Jsonb
 
+from pools.models import Pool
 from scheduler.core.kai_names import podgroup_name
 from scheduler.core.model import Gang
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 from tests.conftest import make_client
-from workflows import admission
-from workflows.models import TaskEvent, Workflow, WorkflowGroup, WorkflowNameCounter
+from workflows import admission, insert
+from workflows.models import Task, TaskEvent, Workflow, WorkflowGroup, WorkflowNameCounter
 
 from .conftest import gpu_spec, submit
 
@@ -150,14 +155,6 @@ def test_the_insert_sends_each_value_as_djangos_preparation_does(team) -> None:
     value (a subclass, a naive time, a bool for an integer, a float) still takes it, so every
     column gets what Django would send: an integer too large for its column too (sent as a
     plain int, which the server refuses as out of range)."""
-    import datetime as dt
-
-    from django.db import connections
-    from psycopg.types.json import Jsonb
-
-    from pools.models import Pool
-    from workflows import insert
-    from workflows.models import Task
 
     class Name(str):
         pass
@@ -185,26 +182,18 @@ def test_the_insert_sends_each_value_as_djangos_preparation_does(team) -> None:
             return "now", type(value), value.tzinfo
         return ("Jsonb", value.obj) if isinstance(value, Jsonb) else (type(value), value)
 
+    def expected_warnings(instance):  # the naive time's, else none at all
+        return (pytest.warns(RuntimeWarning) if instance is group
+                else warnings.catch_warnings(action="error"))
+
     for instance, model in ((workflow, Workflow), (group, WorkflowGroup), (task, Task)):
         fields = insert._fields(model)[0]
-        with pytest.warns(RuntimeWarning) if instance is group else _no_warning():
+        with expected_warnings(instance):
             sent = [plain(f, value) for f, value in insert._prepared(instance, model, db)]
-        with pytest.warns(RuntimeWarning) if instance is group else _no_warning():
+        with expected_warnings(instance):
             django = [plain(f, f.get_db_prep_save(f.pre_save(instance, add=True), db))
                       for f in fields]
         assert sent == django, model
-
-
-def _no_warning():
-    import contextlib
-    import warnings
-
-    @contextlib.contextmanager
-    def refuse():
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            yield
-    return refuse()
 
 
 @given(gpus=st.lists(st.integers(0, 8), min_size=1, max_size=12),

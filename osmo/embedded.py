@@ -4,7 +4,8 @@ Standalone runs, management commands without `DATABASE_URL`, and the test suite 
 every path runs on the same PostgreSQL engine as production (there is no SQLite path).
 
 Settings only read the environment; the entry points (`manage.py`, `osmo standalone`, the
-`celery` command) call :func:`prepare_local_environment` first, which starts what is missing.
+`celery` command) call :func:`prepare_local_environment` first, which starts what is missing
+and joins the broker of an `osmo standalone` running on the same data folder.
 """
 
 from __future__ import annotations
@@ -264,6 +265,22 @@ def broker_command(directory: Path, port: int, host: str = "127.0.0.1") -> list[
     return [str(get_binary_path()), str(config)]
 
 
+def broker_address_file(directory: Path) -> Path:
+    """Where a running `osmo standalone` names its embedded broker (`host:port`)."""
+    return directory / "broker" / "address"
+
+
+def running_broker_url(directory: Path) -> str | None:
+    """The URL of the embedded broker of the standalone on `directory`, or None when none is
+    named there or it does not answer (a killed standalone's stale name)."""
+    try:
+        host, port = broker_address_file(directory).read_text().strip().rsplit(":", 1)
+        port_number = int(port)
+    except (OSError, ValueError):
+        return None
+    return f"redis://{host}:{port_number}/0" if broker_ready(host, port_number) else None
+
+
 def broker_ready(host: str, port: int) -> bool:
     """True when a Redis-protocol server at `host:port` answers PING."""
     try:
@@ -298,8 +315,17 @@ def local_secret_key() -> str:
 
 def prepare_local_environment() -> None:
     """Without `DATABASE_URL`: start (or join) the embedded PostgreSQL under `OSMO_DATA_DIR`
-    and export its URL, and keep a local `SECRET_KEY` beside it. A no-op when both are set."""
+    and export its URL, and keep a local `SECRET_KEY` beside it. A no-op when both are set.
+
+    Without a broker URL either, join the broker of a standalone running on that folder, so
+    that what a command beside it queues (a KAI queue sync, a drain check) reaches its worker.
+    """
     if not os.environ.get("DATABASE_URL"):
         os.environ["DATABASE_URL"] = start_postgres(data_dir())
         if not os.environ.get("SECRET_KEY"):
             os.environ["SECRET_KEY"] = local_secret_key()
+        broker = None
+        if not (os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")):
+            broker = running_broker_url(data_dir())
+        if broker:
+            os.environ["REDIS_URL"] = os.environ["CELERY_BROKER_URL"] = broker

@@ -83,6 +83,8 @@ class Standalone:
             self.lock_file.close()
             self.lock_file = None
             raise StartupError(f"another osmo standalone is running on {self.data_dir}") from None
+        # A killed run's broker name: commands beside this run must not join what answers there.
+        embedded.broker_address_file(self.data_dir).unlink(missing_ok=True)
         left = end_leftovers(self.data_dir / "standalone.pids")
         if left:
             print(f"osmo standalone: ended {len(left)} processes a previous run left behind",
@@ -156,6 +158,7 @@ class Standalone:
                 raise StartupError(f"the embedded broker did not start (see {directory}/"
                                    "valkey.log)")
             time.sleep(0.05)
+        embedded.broker_address_file(self.data_dir).write_text(f"127.0.0.1:{port}\n")
         return port
 
     def setup_database(self) -> str:
@@ -229,6 +232,8 @@ class Standalone:
             return
         self.stopping = True
         try:
+            if self.lock_file is not None:  # ours: not a refused second standalone's
+                embedded.broker_address_file(self.data_dir).unlink(missing_ok=True)
             self.supervisor.stop(STOP_GRACE_SECONDS)
         finally:
             if self.listener is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from osmo.embedded import free_port
+from osmo.embedded import broker_address_file, free_port
 from tests.processes import command_lines
 
 
@@ -332,6 +332,23 @@ def test_its_web_server_keeps_its_control_socket_in_its_data_folder(platform):
     assert str(platform.data / "gunicorn.ctl") in sockets
 
 
+def test_a_command_beside_it_queues_to_its_worker(platform):
+    """`manage.py` on the same data folder joins the standalone's broker as it joins its
+    PostgreSQL: a task the command queues is run by the standalone's worker."""
+    queue = "from workflows.tasks import logs_purge; print(logs_purge.delay().id)"
+    command = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parent.parent / "manage.py"), "shell",
+         "--no-imports", "-c", queue],
+        env={**_standalone_env(), "OSMO_DATA_DIR": str(platform.data)},
+        capture_output=True, text=True, timeout=120)
+    assert command.returncode == 0, command.stderr
+    done = f"workflows.tasks.logs_purge[{command.stdout.strip()}] succeeded"
+    deadline = time.monotonic() + 30
+    while platform.log_count(done) != 1:
+        assert time.monotonic() < deadline, platform.log.read_text()[-3000:]
+        time.sleep(0.2)
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", CHILD_KINDS)
 def test_a_killed_child_is_restarted_and_nothing_is_lost(platform, kind: str, capsys):
@@ -469,6 +486,7 @@ def test_sigterm_stops_every_process_and_the_embedded_postgres(platform):
     platform.process.send_signal(signal.SIGTERM)
     assert platform.process.wait(60) == 0
     assert _still_running(tree + postgres) == []
+    assert not broker_address_file(platform.data).exists(), "no command joins a stopped broker"
 
 
 def test_a_taken_port_stops_start_up_before_ready(work_dir: Path):

@@ -324,8 +324,7 @@ def prepare_local_environment() -> None:
         os.environ["DATABASE_URL"] = start_postgres(data_dir())
         if not os.environ.get("SECRET_KEY"):
             os.environ["SECRET_KEY"] = local_secret_key()
-        broker = None
         if not (os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")):
             broker = running_broker_url(data_dir())
-        if broker:
-            os.environ["REDIS_URL"] = os.environ["CELERY_BROKER_URL"] = broker
+            if broker:
+                os.environ["REDIS_URL"] = os.environ["CELERY_BROKER_URL"] = broker

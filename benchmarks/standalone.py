@@ -1,8 +1,8 @@
 """The product as a user starts it, for the benchmarks: ``osmo standalone`` on a port of the
 benchmarks' range and a data folder of its own, with nothing but the environment a user sets
 (``extra_env``: the cluster backend and its kubeconfig). The benchmark process then joins its
-embedded PostgreSQL as ``manage.py`` does beside a running server, to seed pools and users and
-to read what the product wrote."""
+embedded PostgreSQL and broker as ``manage.py`` does beside a running server, to seed pools and
+users and to read what the product wrote."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ class Standalone:
         os.environ.update(OSMO_DATA_DIR=str(self.data_dir),
                           DJANGO_SETTINGS_MODULE="osmo.settings",
                           **{k: v for k, v in self.env.items() if k.startswith("OSMO_")})
-        os.environ.pop("DATABASE_URL", None)  # found again under this standalone's data folder
+        for found_again in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
+            os.environ.pop(found_again, None)  # under this standalone's data folder
         import django
         from django.apps import apps
 
@@ -77,6 +78,14 @@ class Standalone:
         joined = dj_database_url.parse(os.environ["DATABASE_URL"])
         connections["default"].settings_dict.update(
             {key: joined[key] for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT")})
+        broker = os.environ.get("CELERY_BROKER_URL")  # this standalone's, once ready
+        if broker:
+            from django.conf import settings
+
+            from osmo.celery import app
+
+            settings.CELERY_BROKER_URL = app.conf.broker_url = broker
+            app._after_fork()  # drops the connection pools that name the earlier broker
 
     def bench_token(self, pool: str, quota_gpus: int) -> str:
         """A pool and a user of it (``bench``); the user's token."""

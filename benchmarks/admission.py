@@ -7,9 +7,10 @@ through the standard library's client: httpx cost the machine 1.65 ms of CPU a r
 the product's processes then lacked; this one 0.35 ms) and prints requests/s, p50 and p99 of
 each, the ratio of submit throughput to whoami throughput measured in the same run, the CPU
 each submission cost (the web processes, PostgreSQL, the rest of the product, the benchmark's
-own clients) and the load of the machine. Every submission must be accepted (201) before a
-figure is printed. Targets: submit ≥ 300/s with p99 < 100 ms (8 clients); submit throughput
-≥ 0.5 × whoami throughput.
+own clients) and the load of the machine. Every submission must be accepted (201), and the
+database must hold each of them (its workflow, under a name of its own, and its two tasks),
+before a figure is printed. Targets: submit ≥ 300/s with p99 < 100 ms (8 clients); submit
+throughput ≥ 0.5 × whoami throughput.
 
     python benchmarks/admission.py [--clients 8] [--requests 100]
 """
@@ -50,6 +51,18 @@ workflow:
   resources:
     gpu: {gpu: 8, cpu: 16, memory: 64Gi}
 """
+
+
+WARM_UP = 5  # submissions per client before the measured ones
+
+
+def stored_submissions() -> tuple[int, int, int]:
+    """(workflows, their distinct names, their tasks) the product stored in the pool."""
+    from workflows.models import Task, Workflow
+
+    workflows = Workflow.objects.filter(pool__name="bench")
+    return (workflows.count(), workflows.values("name").distinct().count(),
+            Task.objects.filter(workflow__pool__name="bench").count())
 
 
 def cpu_seconds(standalone: Standalone) -> Counter:
@@ -121,7 +134,7 @@ def main() -> None:
 
         base = standalone.base
         drive(base, args.clients, 10, whoami)  # warm-up
-        drive(base, args.clients, 5, submit)
+        drive(base, args.clients, WARM_UP, submit)
         results, cpu_ms = {}, {}
         for name, call in (("GET /api/whoami", whoami), ("POST .../workflow", submit)):
             before = cpu_seconds(standalone)
@@ -131,6 +144,7 @@ def main() -> None:
                              failures)
             used = cpu.spent(before, after)
             cpu_ms[name] = {part: used[part] * 1000 / len(samples) for part in before}
+        stored = stored_submissions()
     finally:
         standalone.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -138,6 +152,10 @@ def main() -> None:
     failed = sum(r[3] for r in results.values())
     if failed:
         raise SystemExit(f"{failed} requests failed: no figure printed")
+    accepted = args.clients * (WARM_UP + args.requests)
+    if stored != (accepted, accepted, 2 * accepted):
+        raise SystemExit(f"{accepted} submissions accepted, but the database holds "
+                         f"(workflows, distinct names, tasks) {stored}: no figure printed")
     print(f"{args.clients} concurrent clients × {args.requests} requests, osmo standalone with "
           f"its defaults ({web_workers()} web workers × {WEB_THREADS} threads on "
           f"{cpus()} CPUs); load average {os.getloadavg()[0]:.1f}")

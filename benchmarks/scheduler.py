@@ -311,7 +311,7 @@ def measure_snapshots(label: str, snapshot: Snapshot, repeats: int, rows: bool =
 
     from scheduler.backends.kubernetes.snapshot import SnapshotMemo
     from scheduler.backends.kubernetes.snapshot import build_snapshot as from_cache
-    from scheduler.kai import decode
+    from scheduler.core import decode
     from scheduler.snapshot import build_snapshot as from_rows
 
     def built_right(kind: str, built: Snapshot, expected: tuple, bound: bool = False) -> None:

@@ -9,9 +9,9 @@ from django.db.models.functions import Coalesce
 from osmo.errors import NotFound
 from pools.node_sets import NodeCapacity
 from scheduler.core import Pod
+from scheduler.core.decode import gang_of
 from scheduler.core.kai_names import PODGROUP_ANNOTATION, SUBGROUP_LABEL
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, minimum_pods, ready_counts
-from scheduler.kai.decode import gang_of
 from scheduler.kai.selectors import queues
 from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 from workflows.models import FINAL_TASK_STATUSES, TaskStatus

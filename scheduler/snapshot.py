@@ -15,8 +15,8 @@ from django.conf import settings
 
 from scheduler.core import Node, Pod, SchedulerConfig, Snapshot, Topology
 from scheduler.core.collector import collector_paused
+from scheduler.core.decode import gang_of, topology_levels
 from scheduler.core.kai_names import PRIORITY_VALUES, queue_name_for
-from scheduler.kai.decode import gang_of, topology_levels
 from scheduler.kai.selectors import cluster_topology, queues
 from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
 

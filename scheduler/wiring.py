@@ -36,9 +36,6 @@ class Scheduling:
         except podgrouper.WorkloadError as error:
             raise OsmoError(error.code, error.detail, errors=error.errors) from error
 
-    def pod_gpus(self, pod: Mapping[str, Any]) -> int:
-        return podgrouper.pod_gpus(pod)
-
 
 def _queues_follow(event: events.PoolChanged) -> None:
     tasks.queue_sync_on_commit()  # delivered after commit: it queues the sync at once

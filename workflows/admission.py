@@ -29,8 +29,8 @@ from pools.locking import POOL_FAMILY_LOCK
 from pools.models import Pool, PoolStatus, SubpoolState
 from pools.quota import unallocated
 from pools.selectors import pool_not_found
+from scheduler.core.decode import QuantityError, Requests, gang_of, pod_requests
 from scheduler.core.kai_names import SUBGROUP_LABEL, podgroup_name, queue_name_for
-from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
@@ -49,7 +49,6 @@ from .models import (
 )
 from .spec import SpecError, WorkflowSpec, parse_workflow_spec
 from .spec.apiserver_rules import check_workload
-from .spec.units import parse_bytes, parse_millicores
 
 PRIORITIES = frozenset(Priority.values)  # Django builds `values` anew at each read
 
@@ -164,25 +163,19 @@ def check_quota(*, target: Pool, parent: Pool, spec_total: int, largest_group: i
         )
 
 
-def _minimum_gpus(gang: dict, pods: list[tuple[str, str | None, int]]) -> int:
-    """GPUs of the pods a gang needs to start (its minimum); all its GPUs if the gang fields
-    cannot be read (the spec validation reports those)."""
-    min_member = gang.get("minMember")
-    if (not gang.get("subGroups") and gang.get("minSubGroup") is None
-            and type(min_member) is int and min_member >= len(pods)):
-        return sum(gpus for _name, _subgroup, gpus in pods)  # a plain gang: every pod
-    core_gang = Gang(name="admission", queue="admission", min_member=min_member,
-                     min_subgroup=gang.get("minSubGroup"),
-                     subgroups=tuple(SubGroup(name=s["name"], parent=s.get("parent"),
-                                              min_member=s.get("minMember"),
-                                              min_subgroup=s.get("minSubGroup"))
-                                     for s in gang.get("subGroups", ())),
-                     pods=tuple(CorePod(name, subgroup=subgroup, gpus=gpus)
-                                for name, subgroup, gpus in pods))
+def _minimum_gpus(fields: dict, pods: list[tuple[str, str | None, int]]) -> int:
+    """GPUs of the pods a gang needs to start (its minimum), its gang fields read as the
+    scheduler reads them (``decode.gang_of``); all its GPUs if they cannot be read (the spec
+    validation reports those)."""
+    gang = gang_of("admission", fields, tuple(CorePod(name, subgroup=subgroup, gpus=gpus)
+                                              for name, subgroup, gpus in pods))
+    if (not gang.subgroups and gang.min_subgroup is None and gang.min_member is not None
+            and gang.min_member >= len(pods)):
+        return sum(pod.gpus for pod in gang.pods)  # a plain gang: every pod
     try:
-        return minimum_gpus(build_tree(core_gang))
+        return minimum_gpus(build_tree(gang))
     except InvalidGang:
-        return sum(gpus for _name, _subgroup, gpus in pods)
+        return sum(pod.gpus for pod in gang.pods)
 
 
 def _spec_group_minimum(group) -> int:
@@ -196,7 +189,7 @@ def _unit_minimum(unit) -> int:
     spec = unit.manifests.podgroup["spec"]
     pods = [(pod["metadata"]["name"],
              (pod["metadata"].get("labels") or {}).get(SUBGROUP_LABEL)
-             if spec.get("subGroups") else None, ports.scheduling().pod_gpus(pod))
+             if spec.get("subGroups") else None, _pod_requests(pod).gpus)
             for pod in unit.manifests.pods]
     return _minimum_gpus(spec, pods)
 
@@ -482,14 +475,14 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
                                   scheduling_at=timezone.now())
             groups.append(group)
             for pod in unit.manifests.pods:
-                cpu, memory = pod_requests(pod)
+                requests = _pod_requests(pod)
                 labels = pod["metadata"].get("labels") or {}
                 tasks.append(Task(
                     group=group, workflow=workflow, pool=target, priority=grouping.priority,
                     name=pod["metadata"]["name"], spec_task=pod["metadata"]["name"],
                     position=len(tasks), status=TaskStatus.SCHEDULING,
-                    gpus=ports.scheduling().pod_gpus(pod),
-                    cpu_millis=cpu, memory_bytes=memory,
+                    gpus=requests.gpus, cpu_millis=requests.cpu,
+                    memory_bytes=requests.memory,
                     node_selector=dict(pod["spec"].get("nodeSelector") or {}),
                     subgroup=labels.get(SUBGROUP_LABEL, "") if gang.get("subGroups") else "",
                     run_seconds=sleep_seconds(*_first_command(pod))))
@@ -529,18 +522,14 @@ def _check_given_names(grouping) -> None:
 GANG_FIELDS = ("minMember", "minSubGroup", "subGroups", "topologyConstraint")
 
 
-def pod_requests(pod: dict) -> tuple[int, int]:
-    """(CPU millicores, memory bytes) a pod requests: Σ over its containers."""
-    cpu = memory = 0
-    for container in pod.get("spec", {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        requests = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        try:
-            cpu += parse_millicores(requests["cpu"]) if "cpu" in requests else 0
-            memory += parse_bytes(requests["memory"]) if "memory" in requests else 0
-        except ValueError as error:
-            raise OsmoError("invalid_spec", f"Pod {pod['metadata']['name']}: {error}") from error
-    return cpu, memory
+def _pod_requests(pod: dict) -> Requests:
+    """What a pod is charged, as the scheduler reads it (``decode.pod_requests``: init
+    containers and sidecars counted as Kubernetes counts them)."""
+    try:
+        return pod_requests(pod, strict=True)
+    except QuantityError as error:
+        raise OsmoError("invalid_spec", f"Pod {pod['metadata']['name']}: {error.detail}",
+                        errors={error.field: [error.detail]}) from None
 
 
 def _first_command(pod: dict) -> tuple[list, list]:

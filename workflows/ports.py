@@ -52,8 +52,5 @@ class Scheduling(Protocol):
         """The pod grouper: a workload's PodGroups and pods; a workload it cannot group is an
         `OsmoError` (400)."""
 
-    def pod_gpus(self, pod: Mapping[str, Any]) -> int:
-        """Whole GPUs a pod asks for, as the scheduler counts them."""
-
 
 scheduling: Port[Scheduling] = Port("workflows.ports.scheduling")

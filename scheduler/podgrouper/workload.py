@@ -54,8 +54,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.core.decode import QuantityError, pod_requests
 from scheduler.core.kai_names import (
-    GPU_RESOURCE,
     GROUPER_ANNOTATION,
     IMPLICIT_SUBGROUP,
     OWNER_KIND_ANNOTATION,
@@ -90,7 +90,7 @@ from .model import (
     WorkloadError,
 )
 from .owners import Lookup, controller_ref, group_kind, index_lookup, owner_chain
-from .registry import annotations_of, ascii_int, labels_of, name_of, pod_budget
+from .registry import annotations_of, labels_of, name_of, pod_budget
 
 KNOWN_PRIORITY_CLASSES: dict[str, int] = {
     "osmo-high": 125, "osmo-normal": 100, "osmo-low": 50, "inference": 125, "build": 100,
@@ -181,27 +181,13 @@ def group_pod(pod: Mapping[str, Any], lookup: Lookup | Iterable[Mapping[str, Any
 # --- a whole workload -----------------------------------------------------------------------
 
 def pod_gpus(pod: Mapping[str, Any]) -> int:
-    """Whole GPUs a pod asks for: Σ containers (requests, else limits), or the largest init
-    container if that is more (as the scheduler counts a pod's effective request)."""
-    def of(container: Mapping[str, Any]) -> int:
-        resources = container.get("resources") or {}
-        for part in ("requests", "limits"):
-            value = (resources.get(part) or {}).get(GPU_RESOURCE)
-            if value is not None:
-                number = value if isinstance(value, int) and not isinstance(value, bool) \
-                    else ascii_int(str(value))
-                if number is None:
-                    raise WorkloadError("invalid_spec", f"{GPU_RESOURCE} must be a whole "
-                                        f"number, got {value!r}",
-                                        {f"resources.{part}.{GPU_RESOURCE}": ["Invalid."]})
-                return number
-        return 0
-
-    spec = pod.get("spec") or {}
-    main = sum(of(c) for c in spec.get("containers") or [] if isinstance(c, Mapping))
-    init = max((of(c) for c in spec.get("initContainers") or [] if isinstance(c, Mapping)),
-               default=0)
-    return max(main, init)
+    """Whole GPUs a pod asks for, as the scheduler counts them (``scheduler.core.decode``:
+    requests, else limits; sidecars with the containers; the largest init container when more);
+    a quantity that is not one is ``invalid_spec``."""
+    try:
+        return pod_requests(pod, strict=True).gpus
+    except QuantityError as error:
+        raise WorkloadError("invalid_spec", error.detail, {error.field: ["Invalid."]}) from None
 
 
 @dataclass(frozen=True)

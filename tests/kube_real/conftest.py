@@ -177,20 +177,23 @@ class Cluster:
 
     # --- nodes -------------------------------------------------------------------------------
     def add_node(self, name: str, *, gpus: int, cpu: str = "64", memory: str = "512Gi",
-                 pods: int = 110, labels: dict[str, str] | None = None, ready: bool = True,
-                 unschedulable: bool = False) -> None:
-        """A Node (nodes are cluster-wide: the fixture deletes those a test added)."""
+                 pods: int = 110, labels: dict[str, str] | None = None,
+                 ready: bool | None = True, unschedulable: bool = False,
+                 taints: list[dict[str, str]] | None = None) -> None:
+        """A Node (nodes are cluster-wide: the fixture deletes those a test added); ``ready``
+        None: it states no Ready condition yet."""
         self.added.append(name)
         self.server.request("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
                                                   **(labels or {})}},
-            "spec": {"unschedulable": unschedulable}})
+            "spec": {"unschedulable": unschedulable, "taints": taints or []}})
         capacity = {"nvidia.com/gpu": str(gpus), "cpu": cpu, "memory": memory, "pods": str(pods)}
         self.server.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": {
             "capacity": capacity, "allocatable": capacity,
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
-                            "reason": "KubeletReady", "message": "test"}]}},
+            "conditions": [] if ready is None else [
+                {"type": "Ready", "status": "True" if ready else "False",
+                 "reason": "KubeletReady", "message": "test"}]}},
             content_type="application/merge-patch+json")
 
     def delete_node(self, name: str) -> None:

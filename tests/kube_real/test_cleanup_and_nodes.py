@@ -89,3 +89,16 @@ def test_nodes_come_from_node_objects(backend, cluster, admin, nodes) -> None:
     cluster.delete_node("gpu-2")
     assert inventory(backend.kube).removed == ["gpu-2"]
     assert sorted(Node.objects.values_list("name", flat=True)) == ["cpu-1", "gpu-1"]
+
+
+def test_a_node_without_ready_or_tainted_is_not_schedulable(backend, admin, nodes) -> None:
+    """The Node table reads a Node as the scheduler does: one that states no Ready condition
+    yet, or carries a NoSchedule taint, offers no capacity."""
+    nodes("fresh", gpus=8, ready=None)
+    nodes("broken", gpus=8, taints=[{"key": "gpu-broken", "effect": "NoSchedule"}])
+    nodes("spot", gpus=8, taints=[{"key": "spot", "effect": "PreferNoSchedule"}])
+    assert sorted(inventory(backend.kube).registered) == ["broken", "fresh", "spot"]
+    listed = {n["name"]: n["schedulable"] for n in admin.get("/api/cluster/nodes").json()}
+    assert listed == {"broken": False, "fresh": False, "spot": True}
+    assert sorted(Node.objects.filter(schedulable=True).values_list("name", flat=True)) == [
+        "spot"]

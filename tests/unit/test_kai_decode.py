@@ -1,4 +1,4 @@
-"""The one decoder of KAI and Kubernetes objects into core types (``scheduler.kai.decode``),
+"""The one decoder of KAI and Kubernetes objects into core types (``scheduler.core.decode``),
 read by both snapshot builders: a workflow group's stored gang fields (the embedded loop) and a
 PodGroup with its pods (the Kubernetes backend) become the same Gang; a constraint that names
 no level constrains nothing."""
@@ -23,7 +23,7 @@ from scheduler.core import (
     TopologyLevel,
     run_cycle,
 )
-from scheduler.kai.decode import (
+from scheduler.core.decode import (
     constraint_of,
     gang_of,
     node_allocatable,
@@ -62,7 +62,7 @@ def podgroup(spec=None, **metadata) -> dict:
 def test_the_decoder_is_pure() -> None:
     """Importing it loads no framework: the embedded loop, tools and the core may use it."""
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, scheduler.kai.decode; print(sorted({m.split('.')[0] "
+        [sys.executable, "-c", "import sys, scheduler.core.decode; print(sorted({m.split('.')[0] "
          "for m in sys.modules} & {'django', 'rest_framework', 'celery', 'kubernetes'}))"],
         cwd=ROOT, capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"

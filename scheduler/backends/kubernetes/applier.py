@@ -34,8 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.core.decode import Requests, node_schedulable, pod_requests
 from scheduler.core.results import STALE, CycleResult
-from scheduler.kai.decode import Requests, node_schedulable, pod_requests
 
 from .cache import ClusterCache
 from .calls import ApiCalls, CycleFigures, now_iso

@@ -4,9 +4,11 @@ Through the node services, so the rules are those of the admin API: a node is re
 replaced with its allocatable ``nvidia.com/gpu``, ``cpu`` and ``memory`` and all its labels
 (topology labels included); a node that left the cluster is removed with ``force`` — its pods
 are gone with it, so tasks still bound there end FAILED_EVICTED (``node_deleted``).
-Decisions: ``schedulable`` is false when the node is cordoned (``spec.unschedulable``) or its
-``Ready`` condition is not True (KAI does not place pods there either); rows are written only
-when something changed, so an unchanged cluster costs one read.
+Decisions: a Node's allocatable and whether it is ``schedulable`` are read as the scheduler reads
+them (``scheduler.core.decode``: cordoned, not Ready — or stating no Ready condition — or
+tainted ``NoSchedule`` / ``NoExecute`` is not schedulable), so ``/api/resources`` and the pools'
+node sets offer only what takes pods; rows are written only when something changed, so an
+unchanged cluster costs one read.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ import logging
 from dataclasses import dataclass, field
 
 from scheduler import services
-from scheduler.core.kai_names import GPU_RESOURCE
+from scheduler.core.decode import node_allocatable, node_schedulable
 from scheduler.models import Node
-from workflows.spec.units import parse_bytes, parse_millicores
 
 from .client import REQUEST_TIMEOUT, Kube, raw
 
@@ -31,24 +32,11 @@ class NodeSummary:
     removed: list[str] = field(default_factory=list)
 
 
-def _quantity(parse, value, default: int = 0) -> int:
-    try:
-        return parse(value) if value is not None else default
-    except (ValueError, TypeError):
-        return default
-
-
 def node_fields(node: dict) -> dict:
-    status, spec = node.get("status") or {}, node.get("spec") or {}
-    allocatable = status.get("allocatable") or status.get("capacity") or {}
-    ready = next((c.get("status") for c in status.get("conditions") or []
-                  if c.get("type") == "Ready"), "True")
-    return {"name": node["metadata"]["name"],
-            "gpus": _quantity(lambda v: int(str(v)), allocatable.get(GPU_RESOURCE)),
-            "cpu_millis": _quantity(parse_millicores, allocatable.get("cpu")),
-            "memory_bytes": _quantity(parse_bytes, allocatable.get("memory")),
-            "labels": dict(node["metadata"].get("labels") or {}),
-            "schedulable": not spec.get("unschedulable", False) and ready == "True"}
+    gpus, cpu_millis, memory_bytes = node_allocatable(node)
+    return {"name": node["metadata"]["name"], "gpus": gpus, "cpu_millis": cpu_millis,
+            "memory_bytes": memory_bytes, "labels": dict(node["metadata"].get("labels") or {}),
+            "schedulable": node_schedulable(node)}
 
 
 def inventory(kube: Kube) -> NodeSummary:

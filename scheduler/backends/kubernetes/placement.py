@@ -3,7 +3,7 @@
 One cycle, in rooms of one job each: the cache (:mod:`.cache`: informers of Nodes, Pods of every
 namespace, PodGroups of our namespace, Queues and Topologies — never the API server) becomes a
 :class:`scheduler.core.Snapshot` (:mod:`.snapshot`, the objects read by
-:mod:`scheduler.kai.decode`); the same :func:`scheduler.core.run_cycle` as the embedded loop
+:mod:`scheduler.core.decode`); the same :func:`scheduler.core.run_cycle` as the embedded loop
 decides; :mod:`.applier` writes the decisions through the API server (evictions, consolidation
 moves, bindings) and :mod:`.reporter` the reasons of the gangs left pending, every request
 counted by :mod:`.calls`. Each cycle's figures (duration, bound, evicted, API calls by kind)

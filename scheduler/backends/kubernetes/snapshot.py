@@ -1,5 +1,5 @@
 """The placement's cache → a :class:`scheduler.core.Snapshot` (objects decoded by
-:mod:`scheduler.kai.decode`), and the index from the core's names back to the objects:
+:mod:`scheduler.core.decode`), and the index from the core's names back to the objects:
 
 - nodes: allocatable ``nvidia.com/gpu`` / cpu / memory minus what bound pods that are not in a
   gang of this snapshot hold (other schedulers' pods, pods without a PodGroup, terminating
@@ -25,9 +25,7 @@ from typing import Any
 
 from scheduler.core import Gang, Node, SchedulerConfig, Snapshot
 from scheduler.core.collector import collector_paused
-from scheduler.core.node_totals import INF, release, total
-from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
-from scheduler.kai.decode import (
+from scheduler.core.decode import (
     node_allocatable,
     node_schedulable,
     pod_of,
@@ -38,6 +36,8 @@ from scheduler.kai.decode import (
     queue_of,
     topology_of,
 )
+from scheduler.core.node_totals import INF, release, total
+from scheduler.core.readiness import InvalidGang, build_tree, is_ready, ready_counts
 
 from .cache import ClusterCache
 from .snapshot_memo import FOREIGN, LEAVING, ORPHAN, TERMINATING, MemberPods, SnapshotMemo

@@ -21,9 +21,9 @@ from collections.abc import Iterator, Mapping
 from sys import intern
 from typing import Any
 
+from scheduler.core.decode import pod_requests
 from scheduler.core.kai_names import MOVED_FROM_ANNOTATION, PODGROUP_ANNOTATION
 from scheduler.core.node_totals import total
-from scheduler.kai.decode import pod_requests
 
 from .cache import FINISHED
 from .moves import is_leaving

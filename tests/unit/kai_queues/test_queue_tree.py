@@ -4,8 +4,8 @@ loop schedules with."""
 
 from __future__ import annotations
 
+from scheduler.core.decode import queue_of
 from scheduler.core.model import Queue, ResourceQuota
-from scheduler.kai.decode import queue_of
 from scheduler.kai.queues import PoolData, SubpoolData, build_queue_hierarchy, queue_tree
 
 POOLS = [

@@ -1,8 +1,10 @@
 """KAI and Kubernetes objects, as the API server serves them (plain dicts), decoded into
 ``scheduler.core`` types: pods, Nodes, Queues, Topologies and PodGroups. Pure — no Django, no
-client — so that both snapshot builders read KAI's objects alike: the embedded loop's
-(``scheduler/snapshot.py``: a workflow group's stored gang fields, the stored topology levels)
-and the Kubernetes backend's (``backends/kubernetes/snapshot.py``: the informers' objects).
+client, in the core so that every app may import it — and the one reading of each: both
+snapshot builders (``scheduler/snapshot.py``: a workflow group's stored gang fields, the stored
+topology levels; ``backends/kubernetes/snapshot.py``: the informers' objects), the Node table
+(``backends/kubernetes/nodes.py``), admission (a pod's requests and a gang's minimum, charged to
+quota) and the pod grouper (a group's GPUs) read a pod, a Node and a gang alike.
 """
 
 from __future__ import annotations
@@ -13,16 +15,6 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from scheduler.core import (
-    Gang,
-    Pod,
-    Queue,
-    ResourceQuota,
-    SubGroup,
-    Topology,
-    TopologyConstraint,
-    TopologyLevel,
-)
 from scheduler.core.kai_names import (
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
@@ -32,7 +24,17 @@ from scheduler.core.kai_names import (
     SUBGROUP_LABEL,
     WORKFLOW_NAME_ANNOTATION,
 )
-from workflows.spec.units import parse_bytes, parse_millicores
+from scheduler.core.model import (
+    Gang,
+    Pod,
+    Queue,
+    ResourceQuota,
+    SubGroup,
+    Topology,
+    TopologyConstraint,
+    TopologyLevel,
+)
+from scheduler.core.quantities import ascii_digits, parse_bytes, parse_millicores
 
 # Taints that only mirror what the cache reads itself (the Ready condition, spec.unschedulable);
 # the node lifecycle controller keeps them in step, and admission puts ``not-ready`` on every
@@ -65,44 +67,87 @@ def _parsed(parse, value) -> int:
         return 0
 
 
-def _whole(value) -> int:
-    return int(str(value))
-
-
-@dataclass
+@dataclass(frozen=True)
 class Requests:
     gpus: int
     cpu: int
     memory: int
 
 
+class QuantityError(ValueError):
+    """A request that is not a quantity (``field``: where, as in the pod's spec)."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(detail)
+        self.field, self.detail = field, detail
+
+
+def whole_gpus(value) -> int:
+    """GPUs are whole: an integer, or ASCII digits (int() would also read '８' or '1_000')."""
+    number = value if isinstance(value, int) and not isinstance(value, bool) else (
+        ascii_digits(value) if isinstance(value, str) else None)
+    if number is None or number < 0:
+        raise ValueError(f"{GPU_RESOURCE} must be a whole number, got {value!r}")
+    return number
+
+
+_PARSERS = ((GPU_RESOURCE, whole_gpus), ("cpu", parse_millicores), ("memory", parse_bytes))
 _requests_cache: dict[str, Requests] = {}
 
 
-def pod_requests(pod: dict[str, Any]) -> Requests:
-    """What a pod asks for: its containers' requests summed (GPUs from limits when requests
-    omit them), the largest init container when that is more (Kubernetes' effective request).
-    Memoised by uid: a pod's requests never change."""
-    uid = (pod.get("metadata") or {}).get("uid") or ""
+def pod_requests(pod: Mapping[str, Any], *, strict: bool = False) -> Requests:
+    """What a pod asks for, as Kubernetes counts its effective request, resource by resource:
+    a container's request, else its limit (the API server copies a limit into a missing
+    request); the main containers summed with the sidecars (init containers with
+    ``restartPolicy: Always``, which run beside them); each other init container with the
+    sidecars started before it, when that is more; plus the pod's ``overhead``.
+
+    Every reader of a pod takes it from here — the scheduler's snapshots, admission (what is
+    charged to quota), the pod grouper (a group's GPUs) — so a pod is charged what it is
+    scheduled on. ``strict``: a value that is not a quantity is a `QuantityError` (a submitted
+    manifest); else it counts 0 (a cluster's pod, which the API server validated), and the
+    reading is memoised by uid, as a pod's requests never change."""
+    uid = ((pod.get("metadata") or {}).get("uid") or "") if not strict else ""
     cached = _requests_cache.get(uid) if uid else None
     if cached is not None:
         return cached
-
-    def of(container) -> tuple[int, int, int]:
-        resources = container.get("resources") or {}
-        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-        gpus = requests.get(GPU_RESOURCE, limits.get(GPU_RESOURCE))
-        return (quantity(_whole, gpus),
-                quantity(parse_millicores, requests.get("cpu")),
-                quantity(parse_bytes, requests.get("memory")))
-
     spec = pod.get("spec") or {}
-    total = [0, 0, 0]
-    for container in spec.get("containers") or []:
-        total = [a + b for a, b in zip(total, of(container), strict=True)]
-    for container in spec.get("initContainers") or []:
-        total = [max(a, b) for a, b in zip(total, of(container), strict=True)]
-    result = Requests(*total)
+
+    def of(resources, path: str) -> tuple[int, ...]:
+        resources = resources if isinstance(resources, Mapping) else {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        amounts = []
+        for name, parse in _PARSERS:
+            part, value = ("requests", requests[name]) if name in requests else (
+                "limits", limits.get(name))
+            if strict and value is not None:
+                try:
+                    amounts.append(parse(value))
+                except (ValueError, TypeError) as error:
+                    raise QuantityError(f"{path}.{part}.{name}", str(error)) from None
+            else:
+                amounts.append(quantity(parse, value))
+        return tuple(amounts)
+
+    def containers(key: str):
+        for index, container in enumerate(spec.get(key) or ()):
+            if isinstance(container, Mapping):
+                yield container, of(container.get("resources"), f"spec.{key}[{index}].resources")
+
+    main = [0, 0, 0]
+    for _container, amounts in containers("containers"):
+        main = [a + b for a, b in zip(main, amounts, strict=True)]
+    sidecars, init = [0, 0, 0], [0, 0, 0]
+    for container, amounts in containers("initContainers"):
+        if container.get("restartPolicy") == "Always":
+            sidecars = [a + b for a, b in zip(sidecars, amounts, strict=True)]
+            running = sidecars
+        else:
+            running = [a + b for a, b in zip(sidecars, amounts, strict=True)]
+        init = [max(a, b) for a, b in zip(init, running, strict=True)]
+    overhead = of({"requests": spec.get("overhead") or {}}, "spec.overhead")
+    result = Requests(*(max(m + s, i) + o
+                        for m, s, i, o in zip(main, sidecars, init, overhead, strict=True)))
     if uid:
         if len(_requests_cache) > 200_000:
             _requests_cache.clear()
@@ -132,12 +177,15 @@ def node_allocatable(node: dict[str, Any]) -> tuple[int, int, int]:
     allocatable."""
     status = node.get("status") or {}
     allocatable = status.get("allocatable") or status.get("capacity") or {}
-    return (quantity(_whole, allocatable.get(GPU_RESOURCE)),
+    return (quantity(whole_gpus, allocatable.get(GPU_RESOURCE)),
             quantity(parse_millicores, allocatable.get("cpu")),
             quantity(parse_bytes, allocatable.get("memory")))
 
 
-def node_schedulable(node: dict[str, Any]) -> bool:
+def node_schedulable(node: Mapping[str, Any]) -> bool:
+    """Whether pods may be placed on a Node: not cordoned, its ``Ready`` condition True (a
+    Node that states none is not ready yet), and no ``NoSchedule`` / ``NoExecute`` taint but
+    those that mirror the two (``CONDITION_TAINTS``)."""
     spec, status = node.get("spec") or {}, node.get("status") or {}
     if spec.get("unschedulable"):
         return False

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from osmo import bootstrap
+
 WEB_THREADS = 40
 MEMORY_PER_WEB_WORKER = 512 * 2**20
 DB_CONNECTIONS_SPARE = 30
@@ -59,9 +61,9 @@ def memory_bytes() -> int:
 def web_workers() -> int:
     """`OSMO_WEB_WORKERS` when set (`osmo standalone --web-workers` sets it), else from the
     machine."""
-    configured = os.environ.get("OSMO_WEB_WORKERS", "").strip()
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
+    configured = bootstrap.web_workers()
+    if configured is not None:
+        return configured
     return max(2, min(cpus(), memory_bytes() // MEMORY_PER_WEB_WORKER))
 
 

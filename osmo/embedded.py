@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 from urllib.parse import quote
 
+from osmo import bootstrap
 from osmo.capacity import database_connections
 
 DATABASE_NAME = "osmo"
@@ -32,7 +33,7 @@ def data_dir() -> Path:
     """`OSMO_DATA_DIR`, else `.osmo` in the checkout (wherever a command runs from, so
     `manage.py` always finds the standalone's database), else `.osmo` in the working folder
     for an installed package."""
-    configured = os.environ.get("OSMO_DATA_DIR")
+    configured = bootstrap.data_dir()
     if configured:
         return Path(configured).expanduser().resolve()
     base = CHECKOUT if (CHECKOUT / "manage.py").exists() else Path.cwd()

@@ -7,7 +7,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from osmo import capacity
+from osmo import bootstrap, capacity
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -293,7 +293,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Metrics (docs/OBSERVABILITY.md): GET /metrics for a token in `osmo-metrics` (or a platform
 # admin) or from these addresses/networks; OSMO_METRICS=off records and serves nothing. A
 # process that is not the web server serves its own on OSMO_METRICS_PORT when set.
-OSMO_METRICS = env_bool("OSMO_METRICS", True)
+OSMO_METRICS = bootstrap.metrics()  # a standalone reads it before settings exist
 OSMO_METRICS_ALLOWED_ADDRESSES = os.environ.get("OSMO_METRICS_ALLOWED_ADDRESSES", "")
 try:
     OSMO_METRICS_ALLOWED_NETWORKS = tuple(

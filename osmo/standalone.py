@@ -35,7 +35,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import embedded
+from . import bootstrap, embedded
 from .supervisor import Child, Supervisor, Watched, end_leftovers
 
 STOP_GRACE_SECONDS = 15
@@ -113,7 +113,7 @@ class Standalone:
 
     def prepare_environment(self) -> dict[str, str]:
         os.environ["OSMO_DATA_DIR"] = str(self.data_dir)
-        if os.environ.get("OSMO_METRICS", "on").strip().lower() in {"1", "true", "yes", "on"}:
+        if bootstrap.metrics():
             # Prometheus' multiprocess mode: every child writes its samples here and the web
             # tier's /metrics merges them; emptied at each start (osmo.observability.metrics).
             metrics_dir = self.data_dir / "metrics"

@@ -30,7 +30,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-ENV_VAR = "OSMO_KAI_CRDS_DIR"
+from osmo import bootstrap
+
+ENV_VAR = bootstrap.KAI_CRDS_DIR
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
 
@@ -62,7 +64,7 @@ def _to_json_schema(schema: Any) -> Any:
 
 
 def resolve_crds_dir(crds_dir: str | os.PathLike[str] | None = None) -> Path:
-    chosen = crds_dir if crds_dir is not None else os.environ.get(ENV_VAR)
+    chosen = crds_dir if crds_dir is not None else bootstrap.kai_crds_dir()
     if not chosen:
         raise FileNotFoundError(f"no KAI CRD directory: pass one or set {ENV_VAR}")
     path = Path(chosen)

@@ -7,10 +7,12 @@ containers, sidecars, limits-only requests, Nodes not Ready, tainted or cordoned
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from scheduler.backends.kubernetes.nodes import node_fields
 from scheduler.core.decode import node_allocatable, node_schedulable, pod_of
 from scheduler.podgrouper import group_workload
+from scheduler.snapshot import build_snapshot
 from workflows.models import Task, Workflow
 
 GiB = 2**30
@@ -81,7 +83,9 @@ def test_every_path_reads_a_pod_alike(team, user, manifest, expected):
     workflow = Workflow.objects.get(name=response.json()["name"])
     assert workflow.gpus_requested == expected[0]  # what quota is charged
     assert list(Task.objects.filter(workflow=workflow).values_list(
-        "gpus", "cpu_millis", "memory_bytes")) == [expected]  # what the embedded loop places
+        "gpus", "cpu_millis", "memory_bytes")) == [expected]
+    snapshot, _index = build_snapshot(now=timezone.now())  # what the embedded loop places
+    assert [(p.gpus, p.cpu, p.memory) for gang in snapshot.gangs for p in gang.pods] == [expected]
 
 
 def test_a_bad_quantity_in_an_init_container_is_refused(team, user):

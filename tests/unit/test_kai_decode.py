@@ -24,10 +24,13 @@ from scheduler.core import (
     run_cycle,
 )
 from scheduler.core.decode import (
+    QuantityError,
+    Requests,
     constraint_of,
     gang_of,
     node_allocatable,
     pod_of,
+    pod_requests,
     podgroup_gang,
     podgroup_queue,
     topology_levels,
@@ -160,6 +163,17 @@ def test_pods_nodes_and_topologies() -> None:
     assert topology_of([other]).name == "other"
     assert [level.alias for level in topology_of([]).levels] == ["zone", "block", "rack",
                                                                 "hostname"]
+
+
+def test_a_bad_quantity_is_an_error_when_strict_and_nothing_when_read_from_the_cluster():
+    pod = {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        "initContainers": [{"resources": {"limits": {"nvidia.com/gpu": "８"}}}]}}
+    assert pod_requests(pod) == Requests(gpus=0, cpu=1000, memory=2**30)
+    with pytest.raises(QuantityError) as caught:
+        pod_requests(pod, strict=True)
+    assert caught.value.field == "spec.initContainers[0].resources.limits.nvidia.com/gpu"
+    assert caught.value.detail == "nvidia.com/gpu must be a whole number, got '８'"
 
 
 @pytest.mark.parametrize("raw, moved", [({"topology": "osmo-topology"}, True),

@@ -7,8 +7,9 @@ loop — or, with ``OSMO_CLUSTER_BACKEND=kubernetes``, the Kubernetes backend
 line waits for the backend to reach the API server, as ``/api/health`` does). Their output
 goes to log files under ``<data dir>/logs/`` (``--verbose``: to stderr), so the console shows
 only the ready line, the admin token and what goes wrong (a child that exits, with its log's
-last line). The admin token is kept in ``<data dir>/admin-token`` and the same one is printed at
-every start; it is replaced (and every other standalone admin token revoked) only once revoked.
+last line; a line logged at ERROR or CRITICAL: :mod:`osmo.console_errors`). The admin token
+is kept in ``<data dir>/admin-token`` and the same one is printed at every start; it is
+replaced (and every other standalone admin token revoked) only once revoked.
 
 It is a supervisor (:mod:`osmo.supervisor`): the Valkey server and every child run under it,
 in its process group, and end with it even when it is killed with SIGKILL; a child that exits
@@ -39,6 +40,7 @@ import urllib.request
 from pathlib import Path
 
 from . import embedded
+from .console_errors import ConsoleErrors
 from .supervisor import Child, Supervisor, Watched, end_leftovers
 
 STOP_GRACE_SECONDS = 15
@@ -78,6 +80,7 @@ class Standalone:
         self.lock_file = None
         self.postgres_dir: Path | None = None  # set when standalone runs the embedded server
         self.stopping = False
+        self.console_errors = ConsoleErrors(sys.stderr)
 
     # --- start ------------------------------------------------------------------------------
 
@@ -198,6 +201,8 @@ class Standalone:
     def spawn(self, name: str, argv: list[str], env: dict[str, str],
               pass_fds: tuple[int, ...] = ()) -> None:
         log_path = None if self.args.verbose else self.logs_dir / f"{name}.log"
+        if log_path is not None:
+            self.console_errors.watch(log_path)
         self.supervisor.start(Child(name, argv, env=env, pass_fds=pass_fds, log_path=log_path))
 
     @property
@@ -238,6 +243,7 @@ class Standalone:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.supervisor.poll()
+            self.console_errors.poll()
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
                     if response.status == 200:
@@ -287,6 +293,7 @@ class Standalone:
                   + ("" if self.args.verbose else f"; logs: {self.logs_dir}/") + ")", flush=True)
             while True:
                 self.supervisor.poll()
+                self.console_errors.poll()
                 time.sleep(0.2)
         except KeyboardInterrupt:
             return 0

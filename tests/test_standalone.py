@@ -652,6 +652,16 @@ def test_a_revoked_admin_token_is_replaced_and_the_file_follows(work_dir):
     process = _start_on_console(data, port, console)
     try:
         first = _console_when_ready(process, console)[1].removeprefix("token: ")
+        # What goes wrong still reaches the quiet console: a child killed, and where to look.
+        scheduler = next(child for child in psutil.Process(process.pid).children()
+                         if "run_scheduler" in " ".join(child.cmdline()))
+        scheduler.kill()
+        said = ("osmo standalone: scheduler exited with exit code -9 (SIGKILL); restarting in "
+                f"1 s (restart 1); its output: {data / 'logs' / 'scheduler.log'}")
+        deadline = time.monotonic() + 10
+        while said not in console.read_text():
+            assert time.monotonic() < deadline, console.read_text()
+            time.sleep(0.2)
         subprocess.run(
             [sys.executable, str(Path(__file__).resolve().parent.parent / "manage.py"),
              "issue_token", "admin", "--revoke-all"],

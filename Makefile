@@ -2,7 +2,7 @@
 # The venv's interpreter: the distribution's own python3 (Debian and Ubuntu build it with
 # profile-guided and link-time optimisation) when it is 3.11 or newer and has venv, else the
 # first python3 on PATH. A source build with default options (pyenv's) has neither: the
-# product's Python ran 11-15% more instructions on it (README, "Benchmarks").
+# product's Python ran 11-15% more instructions on it (docs/BENCHMARKS.md).
 # `make PYTHON=...` picks another; a venv made before keeps its interpreter (remove it to
 # change).
 SYSTEM_PYTHON := /usr/bin/python3

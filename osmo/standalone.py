@@ -5,7 +5,11 @@ production processes as children: gunicorn (web), Celery worker, Celery beat, an
 loop — or, with ``OSMO_CLUSTER_BACKEND=kubernetes``, the Kubernetes backend
 (``run_k8s_backend``) in its place, so one command runs against a real cluster too (the ready
 line waits for the backend to reach the API server, as ``/api/health`` does). Their output
-goes to stderr, so stdout carries only the ready line and the admin token.
+goes to log files under ``<data dir>/logs/`` (``--verbose``: to stderr), so the console shows
+only the ready line, the admin token and what goes wrong (a child that exits, with its log's
+last line; a line logged at ERROR or CRITICAL: :mod:`osmo.console_errors`). The admin token
+is kept in ``<data dir>/admin-token`` and the same one is printed at every start; it is
+replaced (and every other standalone admin token revoked) only once revoked.
 
 It is a supervisor (:mod:`osmo.supervisor`): the Valkey server and every child run under it,
 in its process group, and end with it even when it is killed with SIGKILL; a child that exits
@@ -36,9 +40,12 @@ import urllib.request
 from pathlib import Path
 
 from . import bootstrap, embedded
+from .console_errors import ConsoleErrors
 from .supervisor import Child, Supervisor, Watched, end_leftovers
 
 STOP_GRACE_SECONDS = 15
+ADMIN_TOKEN_FILE = "admin-token"
+ADMIN_TOKEN_NAME = "standalone"
 LISTEN_BACKLOG = 2048
 
 
@@ -54,6 +61,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                         help="Where the embedded database and broker keep their data.")
     parser.add_argument("--demo", action=argparse.BooleanOptionalAction, default=False,
                         help="Seed demo pools, subpools and an admin.")
+    parser.add_argument("--verbose", action="store_true",
+                        help="The processes' output (Celery banners, one line per request) "
+                             "on stderr, instead of in files under <data dir>/logs/.")
     parser.add_argument("--web-workers", type=int, default=None,
                         help="gunicorn worker processes (default: one per CPU, at least 2; "
                              "see osmo.capacity).")
@@ -70,6 +80,7 @@ class Standalone:
         self.lock_file = None
         self.postgres_dir: Path | None = None  # set when standalone runs the embedded server
         self.stopping = False
+        self.console_errors = ConsoleErrors(sys.stderr)
 
     # --- start ------------------------------------------------------------------------------
 
@@ -176,7 +187,12 @@ class Standalone:
 
             seed_demo()
         admin = accounts.user_ensure(username="admin", superuser=True, groups=["osmo-admin"])
-        token = accounts.token_issue(user=admin)
+        token_file = self.data_dir / ADMIN_TOKEN_FILE
+        kept = token_file.read_text().strip() if token_file.exists() else None
+        token = accounts.token_keep_one(user=admin, name=ADMIN_TOKEN_NAME, raw=kept,
+                                        description="printed by osmo standalone")
+        if token != kept:
+            _write_private(token_file, token + "\n")
         from django.db import connections
 
         connections.close_all()  # children open their own connections
@@ -184,7 +200,20 @@ class Standalone:
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str],
               pass_fds: tuple[int, ...] = ()) -> None:
-        self.supervisor.start(Child(name, argv, env=env, pass_fds=pass_fds))
+        log_path = None if self.args.verbose else self.logs_dir / f"{name}.log"
+        if log_path is not None:
+            self.console_errors.watch(log_path)
+        self.supervisor.start(Child(name, argv, env=env, pass_fds=pass_fds, log_path=log_path))
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def rotate_logs(self) -> None:
+        """Each start begins its processes' logs afresh; the previous run's stay as `*.log.1`."""
+        self.logs_dir.mkdir(exist_ok=True)
+        for log in self.logs_dir.glob("*.log"):
+            log.replace(log.with_name(log.name + ".1"))
 
     def start_children(self, env: dict[str, str]) -> None:
         python = sys.executable
@@ -214,6 +243,7 @@ class Standalone:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.supervisor.poll()
+            self.console_errors.poll()
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
                     if response.status == 200:
@@ -223,7 +253,8 @@ class Standalone:
             time.sleep(0.3)
         restarts = self.supervisor.last_exits()
         raise StartupError(f"the web server did not become healthy at {url}"
-                           + (f" ({restarts})" if restarts else ""))
+                           + (f" ({restarts})" if restarts else "")
+                           + ("" if self.args.verbose else f"; see {self.logs_dir}/web.log"))
 
     # --- stop -------------------------------------------------------------------------------
 
@@ -253,12 +284,16 @@ class Standalone:
             self.bind()
             env = self.prepare_environment()
             token = self.setup_database()
+            self.rotate_logs()
             self.start_children(env)
             self.wait_until_ready()
             print(f"OSMO ready: http://{self.args.host}:{self.args.port}/", flush=True)
             print(f"token: {token}", flush=True)
+            print(f"(the admin token, the same at every start: {self.data_dir / ADMIN_TOKEN_FILE}"
+                  + ("" if self.args.verbose else f"; logs: {self.logs_dir}/") + ")", flush=True)
             while True:
                 self.supervisor.poll()
+                self.console_errors.poll()
                 time.sleep(0.2)
         except KeyboardInterrupt:
             return 0
@@ -269,6 +304,15 @@ class Standalone:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self.stop()
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a secret readable by its owner only, never half written."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write(text)
+    os.replace(temporary, path)
 
 
 def _has_command(name: str) -> bool:

@@ -96,6 +96,21 @@ class Child:
         return self.process.pid if self.process is not None else None
 
 
+def _where_its_output_is(child: Child) -> str:
+    """For a child whose output goes to a file: that file and its last line (the error)."""
+    if child.log_path is None:
+        return ""
+    try:
+        with child.log_path.open("rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+            lines = [line for line in log.read().decode(errors="replace").splitlines()
+                     if line.strip()]
+    except OSError:
+        lines = []
+    return f"; its output: {child.log_path}" + (f", ending: {lines[-1].strip()}" if lines
+                                                 else "")
+
+
 def describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -174,8 +189,8 @@ class Supervisor:
                 child.restart_at = now + delay
                 child.restarts += 1
                 print(f"{self.name}: {child.name} exited with {describe_exit(code)}; "
-                      f"restarting in {delay:g} s (restart {child.restarts})",
-                      file=self.log, flush=True)
+                      f"restarting in {delay:g} s (restart {child.restarts})"
+                      + _where_its_output_is(child), file=self.log, flush=True)
             elif child.restart_at is not None and now >= child.restart_at and not self.stopping:
                 try:
                     self._spawn(child)

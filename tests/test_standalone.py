@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -230,7 +231,8 @@ class Platform:
 
     def start(self, *args: str) -> None:
         self.process = _osmo_standalone("--port", str(self.port), "--data-dir", str(self.data),
-                                        "--web-workers", "2", *args, log=self.log)
+                                        "--web-workers", "2", "--verbose", *args,
+                                        log=self.log)  # the fault tests read the children
         self.seen.append(psutil.Process(self.process.pid))
         self.token = _token_when_ready(self.process, self.port, self.log)
         self.seen += self.tree()
@@ -585,3 +587,99 @@ def test_stale_postgres_registrations_and_pid_files_are_pruned(work_dir: Path):
                           "  1  2\nready\n")
     settle_postgres(pgdata)
     assert not postmaster.exists()
+
+
+# --- the console and the admin token ---------------------------------------------------------
+
+def _start_on_console(data: Path, port: int, console: Path) -> subprocess.Popen:
+    """standalone with stdout and stderr on one file, as a terminal shows them."""
+    with console.open("w") as stream:
+        return subprocess.Popen(
+            [str(Path(sys.executable).with_name("osmo")), "standalone", "--port", str(port),
+             "--data-dir", str(data), "--no-demo", "--web-workers", "1"],
+            stdout=stream, stderr=subprocess.STDOUT, text=True, env=_standalone_env())
+
+
+def _console_when_ready(process: subprocess.Popen, console: Path) -> list[str]:
+    deadline = time.monotonic() + 150
+    while "token: " not in console.read_text() or not console.read_text().endswith(")\n"):
+        assert process.poll() is None and time.monotonic() < deadline, console.read_text()
+        time.sleep(0.2)
+    return console.read_text().splitlines()
+
+
+def _live_standalone_tokens(port: int, token: str) -> list[str]:
+    status, tokens = _get(f"http://127.0.0.1:{port}/api/auth/access_token", token)
+    assert status == 200
+    return [row["prefix"] for row in tokens if row["name"] == "standalone"]
+
+
+@pytest.mark.timeout(400)
+def test_the_console_shows_the_ready_line_and_one_admin_token_kept_across_starts(work_dir):
+    data, port = work_dir / "data", free_port()
+    tokens = []
+    for run in range(2):
+        console = work_dir / f"console-{run}.txt"
+        process = _start_on_console(data, port, console)
+        try:
+            lines = _console_when_ready(process, console)
+            token = lines[1].removeprefix("token: ")
+            for _ in range(5):  # requests log nothing on the console
+                assert _get(f"http://127.0.0.1:{port}/api/whoami", token)[0] == 200
+            time.sleep(1)
+            assert console.read_text().splitlines() == lines == [
+                f"OSMO ready: http://127.0.0.1:{port}/", f"token: {token}",
+                f"(the admin token, the same at every start: {data / 'admin-token'}; "
+                f"logs: {data / 'logs'}/)"]
+            assert (data / "admin-token").read_text() == token + "\n"
+            assert stat.S_IMODE((data / "admin-token").stat().st_mode) == 0o600
+            assert _live_standalone_tokens(port, token) == [token[:12]]
+            web_log = (data / "logs" / "web.log").read_text()
+            assert web_log.count("/api/whoami") == 5  # one access line each, in the file
+            assert "celery@" in (data / "logs" / "worker.log").read_text()  # its banner
+            tokens.append(token)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(60) == 0
+    assert tokens[0] == tokens[1]
+    assert (data / "logs" / "web.log.1").exists()  # the first run's, kept once
+
+
+@pytest.mark.timeout(300)
+def test_a_revoked_admin_token_is_replaced_and_the_file_follows(work_dir):
+    data, port = work_dir / "data", free_port()
+    console = work_dir / "console.txt"
+    process = _start_on_console(data, port, console)
+    try:
+        first = _console_when_ready(process, console)[1].removeprefix("token: ")
+        # What goes wrong still reaches the quiet console: a child killed, and where to look.
+        scheduler = next(child for child in psutil.Process(process.pid).children()
+                         if "run_scheduler" in " ".join(child.cmdline()))
+        scheduler.kill()
+        said = ("osmo standalone: scheduler exited with exit code -9 (SIGKILL); restarting in "
+                f"1 s (restart 1); its output: {data / 'logs' / 'scheduler.log'}")
+        deadline = time.monotonic() + 10
+        while said not in console.read_text():
+            assert time.monotonic() < deadline, console.read_text()
+            time.sleep(0.2)
+        subprocess.run(
+            [sys.executable, str(Path(__file__).resolve().parent.parent / "manage.py"),
+             "issue_token", "admin", "--revoke-all"],
+            env={**_standalone_env(), "OSMO_DATA_DIR": str(data)}, check=True,
+            capture_output=True, timeout=120)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    console = work_dir / "console-2.txt"
+    process = _start_on_console(data, port, console)
+    try:
+        second = _console_when_ready(process, console)[1].removeprefix("token: ")
+        assert second != first
+        assert (data / "admin-token").read_text() == second + "\n"
+        assert _live_standalone_tokens(port, second) == [second[:12]]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _get(f"http://127.0.0.1:{port}/api/whoami", first)
+        assert refused.value.code == 401
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0

@@ -48,6 +48,19 @@ def token_issue(*, user, name: str = "", description: str = "", expires_at=None)
 
 
 @transaction.atomic
+def token_keep_one(*, user, name: str, raw: str | None, description: str = "") -> str:
+    """The one live token called `name` of `user`: `raw` again while it is that token and
+    live, else a new one; every other live token of that name is revoked."""
+    live = AccessToken.objects.live().filter(user=user, name=name)
+    if raw and live.filter(digest=token_digest(raw)).exists():
+        keep = raw
+    else:
+        keep = token_issue(user=user, name=name, description=description)
+    live.exclude(digest=token_digest(keep)).update(revoked_at=timezone.now())
+    return keep
+
+
+@transaction.atomic
 def tokens_revoke_all(*, user) -> int:
     return AccessToken.objects.filter(user=user, revoked_at__isnull=True).update(
         revoked_at=timezone.now()

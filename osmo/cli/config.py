@@ -37,6 +37,11 @@ def load() -> dict:
     return data
 
 
+def stored_profile(profile: str | None) -> dict | None:
+    """What `save_profile` would replace: the stored profile of that name, if any."""
+    return load()["profiles"].get(profile or DEFAULT_PROFILE)
+
+
 def save_profile(*, url: str, token: str, user: str | None, profile: str | None) -> Path:
     """Store the profile and make it current; the file is private (it holds a token)."""
     data = load()

@@ -1,4 +1,5 @@
-"""`osmo login --url URL --token TOKEN`: check the token, then store the profile."""
+"""`osmo login --url URL --token TOKEN`: check the token, then store the profile (warning on
+stderr when it replaces another login of the same profile name)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ def login(args) -> int:
         raise usage_error("the token is empty")
     with Api(url, token) as api:
         whoami = api.get("api/whoami")  # a wrong token or URL fails here, before saving
+    replaced = config.stored_profile(args.profile)
+    if replaced and (replaced.get("url"), replaced.get("user")) != (url, whoami.get("user")):
+        # One profile per name: say what is replaced, and how to keep both.
+        name = args.profile or config.DEFAULT_PROFILE
+        print(f"warning: this replaces the profile '{name}' ({replaced.get('user')} at "
+              f"{replaced.get('url')}); `osmo --profile NAME login ...` keeps each login "
+              "under its own name", file=sys.stderr)
     path = config.save_profile(url=url, token=token, user=whoami.get("user"),
                                profile=args.profile)
     emit(args, whoami, f"Logged in to {url} as {whoami.get('user')} (saved in {path}).\n")

@@ -18,7 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EXIT_CODES_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default=None,
-                        help="the stored login profile to use (default: the last one)")
+                        help="the stored login profile to use (default: the last one); with "
+                             "`login`, the name to store it under (default: 'default')")
     common.add_format_option(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", required=True)
 

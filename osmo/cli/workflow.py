@@ -59,8 +59,9 @@ def submit(args) -> int:
     with connect(args) as api:
         pool = args.pool or api.get("api/profile/settings")["profile"].get("pool")
         if not pool:
-            raise usage_error("no --pool given and no default pool set (set one with "
-                              "`osmo pool default NAME` or the dashboard's profile)")
+            raise usage_error("no --pool given and no default pool set: pass --pool NAME, "
+                              "or set one with `osmo pool default NAME` (`osmo pool list` "
+                              "shows the pools)")
         _, answer = api.request("POST", f"api/pool/{segment(pool)}/workflow",
                                 params=params, json=body)
     if args.dry_run:

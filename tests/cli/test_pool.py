@@ -53,6 +53,24 @@ def test_login_stores_a_private_profile(cli, monkeypatch):
     assert (code, out) == (0, "No pool is visible to you: you have no role in any pool.\n")
 
 
+def test_a_second_login_warns_that_it_replaces_the_first(cli, monkeypatch):
+    alice = cli.as_user(monkeypatch, "alice", "osmo-team-user")
+    bob = cli.as_user(monkeypatch, "bob", "osmo-team-user")
+    monkeypatch.delenv("OSMO_URL")
+    monkeypatch.delenv("OSMO_TOKEN")
+    assert cli("login", "--url", cli.url, "--token", alice)[0] == 0
+    assert cli("login", "--url", cli.url, "--token", alice)[2] == ""  # the same login again
+    code, _, err = cli("login", "--url", cli.url, "--token", bob)
+    assert (code, err) == (0, f"warning: this replaces the profile 'default' (alice at "
+                              f"{cli.url}); `osmo --profile NAME login ...` keeps each login "
+                              "under its own name\n")
+    assert cli("--profile", "alice", "login", "--url", cli.url, "--token", alice)[2] == ""
+    stored = json.loads(Path(os.environ["OSMO_CONFIG"]).read_text())
+    assert stored == {"current": "alice", "profiles": {
+        "default": {"url": cli.url, "token": bob, "user": "bob"},
+        "alice": {"url": cli.url, "token": alice, "user": "alice"}}}
+
+
 def test_login_reads_the_token_from_stdin(cli, monkeypatch):
     import io
 

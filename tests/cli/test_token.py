@@ -43,7 +43,9 @@ def test_submit_without_pool_uses_the_default_pool(cli, monkeypatch, tmp_path):
     spec = tmp_path / "quick.yaml"
     spec.write_text(SPEC)
     code, _, err = cli("workflow", "submit", str(spec))
-    assert code == 2 and "no --pool given and no default pool set" in err
+    assert (code, err) == (2, "error: no --pool given and no default pool set: pass --pool NAME, "
+                              "or set one with `osmo pool default NAME` (`osmo pool list` shows "
+                              "the pools)\n")
     assert Workflow.objects.count() == 0
     assert cli("pool", "default") == (0, "No default pool.\n", "")
     assert cli("pool", "default", "team--a") == (0, "Default pool: team--a\n", "")

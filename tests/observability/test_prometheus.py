@@ -78,7 +78,8 @@ def stack():
     log = work / "standalone.log"
     process = subprocess.Popen(
         [str(Path(sys.executable).with_name("osmo")), "standalone", "--port", str(port),
-         "--data-dir", str(work / "data"), "--demo", "--web-workers", "2"],
+         "--data-dir", str(work / "data"), "--demo", "--web-workers", "2",
+         "--verbose"],  # the web tier's log lines on stderr: the test reads them
         stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env)
     prometheus = None
     try:

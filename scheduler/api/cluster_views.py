@@ -28,14 +28,20 @@ def node_object(node: Node, used_gpus: int) -> dict:
     return {"name": node.name, "gpus": node.gpus, "gpus_free": node.gpus - used_gpus,
             "cpu": node.cpu_millis / 1000 if node.cpu_millis % 1000 else node.cpu_millis // 1000,
             "memory": format_bytes(node.memory_bytes), "labels": node.labels,
-            "schedulable": node.schedulable}
+            "schedulable": node.schedulable, "backend": node.backend}
 
 
 class NodeListView(APIView):
-    @extend_schema(responses=s.NodeSerializer(many=True), summary="The cluster's nodes")
+    @extend_schema(responses=s.NodeSerializer(many=True), parameters=[s.NodeListQuerySerializer],
+                   summary="The cluster's nodes")
     def get(self, request):
+        query = s.NodeListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        nodes = Node.objects.all()
+        if query.validated_data.get("backend"):
+            nodes = nodes.filter(backend=query.validated_data["backend"])
         used = selectors.gpus_used_by_node()
-        return Response([node_object(n, used.get(n.name, 0)) for n in Node.objects.all()])
+        return Response([node_object(n, used.get(n.name, 0)) for n in nodes])
 
     @extend_schema(request=s.NodeInSerializer,
                    responses={201: s.NodeSerializer, 200: s.NodeSerializer},

@@ -45,20 +45,24 @@ def default_scheduler_name(placement: str) -> str:
 def backend_upsert(*, name: str, **changes: Any) -> tuple[Backend, bool]:
     """Create or update a backend. Returns (backend, created). `changes` are validated fields
     (kind, placement, k8s_namespace, description, scheduler_name); absent ones keep their
-    value. Creating takes a `kind`."""
+    value, an empty scheduler_name is the placement's. Creating takes a `kind`."""
     validate_name(name)
     backend = Backend.objects.select_for_update().filter(name=name).first()
     if backend is None:
         if "kind" not in changes:
             raise _invalid("kind", "A new backend needs a kind: embedded or kubernetes.")
         fields = {"placement": BackendPlacement.KAI, **changes}
-        fields.setdefault("scheduler_name", default_scheduler_name(fields["placement"]))
+        fields["scheduler_name"] = (fields.get("scheduler_name")
+                                    or default_scheduler_name(fields["placement"]))
         try:
             with transaction.atomic():
                 return Backend.objects.create(name=name, **fields), True
         except IntegrityError:
             # A concurrent creator won: this request updates its row.
             backend = Backend.objects.select_for_update().get(name=name)
+    if changes.get("scheduler_name") == "":  # cleared: the scheduler of its placement
+        changes["scheduler_name"] = default_scheduler_name(changes.get("placement",
+                                                                       backend.placement))
     changed = [f for f in _FIELDS if f in changes and getattr(backend, f) != changes[f]]
     for field in changed:
         setattr(backend, field, changes[field])

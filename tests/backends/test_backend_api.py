@@ -7,8 +7,8 @@ import importlib
 from datetime import timedelta
 
 import pytest
-from django.db.migrations.executor import MigrationExecutor
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import override_settings
 from django.utils import timezone
 

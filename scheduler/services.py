@@ -33,7 +33,6 @@ from workflows.models import TaskStatus
 from workflows.selectors import bound_tasks_on_node
 
 from . import metrics
-from .backends.default import embedded_backend_check
 from .cycle_record import (
     CycleRecord,
     PendingGang,
@@ -247,8 +246,8 @@ def complete_due_tasks(*, now: datetime) -> int:
 @transaction.atomic
 def node_register(*, name: str, gpus: int, cpu_millis: int, memory_bytes: int,
                   labels: dict[str, str], backend: str = DEFAULT_BACKEND) -> tuple[Node, bool]:
-    """Register or replace a node of an embedded backend (its bound work stays)."""
-    embedded_backend_check(backend)
+    """Register or replace a node (its bound work stays): the API's, on an embedded backend
+    (`backends.default.embedded_backend_check`), or the Kubernetes node mirror's."""
     node, created = Node.objects.select_for_update().get_or_create(
         name=name, defaults={"gpus": gpus, "cpu_millis": cpu_millis,
                              "memory_bytes": memory_bytes, "labels": labels,

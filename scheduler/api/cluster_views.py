@@ -15,6 +15,7 @@ from workflows.selectors import workflow_get
 from workflows.spec.units import format_bytes
 
 from .. import selectors, services
+from ..backends.default import embedded_backend_check
 from ..models import Node
 from . import serializers as s
 
@@ -50,6 +51,7 @@ class NodeListView(APIView):
         _platform_admin(request)
         body = s.NodeInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        embedded_backend_check(body.validated_data["backend"])  # a cluster's come from it
         node, created = services.node_register(**body.validated_data)
         used = selectors.gpus_used_by_node().get(node.name, 0)
         return Response(node_object(node, used), status=201 if created else 200)

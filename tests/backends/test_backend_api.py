@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from pools.models import Pool, PoolEvent
 from scheduler.models import Backend, Node
+from scheduler.services import node_register
 from tests import factories
 from tests.conftest import make_client
 
@@ -252,3 +253,12 @@ def test_delete_is_refused_while_tasks_are_bound_on_its_nodes_and_force_evicts(a
     assert list(workflow.tasks.values_list("status", flat=True)) == ["FAILED_EVICTED"]
     assert not Backend.objects.filter(name="lab").exists()
     assert not Node.objects.filter(backend="lab").exists()
+
+
+def test_a_kubernetes_default_backend_still_takes_its_mirrored_nodes(admin_client):
+    Backend.objects.filter(name="default").update(kind="kubernetes")
+    node, created = node_register(name="k1", gpus=8, cpu_millis=0, memory_bytes=0, labels={})
+    assert (created, node.backend) == (True, "default")
+    response = admin_client.post("/api/cluster/nodes", {"name": "k2", "gpus": 8}, format="json")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_backend")
+    assert list(Node.objects.values_list("name", flat=True)) == ["k1"]

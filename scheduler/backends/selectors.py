@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from osmo.errors import NotFound
 from pools.selectors import pools_naming_backends
+from scheduler.core.kai_names import DEFAULT_BACKEND
 
-from ..models import Backend, Node
+from ..models import Backend, BackendKind, ClusterBackendStatus, Node
 from ..selectors import gpus_used_by_node
 
 
@@ -45,10 +46,24 @@ def backend_figures(names: list[str] | None = None) -> dict[str, BackendFigures]
     return figures
 
 
+def _served_in_process(rows: list[Backend]) -> None:
+    """Until agents serve backends, a kubernetes `default` is served by this installation's
+    own backend process (`manage.py run_k8s_backend`): its last good contact with the API
+    server counts as the row's heartbeat (in memory only)."""
+    default = next((b for b in rows if b.name == DEFAULT_BACKEND
+                    and b.kind == BackendKind.KUBERNETES), None)
+    if default is None:
+        return
+    status = ClusterBackendStatus.objects.filter(pk=1, ok=True).first()
+    if status and (default.last_heartbeat is None or status.checked_at > default.last_heartbeat):
+        default.last_heartbeat = status.checked_at
+
+
 def backends_with_figures(names: list[str] | None = None
                           ) -> list[tuple[Backend, BackendFigures]]:
     backends = Backend.objects.all() if names is None else Backend.objects.filter(name__in=names)
     rows = list(backends)
+    _served_in_process(rows)
     figures = backend_figures([b.name for b in rows])
     return [(b, figures.get(b.name, BackendFigures())) for b in rows]
 

@@ -13,7 +13,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from pools.models import Pool, PoolEvent
-from scheduler.models import Backend, Node
+from scheduler.models import Backend, ClusterBackendStatus, Node
 from scheduler.services import node_register
 from tests import factories
 from tests.conftest import make_client
@@ -262,3 +262,15 @@ def test_a_kubernetes_default_backend_still_takes_its_mirrored_nodes(admin_clien
     response = admin_client.post("/api/cluster/nodes", {"name": "k2", "gpus": 8}, format="json")
     assert (response.status_code, response.json()["code"]) == (400, "invalid_backend")
     assert list(Node.objects.values_list("name", flat=True)) == ["k1"]
+
+
+def test_a_kubernetes_default_is_online_while_the_backend_process_reaches_its_cluster(
+        user_client):
+    Backend.objects.filter(name="default").update(kind="kubernetes")
+    assert user_client.get("/api/configs/backend/default").json()["status"] == "OFFLINE"
+    ClusterBackendStatus.objects.create(pk=1, ok=True, checked_at=timezone.now())
+    body = user_client.get("/api/configs/backend/default").json()
+    assert (body["status"], body["online"]) == ("ONLINE", True)
+    ClusterBackendStatus.objects.filter(pk=1).update(ok=False)
+    assert user_client.get("/api/configs/backend/default").json()["status"] == "OFFLINE"
+    assert Backend.objects.get(name="default").last_heartbeat is None  # nothing written

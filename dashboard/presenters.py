@@ -251,6 +251,7 @@ AUDIT_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("platforms", "platforms", _platforms),
     ("default_platform", "default platform", lambda value: value or "none"),
     ("description", "description", lambda value: f"“{_short(value)}”" if value else "none"),
+    ("backends", "backends", _platforms),
     ("archived", "archived", lambda value: "yes" if value else "no"),
 )
 

@@ -10,6 +10,8 @@ are (events, the other way of speaking upward, are in `osmo.events`):
   of a deleted subpool's not-started workflows. Provided by `workflows` (`workflows/wiring.py`).
 - `pools.ports.cluster` (`pools/ports.py`): the schedulable nodes and the GPUs held on them (the
   OSMO client's node sets). Provided by `scheduler` (`scheduler/selectors.py`).
+- `pools.ports.backends` (`pools/ports.py`): which backend names a pool may list (the backends
+  are the scheduler's rows). Provided by `scheduler` (`scheduler/wiring.py`).
 - `workflows.ports.scheduling` (`workflows/ports.py`): the cluster Topology a spec may name, a
   workflow's KAI manifests (dry runs), the pod grouper (workloads). Provided by `scheduler`
   (`scheduler/wiring.py`).

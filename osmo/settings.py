@@ -166,7 +166,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"WorkflowKindEnum": ["workflow", "workload"]},
+    "ENUM_NAME_OVERRIDES": {"WorkflowKindEnum": ["workflow", "workload"],
+                            "OnlineStatusEnum": ["ONLINE", "OFFLINE", "MAINTENANCE"]},
 }
 
 # Broker and background jobs.
@@ -243,6 +244,10 @@ if OSMO_PLACEMENT not in {"kai", "osmo"}:
     raise RuntimeError("OSMO_PLACEMENT must be 'kai' or 'osmo'")
 OSMO_SCHEDULER_NAME = os.environ.get(
     "OSMO_SCHEDULER_NAME", "osmo-scheduler" if OSMO_PLACEMENT == "osmo" else "kai-scheduler")
+# Backends (API.md "Backends"): seconds without an agent's heartbeat before a kubernetes backend
+# is OFFLINE, and seconds OFFLINE before its running tasks end FAILED_BACKEND_ERROR.
+OSMO_BACKEND_LEASE = env_int("OSMO_BACKEND_LEASE", 30)
+OSMO_BACKEND_LOST_TIMEOUT = env_int("OSMO_BACKEND_LOST_TIMEOUT", 600)
 # Kubernetes backend: seconds between dispatch/cleanup passes (a NOTIFY wakes it sooner),
 # between full re-lists + node inventory, and the server-side timeout of one watch request.
 OSMO_K8S_INTERVAL = float(os.environ.get("OSMO_K8S_INTERVAL", "1"))

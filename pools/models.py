@@ -5,13 +5,21 @@ setting is read from the parent, so the two can never drift.
 """
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 
-from scheduler.core.kai_names import SUBPOOL_DELIMITER  # noqa: F401 - OSMO's naming rule
+from scheduler.core.kai_names import (
+    DEFAULT_BACKEND,
+    SUBPOOL_DELIMITER,  # noqa: F401 - OSMO's naming rule
+)
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
+
+
+def default_backends() -> list[str]:
+    return [DEFAULT_BACKEND]
 
 
 class SubpoolState(models.TextChoices):
@@ -48,6 +56,9 @@ class Pool(models.Model):
     priority = models.IntegerField(default=100, help_text="Priority of the pool's queue.")
     platforms = models.JSONField(default=dict, blank=True)
     default_platform = models.CharField(max_length=63, blank=True, default="")
+    # Backend names, in order of preference (the scheduler owns the backends: pools checks the
+    # names through `pools.ports.backends`).
+    backends = ArrayField(models.CharField(max_length=63), default=default_backends, blank=True)
     status = models.CharField(max_length=11, choices=PoolStatus.choices,
                               default=PoolStatus.ONLINE)
     archived_at = models.DateTimeField(null=True, blank=True,

@@ -37,5 +37,11 @@ class ClusterNodes(Protocol):
         """Schedulable nodes with the GPUs bound tasks hold on them."""
 
 
+class PoolBackends(Protocol):
+    def missing(self, names: list[str]) -> list[str]:
+        """Those of these backend names no backend has, in their order."""
+
+
 workflows: Port[PoolWorkflows] = Port("pools.ports.workflows")
 cluster: Port[ClusterNodes] = Port("pools.ports.cluster")
+backends: Port[PoolBackends] = Port("pools.ports.backends")

@@ -154,3 +154,17 @@ def submittable_pool_names(*, roles: Roles) -> list[str]:
         Q(parent__isnull=True) & (visible or Q())
         | Q(subpool_state=SubpoolState.ACTIVE) & (parent_visible or Q()))
     return sorted(queryset.values_list("name", flat=True))
+
+
+def pools_naming_backends(names: list[str] | None = None) -> dict[str, list[str]]:
+    """Backend name → the live top-level pools that name it (subpools inherit theirs), by
+    pool name; only `names` when given."""
+    pools = Pool.objects.filter(parent__isnull=True, archived_at__isnull=True)
+    if names is not None:
+        pools = pools.filter(backends__overlap=names)
+    by_backend: dict[str, list[str]] = defaultdict(list)
+    for pool_name, backends in pools.order_by("name").values_list("name", "backends"):
+        for backend in backends:
+            if names is None or backend in names:
+                by_backend[backend].append(pool_name)
+    return dict(by_backend)

@@ -71,10 +71,18 @@ def _validate_limit(limit: int | None, quota_gpus: int) -> None:
                         errors={"limit_gpus": ["Must be -1 or at least quota_gpus."]})
 
 
+def _validate_backends(names: list[str]) -> None:
+    missing = ports.backends().missing(names)
+    if missing:
+        raise OsmoError("backend_not_found",
+                        f"No backend named {', '.join(repr(n) for n in missing)}.",
+                        errors={"backends": [f"Unknown backend: {n}." for n in missing]})
+
+
 # --- audit -----------------------------------------------------------------------------------
 
 _TOP_LEVEL_FIELDS = ("quota_gpus", "limit_gpus", "weight", "priority", "description",
-                     "platforms", "default_platform", "status")
+                     "platforms", "default_platform", "status", "backends")
 
 
 def pool_snapshot(pool: Pool) -> dict[str, Any]:
@@ -144,6 +152,8 @@ def pool_upsert(*, actor, name: str, quota_gpus: int, **changes: Any) -> tuple[P
                        f"default_platform '{default_platform}' is not one of the pool's "
                        f"platforms.")
     changes["default_platform"] = default_platform
+    if "backends" in changes:
+        _validate_backends(changes["backends"])
 
     if pool is None:
         try:
@@ -338,3 +348,20 @@ def usage_samples_record(*, now, retention_hours: int) -> int:
     PoolUsageSample.objects.bulk_create(samples, ignore_conflicts=True)
     PoolUsageSample.objects.filter(at__lt=now - timedelta(hours=retention_hours)).delete()
     return len(samples)
+
+
+@transaction.atomic
+def pools_forget_backend(*, actor, backend: str) -> list[str]:
+    """Take a deleted backend's name out of every pool that lists it (a forced delete of the
+    backend, in its transaction); returns those pools' names."""
+    names = []
+    for pk in (Pool.objects.filter(parent__isnull=True, backends__contains=[backend])
+               .order_by("pk").values_list("pk", flat=True)):
+        pool = _lock(pk)
+        before = pool_snapshot(pool)
+        pool.backends = [name for name in pool.backends if name != backend]
+        pool.save(update_fields=["backends", "updated_at"])
+        _audit(pool, "pool_updated", actor, before, pool_snapshot(pool))
+        _changed(pool)
+        names.append(pool.name)
+    return names

@@ -20,6 +20,8 @@ class Node(models.Model):
     memory_bytes = models.BigIntegerField(default=0)
     labels = models.JSONField(default=dict, blank=True)
     schedulable = models.BooleanField(default=True, help_text="False: cordoned.")
+    # A name, not a foreign key: the node mirror and the tests write nodes without the row.
+    backend = models.CharField(max_length=63, default=kai_names.DEFAULT_BACKEND, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -110,3 +112,55 @@ class ClusterBackendStatus(models.Model):
 
     def __str__(self) -> str:
         return f"cluster {'ok' if self.ok else 'down'} at {self.checked_at}"
+
+
+class BackendKind(models.TextChoices):
+    EMBEDDED = "embedded"
+    KUBERNETES = "kubernetes"
+
+
+class BackendPlacement(models.TextChoices):
+    OSMO = "osmo"
+    KAI = "kai"
+
+
+class Backend(models.Model):
+    """One cluster that runs pods (API.md "Backends"). Pools name backends by `name`; nodes
+    carry the name of theirs. Status is derived (`scheduler/backends/liveness.py`)."""
+
+    name = models.CharField(max_length=63, unique=True)
+    kind = models.CharField(max_length=10, choices=BackendKind.choices)
+    placement = models.CharField(max_length=4, choices=BackendPlacement.choices,
+                                 default=BackendPlacement.KAI)
+    k8s_namespace = models.CharField(max_length=63, default="osmo")
+    scheduler_name = models.CharField(max_length=253, blank=True, default="")
+    description = models.TextField(blank=True, default="")
+    k8s_uid = models.CharField(max_length=64, null=True, blank=True,
+                               help_text="UID of the cluster's kube-system namespace, recorded "
+                                         "at the agent's first connect.")
+    version = models.CharField(max_length=64, blank=True, default="")
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    maintenance = models.BooleanField(default=False,
+                                      help_text="Nothing new is dispatched; placed work stays.")
+    created_date = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "backends"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(name__regex=kai_names.DNS_LABEL_PATTERN),
+                                   name="backend_name_dns_label",
+                                   violation_error_message="A backend name is a DNS label."),
+            models.CheckConstraint(condition=Q(kind__in=BackendKind.values),
+                                   name="backend_kind_valid",
+                                   violation_error_message="kind is embedded or kubernetes."),
+            models.CheckConstraint(condition=Q(placement__in=BackendPlacement.values),
+                                   name="backend_placement_valid",
+                                   violation_error_message="placement is osmo or kai."),
+            models.CheckConstraint(condition=Q(k8s_namespace__regex=kai_names.DNS_LABEL_PATTERN),
+                                   name="backend_namespace_dns_label",
+                                   violation_error_message="A namespace is a DNS label."),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

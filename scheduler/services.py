@@ -21,7 +21,12 @@ from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
 from scheduler.core import run_cycle
-from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME, HOSTNAME_LABEL, queue_name_for
+from scheduler.core.kai_names import (
+    DEFAULT_BACKEND,
+    DEFAULT_TOPOLOGY_NAME,
+    HOSTNAME_LABEL,
+    queue_name_for,
+)
 from workflows import lifecycle, logstore
 from workflows.lifecycle import TaskEviction, TaskMove
 from workflows.models import TaskStatus
@@ -240,14 +245,16 @@ def complete_due_tasks(*, now: datetime) -> int:
 
 @transaction.atomic
 def node_register(*, name: str, gpus: int, cpu_millis: int, memory_bytes: int,
-                  labels: dict[str, str]) -> tuple[Node, bool]:
-    """Register or replace a node (its bound work stays)."""
+                  labels: dict[str, str], backend: str = DEFAULT_BACKEND) -> tuple[Node, bool]:
+    """Register or replace a node (its bound work stays): the API's, on an embedded backend
+    (`backends.default.embedded_backend_check`), or the Kubernetes node mirror's."""
     node, created = Node.objects.select_for_update().get_or_create(
         name=name, defaults={"gpus": gpus, "cpu_millis": cpu_millis,
-                             "memory_bytes": memory_bytes, "labels": labels})
+                             "memory_bytes": memory_bytes, "labels": labels,
+                             "backend": backend})
     if not created:
-        node.gpus, node.cpu_millis, node.memory_bytes, node.labels = (
-            gpus, cpu_millis, memory_bytes, labels)
+        node.gpus, node.cpu_millis, node.memory_bytes, node.labels, node.backend = (
+            gpus, cpu_millis, memory_bytes, labels, backend)
         node.save()
     return node, created
 

@@ -14,6 +14,7 @@ from pools import ports as pool_ports
 from workflows import ports as workflow_ports
 
 from . import backends, podgrouper, selectors, tasks
+from .backends.default import backend_names_missing
 from .backends.kubernetes import health
 from .kai.selectors import StoredTopologies
 from .kai.workflow_manifests import manifests_for
@@ -37,6 +38,13 @@ class Scheduling:
             raise OsmoError(error.code, error.detail, errors=error.errors) from error
 
 
+class BackendNames:
+    """`pools.ports.backends`: which backend names exist."""
+
+    def missing(self, names: list[str]) -> list[str]:
+        return backend_names_missing(names)
+
+
 def _queues_follow(event: events.PoolChanged) -> None:
     tasks.queue_sync_on_commit()  # delivered after commit: it queues the sync at once
 
@@ -52,6 +60,7 @@ def _wake(event: events.WorkflowAdmitted | events.WorkflowsCanceled) -> None:
 def connect() -> None:
     osmo_ports.cluster.provide(health)
     pool_ports.cluster.provide(selectors)
+    pool_ports.backends.provide(BackendNames())
     workflow_ports.scheduling.provide(Scheduling())
     events.subscribe(events.PoolChanged, _queues_follow)
     events.subscribe(events.PoolArchived, _sweep)

@@ -74,6 +74,7 @@ def test_schema_generates_without_warnings(tmp_path):
 PATH_VALUES = {
     "/api/configs/pool/{name}": {"name": "team"},
     "/api/configs/pool/{name}/history": {"name": "team"},
+    "/api/configs/backend/{name}": {"name": "default"},
     "/api/configs/pool/{parent}/subpool": {"parent": "team"},
     "/api/podgroups/{name}": {"name": "{podgroup}"},
     "/api/workflow/{name}": {"name": "{workflow}"},

@@ -88,6 +88,12 @@ def bound_tasks_on_node(node_name: str):
                                status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
 
 
+def bound_tasks_on_nodes(node_names: list[str]):
+    """Tasks bound to any of these nodes that still hold it."""
+    return Task.objects.filter(node_name__in=node_names,
+                               status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
+
+
 def task_alive(*, workflow_name: str, task_name: str) -> bool:
     """Is the task still waiting, scheduling or running?"""
     return Task.objects.filter(workflow__name=workflow_name, name=task_name,

@@ -9,7 +9,7 @@ import sys
 
 from osmo import standalone
 
-from . import common, login, pool, token, workflow
+from . import backend, common, login, pool, token, workflow
 from .errors import EXIT_CODES_HELP, CliError
 
 
@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         "login", help="Check a token against a server and store it as a profile."))
     pool.build_parser(commands.add_parser(
         "pool", help="Pools and subpools: list quota and usage, manage subpools."))
+    backend.build_parser(commands.add_parser(
+        "backend", help="Backends (the clusters that run pods): list them."))
     workflow.build_parser(commands.add_parser(
         "workflow", help="Submit, list, inspect and cancel workflows."))
     token.build_parser(commands.add_parser(

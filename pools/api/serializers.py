@@ -65,8 +65,29 @@ class PoolUpsertSerializer(RequestSerializer):
     default_platform = StrictCharField(required=False, allow_blank=True, allow_null=True,
                                        max_length=63, help_text="One of `platforms`.")
 
+    backends = serializers.ListField(
+        child=StrictCharField(max_length=63), required=False, min_length=1, max_length=16,
+        help_text="Backend names in order of preference (default [\"default\"]); subpools "
+                  "inherit them. Unknown name: 400 backend_not_found.")
+    backend = StrictCharField(required=False, max_length=63, write_only=True,
+                              help_text="OSMO's single field: the same as backends: [backend].")
+
     def validate_limit_gpus(self, limit: int | None) -> int:
         return -1 if limit is None else limit
+
+    def validate_backends(self, backends: list[str]) -> list[str]:
+        if len(set(backends)) != len(backends):
+            raise serializers.ValidationError("A backend is listed once.")
+        return backends
+
+    def validate(self, attrs: dict) -> dict:
+        single = attrs.pop("backend", None)
+        if single is not None:
+            if "backends" in attrs and attrs["backends"][:1] != [single]:
+                raise serializers.ValidationError(
+                    {"backend": ["Must be the first of backends, when both are given."]})
+            attrs.setdefault("backends", [single])
+        return attrs
 
     def validate_platforms(self, platforms: dict) -> dict:
         bad = {name: ["Not a valid platform name: use lowercase letters, digits and '-'."]
@@ -157,6 +178,8 @@ def pool_object(pool: Pool, tree: PoolTree | None = None) -> dict:
         "platforms": settings_source.platforms,
         "default_platform": settings_source.default_platform or None,
         "status": settings_source.status,
+        "backends": list(settings_source.backends),
+        "backend": settings_source.backends[0] if settings_source.backends else None,
         "created_at": _iso(pool.created_at),
         "updated_at": _iso(pool.updated_at),
     }
@@ -300,6 +323,9 @@ class PoolSerializer(serializers.Serializer):
     platforms = serializers.DictField(child=PlatformSerializer())
     default_platform = serializers.CharField(allow_null=True)
     status = serializers.ChoiceField(choices=["ONLINE", "OFFLINE", "MAINTENANCE"])
+    backends = serializers.ListField(child=serializers.CharField(),
+                                     help_text="Inherited by subpools.")
+    backend = serializers.CharField(allow_null=True, help_text="The first of backends.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     unallocated_gpus = serializers.IntegerField(required=False, help_text="Top-level pools.")

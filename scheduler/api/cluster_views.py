@@ -15,6 +15,7 @@ from workflows.selectors import workflow_get
 from workflows.spec.units import format_bytes
 
 from .. import selectors, services
+from ..backends.default import embedded_backend_check
 from ..models import Node
 from . import serializers as s
 
@@ -28,14 +29,20 @@ def node_object(node: Node, used_gpus: int) -> dict:
     return {"name": node.name, "gpus": node.gpus, "gpus_free": node.gpus - used_gpus,
             "cpu": node.cpu_millis / 1000 if node.cpu_millis % 1000 else node.cpu_millis // 1000,
             "memory": format_bytes(node.memory_bytes), "labels": node.labels,
-            "schedulable": node.schedulable}
+            "schedulable": node.schedulable, "backend": node.backend}
 
 
 class NodeListView(APIView):
-    @extend_schema(responses=s.NodeSerializer(many=True), summary="The cluster's nodes")
+    @extend_schema(responses=s.NodeSerializer(many=True), parameters=[s.NodeListQuerySerializer],
+                   summary="The cluster's nodes")
     def get(self, request):
+        query = s.NodeListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        nodes = Node.objects.all()
+        if query.validated_data.get("backend"):
+            nodes = nodes.filter(backend=query.validated_data["backend"])
         used = selectors.gpus_used_by_node()
-        return Response([node_object(n, used.get(n.name, 0)) for n in Node.objects.all()])
+        return Response([node_object(n, used.get(n.name, 0)) for n in nodes])
 
     @extend_schema(request=s.NodeInSerializer,
                    responses={201: s.NodeSerializer, 200: s.NodeSerializer},
@@ -44,6 +51,7 @@ class NodeListView(APIView):
         _platform_admin(request)
         body = s.NodeInSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        embedded_backend_check(body.validated_data["backend"])  # a cluster's come from it
         node, created = services.node_register(**body.validated_data)
         used = selectors.gpus_used_by_node().get(node.name, 0)
         return Response(node_object(node, used), status=201 if created else 200)

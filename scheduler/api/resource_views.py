@@ -10,7 +10,6 @@ to it; this service has no ephemeral-storage figures (0).
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db.models import Sum
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -73,7 +72,7 @@ def _entry(node: Node, pools: dict[str, list[str]], used: dict) -> dict:
               "allowed_mounts": []}
     return {
         "hostname": node.name,
-        "backend": settings.OSMO_CLUSTER_BACKEND,
+        "backend": node.backend,
         "resource_type": "SHARED",
         "exposed_fields": {"node": node.name, "pool/platform": flat, "storage": "0",
                            "cpu": str(cores), "memory": str(memory), "gpu": str(node.gpus)},

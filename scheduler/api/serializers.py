@@ -19,6 +19,7 @@ from osmo.serializers import (
     StrictIntegerField,
     StringMapField,
 )
+from scheduler.core.kai_names import DEFAULT_BACKEND
 from workflows.spec.units import parse_bytes, parse_millicores
 
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -61,6 +62,12 @@ class NodeSerializer(serializers.Serializer):
     memory = serializers.CharField(help_text="a Kubernetes quantity, e.g. 512Gi")
     labels = serializers.DictField(child=serializers.CharField())
     schedulable = serializers.BooleanField()
+    backend = serializers.CharField(help_text="The backend the node belongs to.")
+
+
+class NodeListQuerySerializer(RequestSerializer):
+    backend = StrictCharField(required=False, max_length=63,
+                              help_text="Only the nodes of this backend.")
 
 
 class NodeInSerializer(RequestSerializer):
@@ -72,6 +79,8 @@ class NodeInSerializer(RequestSerializer):
     memory = QuantityField(parse=parse_bytes, source="memory_bytes", default=0,
                            help_text="bytes, or a Kubernetes quantity such as 512Gi")
     labels = StringMapField(default=dict)
+    backend = StrictCharField(required=False, max_length=63, default=DEFAULT_BACKEND,
+                              help_text="An embedded backend (default `default`).")
 
 
 class NodePatchSerializer(RequestSerializer):

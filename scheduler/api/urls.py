@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import cluster_views, resource_views, views
+from . import backend_views, cluster_views, resource_views, views
 
 urlpatterns = [
     path("kai/queues", views.KaiQueuesView.as_view(), name="kai-queues"),
@@ -10,6 +10,9 @@ urlpatterns = [
     path("workflow/<str:name>/kai", views.WorkflowKaiView.as_view(), name="workflow-kai"),
     path("kai/podgroups/validate", views.PodGroupValidateView.as_view(),
          name="kai-podgroup-validate"),
+    path("configs/backend", backend_views.BackendListView.as_view(), name="backend-list"),
+    path("configs/backend/<str:name>", backend_views.BackendDetailView.as_view(),
+         name="backend-detail"),
     path("cluster/nodes", cluster_views.NodeListView.as_view(), name="cluster-nodes"),
     path("cluster/nodes/<str:name>", cluster_views.NodeDetailView.as_view(),
          name="cluster-node"),

@@ -72,6 +72,13 @@ DEFAULT_TOPOLOGY_LEVELS: tuple[tuple[str | None, str], ...] = (
 PRIORITY_CLASS_NAMES = {"HIGH": "osmo-high", "NORMAL": "osmo-normal", "LOW": "osmo-low"}
 PRIORITY_VALUES = {"HIGH": 125, "NORMAL": 100, "LOW": 50}
 
+# --- backends --------------------------------------------------------------------------------
+
+# The backend every installation has, and the one pools and nodes name unless told otherwise.
+DEFAULT_BACKEND = "default"
+# A backend's name and namespace: a DNS label (the database checks it too).
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
 # --- Kubernetes names ------------------------------------------------------------------------
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")

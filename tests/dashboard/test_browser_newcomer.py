@@ -138,7 +138,8 @@ def test_pool_tables_fit_a_phone_and_history_reads_as_words(open_page, live_serv
     created = history.locator("tr", has=page.locator('td[data-action="pool_created"]'))
     expect(created.locator("td").last).to_have_text(
         "quota 100 GPUs; limit none; status ONLINE; priority 100; over-quota weight 1; "
-        "platforms dgx-h100; default platform dgx-h100; description “Demo pool team”")
+        "platforms dgx-h100; default platform dgx-h100; description “Demo pool team”; "
+        "backends default")
     assert "{" not in history.inner_text()
     for moment in history.locator("time").all():
         assert READABLE.fullmatch(moment.inner_text())

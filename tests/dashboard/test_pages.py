@@ -158,7 +158,7 @@ def test_pool_history_tells_each_event_in_words(db, team_user):
         "team--a Subpool created system quota 30 GPUs; state ACTIVE",
         "team Pool created system quota 100 GPUs; limit none; status ONLINE; priority 100; "
         "over-quota weight 1; platforms dgx-h100; default platform dgx-h100; description "
-        "“Demo pool team”"]
+        "“Demo pool team”; backends default"]
 
 
 def test_fragment_is_the_tree_alone(seed_team, team_user):

@@ -15,7 +15,7 @@ def test_register_list_cordon_and_replace_nodes(admin):
     add_nodes(admin, 2)
     nodes = admin.get("/api/cluster/nodes").json()
     assert nodes[0] == {"name": "node-0", "gpus": 8, "gpus_free": 8, "cpu": 64,
-                        "memory": "512Gi", "schedulable": True,
+                        "memory": "512Gi", "schedulable": True, "backend": "default",
                         "labels": {"topology.osmo/zone": "z1", "topology.osmo/rack": "z1-r0",
                                    "kubernetes.io/hostname": "node-0"}}
     response = admin.post("/api/cluster/nodes", {"name": "node-0", "gpus": 4, "cpu": 0.5,

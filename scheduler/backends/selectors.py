@@ -1,0 +1,74 @@
+"""Reads of the backends: one backend or all, with their nodes' figures and the pools that
+name them, in a fixed number of queries."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from osmo.errors import NotFound
+from pools.selectors import pools_naming_backends
+from scheduler.core.kai_names import DEFAULT_BACKEND
+
+from ..models import Backend, BackendKind, ClusterBackendStatus, Node
+from ..selectors import gpus_used_by_node
+
+
+@dataclass
+class BackendFigures:
+    nodes: int = 0
+    gpus: int = 0
+    gpus_free: int = 0
+    pools: list[str] = field(default_factory=list)
+
+
+def backend_get(name: str) -> Backend:
+    backend = Backend.objects.filter(name=name).first()
+    if backend is None:
+        raise NotFound("backend_not_found", f"Backend '{name}' does not exist.")
+    return backend
+
+
+def backend_figures(names: list[str] | None = None) -> dict[str, BackendFigures]:
+    """Nodes, GPUs and free GPUs per backend (the Node table), and the pools naming each."""
+    figures: dict[str, BackendFigures] = defaultdict(BackendFigures)
+    used = gpus_used_by_node()
+    nodes = Node.objects.order_by()
+    if names is not None:
+        nodes = nodes.filter(backend__in=names)
+    for name, backend, gpus in nodes.values_list("name", "backend", "gpus"):
+        entry = figures[backend]
+        entry.nodes += 1
+        entry.gpus += gpus
+        entry.gpus_free += gpus - used.get(name, 0)
+    for backend, pools in pools_naming_backends(names).items():
+        figures[backend].pools = pools
+    return figures
+
+
+def _served_in_process(rows: list[Backend]) -> None:
+    """Until agents serve backends, a kubernetes `default` is served by this installation's
+    own backend process (`manage.py run_k8s_backend`): its last good contact with the API
+    server counts as the row's heartbeat (in memory only)."""
+    default = next((b for b in rows if b.name == DEFAULT_BACKEND
+                    and b.kind == BackendKind.KUBERNETES), None)
+    if default is None:
+        return
+    status = ClusterBackendStatus.objects.filter(pk=1, ok=True).first()
+    if status and (default.last_heartbeat is None or status.checked_at > default.last_heartbeat):
+        default.last_heartbeat = status.checked_at
+
+
+def backends_with_figures(names: list[str] | None = None
+                          ) -> list[tuple[Backend, BackendFigures]]:
+    backends = Backend.objects.all() if names is None else Backend.objects.filter(name__in=names)
+    rows = list(backends)
+    _served_in_process(rows)
+    figures = backend_figures([b.name for b in rows])
+    return [(b, figures.get(b.name, BackendFigures())) for b in rows]
+
+
+def missing_backends(names: list[str]) -> list[str]:
+    """Those of `names` no backend row has, in their order."""
+    known = set(Backend.objects.filter(name__in=names).values_list("name", flat=True))
+    return [name for name in names if name not in known]

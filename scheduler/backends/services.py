@@ -1,0 +1,100 @@
+"""Every write to the backends: create or update, maintenance, delete (API.md "Backends").
+
+A backend's name is its identity: pools and nodes refer to it by name, so a name is never
+renamed, and a delete is refused while a pool names the backend or tasks are bound on its
+nodes, unless forced.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from osmo.errors import Conflict, OsmoError
+from pools.selectors import pools_naming_backends
+from pools.services import pools_forget_backend
+from scheduler.core.kai_names import DNS_LABEL_PATTERN
+from workflows.selectors import bound_tasks_on_nodes
+
+from ..models import Backend, BackendPlacement, Node
+from ..services import node_delete
+from .default import backend_names_missing  # noqa: F401 - the port's provider
+
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
+_FIELDS = ("kind", "placement", "k8s_namespace", "description", "scheduler_name")
+
+
+def _invalid(field: str, message: str) -> OsmoError:
+    return OsmoError("invalid_backend", message, errors={field: [message]})
+
+
+def validate_name(name: str) -> str:
+    if not _DNS_LABEL.match(name):
+        raise _invalid("name", f"'{name[:80]}' is not a valid backend name: a DNS label (1-63 "
+                               f"lowercase letters, digits and '-', alphanumeric at both ends).")
+    return name
+
+
+def default_scheduler_name(placement: str) -> str:
+    return "osmo-scheduler" if placement == BackendPlacement.OSMO else "kai-scheduler"
+
+
+@transaction.atomic
+def backend_upsert(*, name: str, **changes: Any) -> tuple[Backend, bool]:
+    """Create or update a backend. Returns (backend, created). `changes` are validated fields
+    (kind, placement, k8s_namespace, description, scheduler_name); absent ones keep their
+    value, an empty scheduler_name is the placement's. Creating takes a `kind`."""
+    validate_name(name)
+    backend = Backend.objects.select_for_update().filter(name=name).first()
+    if backend is None:
+        if "kind" not in changes:
+            raise _invalid("kind", "A new backend needs a kind: embedded or kubernetes.")
+        fields = {"placement": BackendPlacement.KAI, **changes}
+        fields["scheduler_name"] = (fields.get("scheduler_name")
+                                    or default_scheduler_name(fields["placement"]))
+        try:
+            with transaction.atomic():
+                return Backend.objects.create(name=name, **fields), True
+        except IntegrityError:
+            # A concurrent creator won: this request updates its row.
+            backend = Backend.objects.select_for_update().get(name=name)
+    if changes.get("scheduler_name") == "":  # cleared: the scheduler of its placement
+        changes["scheduler_name"] = default_scheduler_name(changes.get("placement",
+                                                                       backend.placement))
+    changed = [f for f in _FIELDS if f in changes and getattr(backend, f) != changes[f]]
+    for field in changed:
+        setattr(backend, field, changes[field])
+    if changed:
+        backend.save(update_fields=changed)
+    return backend, False
+
+
+@transaction.atomic
+def backend_set_maintenance(*, backend: Backend, maintenance: bool) -> Backend:
+    backend = Backend.objects.select_for_update().get(pk=backend.pk)
+    if backend.maintenance != maintenance:
+        backend.maintenance = maintenance
+        backend.save(update_fields=["maintenance"])
+    return backend
+
+
+@transaction.atomic
+def backend_delete(*, actor, backend: Backend, force: bool = False) -> None:
+    """Delete a backend: 409 `backend_in_use` while a live pool names it or tasks are bound on
+    its nodes, unless `force` — then the pools forget its name and its nodes are removed (their
+    bound tasks evicted)."""
+    backend = Backend.objects.select_for_update().get(pk=backend.pk)
+    pools = pools_naming_backends([backend.name]).get(backend.name, [])
+    nodes = list(Node.objects.filter(backend=backend.name))
+    bound = bound_tasks_on_nodes([node.name for node in nodes]).count() if nodes else 0
+    if (pools or bound) and not force:
+        parts = ([f"pools name it ({', '.join(pools)})"] if pools else []) + (
+            [f"{bound} task(s) are bound on its nodes"] if bound else [])
+        raise Conflict("backend_in_use", f"Backend '{backend.name}' is in use: "
+                                         f"{' and '.join(parts)}; delete with ?force=true.")
+    pools_forget_backend(actor=actor, backend=backend.name)
+    for node in nodes:
+        node_delete(node=node, force=True)
+    backend.delete()

@@ -136,6 +136,76 @@ def test_a_hostile_query_is_linear_and_a_bad_one_is_refused(admin, alice):
         assert message in response.json()["errors"]["query"][0]
 
 
+def test_a_dollar_matches_at_the_end_of_each_line(admin, alice):
+    name = running(admin, alice)
+    task = Task.objects.get(workflow__name=name)
+    now = timezone.now()
+    logstore.log_append(task=task, text="".join(
+        logstore.format_line(now, "t0", text) for text in ("step 1", "step 2 done", "step 3")))
+    found = texts(body(alice.get(f"/api/workflow/{name}/logs",
+                                 {"query": "[0-9]$", "follow": "false"})))
+    assert [t for _, t in found] == ["step 1", "step 3"]
+    found = texts(body(alice.get(f"/api/workflow/{name}/logs",
+                                 {"query": "^[^ ]+ [^ ]+ \\[t0\\] step 2 done$",
+                                  "follow": "false"})))
+    assert [t for _, t in found] == ["step 2 done"]
+
+
+def test_a_costly_query_is_refused_or_bounded(admin, alice, monkeypatch):
+    from workflows import logreads
+
+    name = running(admin, alice)
+    task = Task.objects.get(workflow__name=name)
+    now = timezone.now()
+    for _ in range(4):  # 2 MiB of lines
+        logstore.log_append(task=task, text=logstore.format_line(now, "t0", "x" * 100) * 5000)
+    nested = "(()*)*" * 66  # 396 characters of nested empty groups
+    # the body is read inside the measure: a streamed response does its work as it is read
+    text, seconds = cpu_run(lambda: body(alice.get(f"/api/workflow/{name}/logs",
+                                                   {"query": nested, "follow": "false"})))
+    assert len(text.splitlines()) == 20_000  # every line matches the empty pattern
+    assert seconds < 0.4  # with captures, RE2 took 0.85 s of CPU here
+    response = alice.get(f"/api/workflow/{name}/logs", {"query": "x{1000}x{1000}x{1000}"})
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
+    assert response.json()["errors"]["query"][0].startswith("Too costly a regular expression")
+    # the CPU budget of one read: used up, the read ends with a line that says so
+    monkeypatch.setattr(logreads, "QUERY_SECONDS", 0.0001)
+    lines = body(alice.get(f"/api/workflow/{name}/logs",
+                           {"query": "x", "follow": "false"})).splitlines()
+    assert len(lines) < 20_000
+    assert lines[-1].endswith(f"[{name}][osmo] The query used up its 0.0001 s of matching; "
+                              "the rest of the log is left out.")
+
+
+def test_a_log_with_no_line_yet_answers_at_once(admin, alice, settings):
+    settings.OSMO_LOG_FOLLOW_SECONDS = 2
+    add_nodes(admin, 1)
+    name = submit(alice, "team", spec("train", 2))  # no cycle yet: the task has not started
+    status = Task.objects.get(workflow__name=name).status
+    for params in ({"task_name": "t0"}, {}):
+        response = alice.get(f"/api/workflow/{name}/logs", params)
+        assert response.status_code == 200, response.json()
+        started = time.monotonic()
+        stream = iter(response.streaming_content)
+        first = next(stream).decode()
+        assert time.monotonic() - started < 1  # not once the follow ended, 2 s on
+        source, what = ("t0", f"Task t0 has not started yet ({status}).") if params else (
+            name, f"Workflow {name} has not started yet (PENDING).")
+        assert re.fullmatch(rf"\d{{4}}/\d\d/\d\d \d\d:\d\d:\d\d \[{source}\]\[osmo\] "
+                            rf"{re.escape(what)}\n", first), first
+        assert b"".join(stream) == b""  # no line came while it followed
+    assert cycle(admin)["bound"] == 1
+    assert Task.objects.get(workflow__name=name).status == "RUNNING"
+    # started, nothing written — and a query that matches nothing: an empty first chunk, at once
+    for params in ({"task_name": "t0"}, {"query": "nothing like this"}):
+        response = alice.get(f"/api/workflow/{name}/logs", params)
+        started = time.monotonic()
+        stream = iter(response.streaming_content)
+        assert next(stream) == b""
+        assert time.monotonic() - started < 1
+        assert b"".join(stream) == b""
+
+
 @pytest.mark.parametrize("params", [{"last_n_lines": 0}, {"last_n_lines": "x"},
                                     {"last_n_lines": 10**7}, {"retry_id": -1}])
 def test_bad_parameters_are_refused(admin, alice, params):

@@ -206,6 +206,7 @@ def log_stream(selection: LogSelection, *, last_n_lines: int | None = None,
         if not connection.in_atomic_block:
             connection.close()  # a follower holds no database connection while it waits
         time.sleep(FOLLOW_POLL_SECONDS)
+        yield b""  # sends nothing; the response's holder renews its lease meanwhile
 
 
 def log_tail_text(selection: LogSelection, last_n_lines: int, *, max_bytes: int) -> str:

@@ -58,6 +58,11 @@ def texts(text: str, pattern=LINE) -> list[tuple[str, str]]:
     return found
 
 
+def next_lines(stream) -> str:
+    """The next chunk with lines (a follower yields an empty one at each poll)."""
+    return next(chunk for chunk in stream if chunk).decode()
+
+
 def running(admin, alice, gpus: int = 2) -> str:
     add_nodes(admin, 1)
     name = submit(alice, "team", spec("train", gpus, command='[python, train.py, "--lr", "0.1"]'))
@@ -250,9 +255,9 @@ def test_following_sends_new_lines_until_the_task_ends(admin, alice):
     response = alice.get(f"/api/workflow/{name}/logs", {"task_name": "t0"})
     assert response.status_code == 200
     stream = iter(response.streaming_content)
-    assert [t for _, t in texts(next(stream).decode())] == ["line 0", "line 1"]
+    assert [t for _, t in texts(next_lines(stream))] == ["line 0", "line 1"]
     _append(task, 1, start=2)
-    assert [t for _, t in texts(next(stream).decode())] == ["line 2"]
+    assert [t for _, t in texts(next_lines(stream))] == ["line 2"]
     lifecycle.task_report_status(workflow=task.workflow, task_name="t0", status="COMPLETED",
                                  exit_code=0)
     _append(task, 1, start=3)  # the last lines, written as it ended
@@ -293,6 +298,40 @@ def test_followed_streams_per_process_are_bounded(admin, alice, settings):
     assert again.status_code == 200
     again.close()
     streaming._slots = None
+
+
+def test_followed_streams_per_user_are_bounded(admin, alice, settings):
+    from datetime import timedelta
+
+    from osmo.accounts.models import StreamLease
+
+    settings.OSMO_LOG_STREAMS_PER_USER = 1
+    name = running(admin, alice)
+    held = alice.get(f"/api/workflow/{name}/logs")  # follows: the task runs
+    assert held.status_code == 200
+    refused = alice.get(f"/api/workflow/{name}/logs")
+    assert (refused.status_code, refused.json()["code"]) == (429, "too_many_user_streams")
+    assert refused.json()["detail"].startswith("You follow 1 logs already")
+    assert StreamLease.objects.filter(user__username="alice").count() == 1  # nothing taken
+    assert alice.get(f"/api/workflow/{name}/logs", {"follow": "false"}).status_code == 200
+    root = admin.get(f"/api/workflow/{name}/logs")  # another user still follows
+    assert root.status_code == 200
+    assert StreamLease.objects.filter(user__username="root").count() == 1
+    signals.request_finished.disconnect(close_old_connections)  # as the test client does
+    try:
+        held.close()
+        root.close()
+    finally:
+        signals.request_finished.connect(close_old_connections)
+    assert not StreamLease.objects.exists()  # each stream gave its lease back
+    # a lease its process left behind (killed) stops counting once stale
+    StreamLease.objects.create(user=held.wsgi_request.user,
+                               renewed_at=timezone.now() - timedelta(minutes=2))
+    again = alice.get(f"/api/workflow/{name}/logs", {"last_n_lines": 1})
+    assert again.status_code == 200
+    assert StreamLease.objects.filter(user__username="alice").count() == 1
+    b"".join(again.streaming_content)
+    assert not StreamLease.objects.exists()
 
 
 def test_download_is_an_attachment_and_not_followed(admin, alice):

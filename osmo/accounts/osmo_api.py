@@ -17,7 +17,7 @@ from osmo.errors import Forbidden, NotFound, RequestInvalid
 from osmo.serializers import RequestSerializer
 
 from . import selectors, services
-from .api import AccessTokenSerializer, token_object
+from .api import AccessTokenDetailView, AccessTokenSerializer, token_object
 from .roles import roles_for
 
 TOKEN_NAME = r"^[a-zA-Z]([a-zA-Z0-9_-]*[a-zA-Z0-9])?$"  # OSMO's TOKEN_NAME_REGEX
@@ -135,6 +135,15 @@ class NamedTokenView(APIView):
         token = selectors.token_by_name(actor=request.user, username=user_id, name=name)
         services.token_revoke(actor=request.user, token=token)
         return Response({"name": name, "revoked": True})
+
+
+class TokenByIdView(AccessTokenDetailView):
+    """`/api/auth/access_token/<digits>`: a DELETE revokes by id; a POST is `osmo token set`
+    of a name of digits only, which is refused as a name (400), not as a method (405)."""
+
+    @extend_schema(exclude=True)
+    def post(self, request, token_id: int):
+        return NamedTokenView.post(self, request, str(token_id))
 
 
 class UserNamedTokenView(NamedTokenView):

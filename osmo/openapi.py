@@ -42,7 +42,8 @@ class AutoSchema(openapi.AutoSchema):
             statuses.append(401)
         if not public:
             statuses.append(403)
-        if "{" in self.path:
+        # DRF answers a `?format=` the view does not render with 404, as a path not found
+        if "{" in self.path or len(self.view.get_renderers()) > 1:
             statuses.append(404)
         if method in UNSAFE:
             statuses += [409, 413]

@@ -12,7 +12,7 @@ from hypothesis.errors import Unsatisfiable
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-EXAMPLES = 5
+EXAMPLES = 10
 
 
 def test_every_answer_has_a_documented_status(transactional_db, broker_url, settings):

@@ -128,7 +128,7 @@ class NamedTokenView(APIView):
             expires_at=dt.datetime.combine(expires, dt.time(), dt.UTC) if expires else None)
         return Response(raw)
 
-    @extend_schema(request=None, responses=dict,
+    @extend_schema(request=None, responses={200: dict},
                    operation_id="api_auth_access_token_named_destroy",
                    summary="Revoke the named access token")
     def delete(self, request, name: str, user_id: str | None = None):
@@ -155,7 +155,7 @@ class UserNamedTokenView(NamedTokenView):
     def post(self, request, name: str, user_id: str | None = None):
         return super().post(request, name, user_id)
 
-    @extend_schema(request=None, responses=dict,
+    @extend_schema(request=None, responses={200: dict},
                    operation_id="api_auth_user_access_token_named_destroy",
                    summary="Revoke a user's named access token (platform admins)")
     def delete(self, request, name: str, user_id: str | None = None):

@@ -13,6 +13,7 @@ import copy
 import re
 from collections.abc import Mapping
 
+from django.http import QueryDict
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
@@ -71,6 +72,15 @@ class RequestSerializer(serializers.Serializer):
         return self.field_error_codes.get(first, self.error_code)
 
     def to_internal_value(self, data):
+        if isinstance(data, QueryDict):
+            # `?x=` (how a client sends a null) would mean "x left out" to DRF: a value that
+            # says nothing is refused instead, unless the field takes an empty string.
+            empty = [name for name, field in self.fields.items() if name in data
+                     and data.get(name) == "" and not getattr(field, "allow_blank", False)]
+            if empty:
+                raise serializers.ValidationError(
+                    {name: ["May not be empty: give a value, or leave the parameter out."]
+                     for name in empty})
         if self.reject_unknown_fields and isinstance(data, Mapping):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:

@@ -142,7 +142,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "osmo.openapi.AutoSchema",
     "DEFAULT_PARSER_CLASSES": ["osmo.parsers.BoundedJSONParser",
                                "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
@@ -264,13 +264,15 @@ OSMO_KAI_SYNC_INTERVAL = env_int("OSMO_KAI_SYNC_INTERVAL", 300)
 # is deleted (a beat task, hourly). One log response: at most OSMO_LOG_RESPONSE_MAX_BYTES, and
 # following a running task for at most OSMO_LOG_FOLLOW_SECONDS; a client that takes no bytes
 # for OSMO_LOG_SEND_TIMEOUT seconds is dropped; a web process serves at most
-# OSMO_LOG_STREAMS_PER_PROCESS followed streams at once (429 beyond).
+# OSMO_LOG_STREAMS_PER_PROCESS followed streams at once, and a user holds at most
+# OSMO_LOG_STREAMS_PER_USER across all web processes (429 beyond either).
 OSMO_LOG_TASK_MAX_BYTES = env_int("OSMO_LOG_TASK_MAX_BYTES", 128 * 1024 * 1024)
 OSMO_LOG_RETENTION_DAYS = env_int("OSMO_LOG_RETENTION_DAYS", 30)
 OSMO_LOG_RESPONSE_MAX_BYTES = env_int("OSMO_LOG_RESPONSE_MAX_BYTES", 256 * 1024 * 1024)
 OSMO_LOG_FOLLOW_SECONDS = env_int("OSMO_LOG_FOLLOW_SECONDS", 600)
 OSMO_LOG_SEND_TIMEOUT = env_int("OSMO_LOG_SEND_TIMEOUT", 30)
 OSMO_LOG_STREAMS_PER_PROCESS = env_int("OSMO_LOG_STREAMS_PER_PROCESS", 32)
+OSMO_LOG_STREAMS_PER_USER = env_int("OSMO_LOG_STREAMS_PER_USER", 8)
 # Tags workflows may carry (`osmo workflow tag`), comma-separated; none by default.
 OSMO_WORKFLOW_TAGS = [t.strip() for t in os.environ.get("OSMO_WORKFLOW_TAGS", "").split(",")
                       if t.strip()]

@@ -136,3 +136,29 @@ def test_every_read_answers_as_its_schema_says_with_data_in_every_list(transacti
         checked.append(operation.path)
     assert failures == [], "\n\n".join(failures)
     assert set(PATH_VALUES) <= set(checked) and "/api/workflow" in checked
+
+
+def test_a_token_named_by_digits_only_is_a_bad_name_not_a_bad_method(admin_client):
+    from osmo.accounts.models import AccessToken
+
+    before = AccessToken.objects.count()
+    response = admin_client.post("/api/auth/access_token/0")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
+    assert list(response.json()["errors"]) == ["name"]
+    assert AccessToken.objects.count() == before
+    response = admin_client.delete("/api/auth/access_token/999999")  # by id, as before
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("query", ["last_n_lines=", "follow=", "retry_id=", "query=",
+                                   "task_name=", "download="])
+def test_an_empty_query_value_is_refused(admin_client, query):
+    factories.pool("team", 10)
+    workflow = factories.running_workflow(factories.subpool(
+        factories.pool("other", 10), "a", 5), 1)
+    response = admin_client.get(f"/api/workflow/{workflow.name}/logs?{query}")
+    assert response.status_code == 400, response
+    body = response.json()
+    assert body["code"] == "invalid_request"
+    assert body["errors"] == {query[:-1]: [
+        "May not be empty: give a value, or leave the parameter out."]}

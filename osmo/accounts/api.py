@@ -27,6 +27,7 @@ class AccessTokenExchangeSerializer(RequestSerializer):
 class AccessTokenExchangeView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
+    error_statuses = (401,)  # the token in the body is not (or no longer) valid
 
     @extend_schema(
         request=AccessTokenExchangeSerializer,

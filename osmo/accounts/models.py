@@ -54,3 +54,19 @@ class UserProfile(models.Model):
 
     def __str__(self) -> str:
         return f"profile of {self.user}"
+
+
+class StreamLease(models.Model):
+    """A long response (a followed log) a user holds, in whichever web process serves it: the
+    per-user bound counts these rows, so it holds across processes. A row its process left
+    behind (killed) stops counting once it is not renewed for a while."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="+")
+    renewed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "renewed_at"], name="streamlease_user_renewed")]
+
+    def __str__(self) -> str:
+        return f"stream of {self.user_id} (renewed {self.renewed_at})"

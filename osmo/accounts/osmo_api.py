@@ -17,7 +17,7 @@ from osmo.errors import Forbidden, NotFound, RequestInvalid
 from osmo.serializers import RequestSerializer
 
 from . import selectors, services
-from .api import AccessTokenSerializer, token_object
+from .api import AccessTokenDetailView, AccessTokenSerializer, token_object
 from .roles import roles_for
 
 TOKEN_NAME = r"^[a-zA-Z]([a-zA-Z0-9_-]*[a-zA-Z0-9])?$"  # OSMO's TOKEN_NAME_REGEX
@@ -128,13 +128,22 @@ class NamedTokenView(APIView):
             expires_at=dt.datetime.combine(expires, dt.time(), dt.UTC) if expires else None)
         return Response(raw)
 
-    @extend_schema(request=None, responses=dict,
+    @extend_schema(request=None, responses={200: dict},
                    operation_id="api_auth_access_token_named_destroy",
                    summary="Revoke the named access token")
     def delete(self, request, name: str, user_id: str | None = None):
         token = selectors.token_by_name(actor=request.user, username=user_id, name=name)
         services.token_revoke(actor=request.user, token=token)
         return Response({"name": name, "revoked": True})
+
+
+class TokenByIdView(AccessTokenDetailView):
+    """`/api/auth/access_token/<digits>`: a DELETE revokes by id; a POST is `osmo token set`
+    of a name of digits only, which is refused as a name (400), not as a method (405)."""
+
+    @extend_schema(exclude=True)
+    def post(self, request, token_id: int):
+        return NamedTokenView.post(self, request, str(token_id))
 
 
 class UserNamedTokenView(NamedTokenView):
@@ -146,7 +155,7 @@ class UserNamedTokenView(NamedTokenView):
     def post(self, request, name: str, user_id: str | None = None):
         return super().post(request, name, user_id)
 
-    @extend_schema(request=None, responses=dict,
+    @extend_schema(request=None, responses={200: dict},
                    operation_id="api_auth_user_access_token_named_destroy",
                    summary="Revoke a user's named access token (platform admins)")
     def delete(self, request, name: str, user_id: str | None = None):

@@ -8,7 +8,7 @@ urlpatterns = [
     path("auth/jwt/access_token", api.AccessTokenExchangeView.as_view(),
          name="auth-access-token"),
     path("auth/access_token", api.AccessTokenListView.as_view(), name="access-tokens"),
-    path("auth/access_token/<int:token_id>", api.AccessTokenDetailView.as_view(),
+    path("auth/access_token/<int:token_id>", osmo_api.TokenByIdView.as_view(),
          name="access-token"),
     # NVIDIA's client: tokens by name, users (docs/API-OSMO-CLIENT.md)
     path("auth/access_token/<str:name>", osmo_api.NamedTokenView.as_view(),

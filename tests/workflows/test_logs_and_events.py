@@ -58,6 +58,11 @@ def texts(text: str, pattern=LINE) -> list[tuple[str, str]]:
     return found
 
 
+def next_lines(stream) -> str:
+    """The next chunk with lines (a follower yields an empty one at each poll)."""
+    return next(chunk for chunk in stream if chunk).decode()
+
+
 def running(admin, alice, gpus: int = 2) -> str:
     add_nodes(admin, 1)
     name = submit(alice, "team", spec("train", gpus, command='[python, train.py, "--lr", "0.1"]'))
@@ -123,9 +128,9 @@ def test_a_hostile_query_is_linear_and_a_bad_one_is_refused(admin, alice):
     logstore.log_append(task=task, text=logstore.format_line(
         timezone.now(), "t0", "a" * 10_000 + "!") * 200)
     # CPU seconds of this thread, not wall-clock: the machine's load does not count in them.
-    response, seconds = cpu_run(alice.get, f"/api/workflow/{name}/logs",
-                                {"query": "(a+)+$", "follow": "false"})
-    assert body(response) == ""  # catastrophic for a backtracking engine; RE2: 2 MB scanned
+    text, seconds = cpu_run(lambda: body(alice.get(f"/api/workflow/{name}/logs",
+                                                   {"query": "(a+)+$", "follow": "false"})))
+    assert text == ""  # catastrophic for a backtracking engine; RE2: 2 MB scanned
     assert seconds < 5
     for query, message in (("(unclosed", "Not a valid regular expression"),
                            (r"(\w)\1", "Not a valid regular expression"),
@@ -134,6 +139,76 @@ def test_a_hostile_query_is_linear_and_a_bad_one_is_refused(admin, alice):
         assert response.status_code == 400, query
         assert response.json()["code"] == "invalid_request"
         assert message in response.json()["errors"]["query"][0]
+
+
+def test_a_dollar_matches_at_the_end_of_each_line(admin, alice):
+    name = running(admin, alice)
+    task = Task.objects.get(workflow__name=name)
+    now = timezone.now()
+    logstore.log_append(task=task, text="".join(
+        logstore.format_line(now, "t0", text) for text in ("step 1", "step 2 done", "step 3")))
+    found = texts(body(alice.get(f"/api/workflow/{name}/logs",
+                                 {"query": "[0-9]$", "follow": "false"})))
+    assert [t for _, t in found] == ["step 1", "step 3"]
+    found = texts(body(alice.get(f"/api/workflow/{name}/logs",
+                                 {"query": "^[^ ]+ [^ ]+ \\[t0\\] step 2 done$",
+                                  "follow": "false"})))
+    assert [t for _, t in found] == ["step 2 done"]
+
+
+def test_a_costly_query_is_refused_or_bounded(admin, alice, monkeypatch):
+    from workflows import logreads
+
+    name = running(admin, alice)
+    task = Task.objects.get(workflow__name=name)
+    now = timezone.now()
+    for _ in range(4):  # 2 MiB of lines
+        logstore.log_append(task=task, text=logstore.format_line(now, "t0", "x" * 100) * 5000)
+    nested = "(()*)*" * 66  # 396 characters of nested empty groups
+    # the body is read inside the measure: a streamed response does its work as it is read
+    text, seconds = cpu_run(lambda: body(alice.get(f"/api/workflow/{name}/logs",
+                                                   {"query": nested, "follow": "false"})))
+    assert len(text.splitlines()) == 20_000  # every line matches the empty pattern
+    assert seconds < 0.4  # with captures, RE2 took 0.85 s of CPU here
+    response = alice.get(f"/api/workflow/{name}/logs", {"query": "x{1000}x{1000}x{1000}"})
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
+    assert response.json()["errors"]["query"][0].startswith("Too costly a regular expression")
+    # the CPU budget of one read: used up, the read ends with a line that says so
+    monkeypatch.setattr(logreads, "QUERY_SECONDS", 0.0001)
+    lines = body(alice.get(f"/api/workflow/{name}/logs",
+                           {"query": "x", "follow": "false"})).splitlines()
+    assert len(lines) < 20_000
+    assert lines[-1].endswith(f"[{name}][osmo] The query used up its 0.0001 s of matching; "
+                              "the rest of the log is left out.")
+
+
+def test_a_log_with_no_line_yet_answers_at_once(admin, alice, settings):
+    settings.OSMO_LOG_FOLLOW_SECONDS = 2
+    add_nodes(admin, 1)
+    name = submit(alice, "team", spec("train", 2))  # no cycle yet: the task has not started
+    status = Task.objects.get(workflow__name=name).status
+    for params in ({"task_name": "t0"}, {}):
+        response = alice.get(f"/api/workflow/{name}/logs", params)
+        assert response.status_code == 200, response.json()
+        started = time.monotonic()
+        stream = iter(response.streaming_content)
+        first = next(stream).decode()
+        assert time.monotonic() - started < 1  # not once the follow ended, 2 s on
+        source, what = ("t0", f"Task t0 has not started yet ({status}).") if params else (
+            name, f"Workflow {name} has not started yet (PENDING).")
+        assert re.fullmatch(rf"\d{{4}}/\d\d/\d\d \d\d:\d\d:\d\d \[{source}\]\[osmo\] "
+                            rf"{re.escape(what)}\n", first), first
+        assert b"".join(stream) == b""  # no line came while it followed
+    assert cycle(admin)["bound"] == 1
+    assert Task.objects.get(workflow__name=name).status == "RUNNING"
+    # started, nothing written — and a query that matches nothing: an empty first chunk, at once
+    for params in ({"task_name": "t0"}, {"query": "nothing like this"}):
+        response = alice.get(f"/api/workflow/{name}/logs", params)
+        started = time.monotonic()
+        stream = iter(response.streaming_content)
+        assert next(stream) == b""
+        assert time.monotonic() - started < 1
+        assert b"".join(stream) == b""
 
 
 @pytest.mark.parametrize("params", [{"last_n_lines": 0}, {"last_n_lines": "x"},
@@ -180,9 +255,9 @@ def test_following_sends_new_lines_until_the_task_ends(admin, alice):
     response = alice.get(f"/api/workflow/{name}/logs", {"task_name": "t0"})
     assert response.status_code == 200
     stream = iter(response.streaming_content)
-    assert [t for _, t in texts(next(stream).decode())] == ["line 0", "line 1"]
+    assert [t for _, t in texts(next_lines(stream))] == ["line 0", "line 1"]
     _append(task, 1, start=2)
-    assert [t for _, t in texts(next(stream).decode())] == ["line 2"]
+    assert [t for _, t in texts(next_lines(stream))] == ["line 2"]
     lifecycle.task_report_status(workflow=task.workflow, task_name="t0", status="COMPLETED",
                                  exit_code=0)
     _append(task, 1, start=3)  # the last lines, written as it ended
@@ -223,6 +298,40 @@ def test_followed_streams_per_process_are_bounded(admin, alice, settings):
     assert again.status_code == 200
     again.close()
     streaming._slots = None
+
+
+def test_followed_streams_per_user_are_bounded(admin, alice, settings):
+    from datetime import timedelta
+
+    from osmo.accounts.models import StreamLease
+
+    settings.OSMO_LOG_STREAMS_PER_USER = 1
+    name = running(admin, alice)
+    held = alice.get(f"/api/workflow/{name}/logs")  # follows: the task runs
+    assert held.status_code == 200
+    refused = alice.get(f"/api/workflow/{name}/logs")
+    assert (refused.status_code, refused.json()["code"]) == (429, "too_many_user_streams")
+    assert refused.json()["detail"].startswith("You follow 1 logs already")
+    assert StreamLease.objects.filter(user__username="alice").count() == 1  # nothing taken
+    assert alice.get(f"/api/workflow/{name}/logs", {"follow": "false"}).status_code == 200
+    root = admin.get(f"/api/workflow/{name}/logs")  # another user still follows
+    assert root.status_code == 200
+    assert StreamLease.objects.filter(user__username="root").count() == 1
+    signals.request_finished.disconnect(close_old_connections)  # as the test client does
+    try:
+        held.close()
+        root.close()
+    finally:
+        signals.request_finished.connect(close_old_connections)
+    assert not StreamLease.objects.exists()  # each stream gave its lease back
+    # a lease its process left behind (killed) stops counting once stale
+    StreamLease.objects.create(user=held.wsgi_request.user,
+                               renewed_at=timezone.now() - timedelta(minutes=2))
+    again = alice.get(f"/api/workflow/{name}/logs", {"last_n_lines": 1})
+    assert again.status_code == 200
+    assert StreamLease.objects.filter(user__username="alice").count() == 1
+    b"".join(again.streaming_content)
+    assert not StreamLease.objects.exists()
 
 
 def test_download_is_an_attachment_and_not_followed(admin, alice):

@@ -79,7 +79,8 @@ class WorkflowLogsView(APIView):
         chunks = logreads.log_stream(
             selection, last_n_lines=query.get("last_n_lines"), pattern=pattern, follow=follow,
             max_bytes=settings.OSMO_LOG_RESPONSE_MAX_BYTES,
-            max_seconds=settings.OSMO_LOG_FOLLOW_SECONDS, gone=lambda: client_gone(request))
+            max_seconds=settings.OSMO_LOG_FOLLOW_SECONDS, gone=lambda: client_gone(request),
+            announce=True)
         filename = f"{workflow.name}{'-' + task.name if task else ''}.log" \
             if query["download"] else None
         return text_stream(request, chunks, long=follow, filename=filename)

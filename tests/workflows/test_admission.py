@@ -91,6 +91,17 @@ def test_invalid_specs_are_400_with_field_paths(team, user):
     assert (missing.status_code, missing.json()["code"]) == (400, "invalid_spec")
 
 
+def test_a_misspelled_task_field_is_refused_and_nothing_is_stored(team, user):
+    before = stored()
+    spec = example("hello_world.yaml").replace("command:", "comand:")
+    response = submit(user, "team", spec)
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_spec")
+    assert response.json()["errors"] == {"workflow.tasks[0].comand": [
+        "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
+        "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup)"]}
+    assert stored() == before
+
+
 def test_unknown_platform_is_invalid(user):
     factories.pool("bare", 10)
     client = make_client("b", "osmo-bare-user")

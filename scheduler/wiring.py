@@ -39,6 +39,9 @@ class Scheduling:
     def pod_gpus(self, pod: Mapping[str, Any]) -> int:
         return podgrouper.pod_gpus(pod)
 
+    def largest_node_gpus(self, node_selector: Mapping[str, str]) -> int | None:
+        return selectors.largest_node_gpus(node_selector)
+
 
 def _queues_follow(event: events.PoolChanged) -> None:
     tasks.queue_sync_on_commit()  # delivered after commit: it queues the sync at once

@@ -34,7 +34,7 @@ from scheduler.core.model import Gang, SubGroup
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
-from . import metrics, numbering, parsed_specs, ports
+from . import metrics, node_fit, numbering, parsed_specs, ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -408,6 +408,7 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
         spec = parse_for_pool(unlocked, source, set_variables=set_variables,
                               set_string_variables=set_string_variables)
     exec_timeout(spec)  # above the maximum: 400 before any lock
+    node_fit.check_tasks_fit_a_node(unlocked, spec)  # a pod no node holds: 400, any priority
     # Inside a caller's transaction the number is taken in it (its rollback returns it).
     own_transaction = not connection.in_atomic_block
     with transaction.atomic():

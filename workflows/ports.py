@@ -55,5 +55,9 @@ class Scheduling(Protocol):
     def pod_gpus(self, pod: Mapping[str, Any]) -> int:
         """Whole GPUs a pod asks for, as the scheduler counts them."""
 
+    def largest_node_gpus(self, node_selector: Mapping[str, str]) -> int | None:
+        """The most GPUs one schedulable node with these labels has; None when no
+        schedulable node has them."""
+
 
 scheduling: Port[Scheduling] = Port("workflows.ports.scheduling")

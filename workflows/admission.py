@@ -375,6 +375,14 @@ def _locked_target(pool: Pool | str, roles=None) -> Pool:
     return target
 
 
+def _admitted_how(workflow: Workflow) -> str:
+    if workflow.priority in QUOTA_PRIORITIES:
+        return f"within the quota of pool {workflow.pool.name}"
+    # LOW skips the quota checks: it may run on GPUs beyond the quota, and be preempted.
+    return (f"at LOW priority, without a quota check: it may run beyond the quota of pool "
+            f"{workflow.pool.name} and is preemptible")
+
+
 def _save(admission: Admission, *, numbered: str | None = None) -> Admission:
     workflow = admission.workflow
     by = workflow.user.get_username() if workflow.user else "an anonymous caller"
@@ -382,8 +390,7 @@ def _save(admission: Admission, *, numbered: str | None = None) -> Admission:
     insert_admitted(workflow, admission.groups, admission.tasks, numbered=numbered, events=[
         ("Submitted", f"by {by} to pool {workflow.pool.name} at {workflow.priority} "
                       f"priority, {workflow.gpus_requested} GPU(s)"),
-        ("Admitted", f"within the quota of pool {workflow.pool.name}; "
-                     f"{len(admission.groups)} group(s) queued")])
+        ("Admitted", f"{_admitted_how(workflow)}; {len(admission.groups)} group(s) queued")])
     events.publish(events.WorkflowAdmitted(workflow=workflow.name, pool=workflow.pool.name))
     return admission
 

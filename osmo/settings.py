@@ -7,7 +7,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from osmo import capacity
+from osmo import capacity, openapi_tags
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -167,6 +167,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {"WorkflowKindEnum": ["workflow", "workload"]},
+    "TAGS": openapi_tags.TAGS,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "osmo.openapi_tags.tag_by_area"],
 }
 
 # Broker and background jobs.

@@ -146,3 +146,30 @@ def test_pool_tables_fit_a_phone_and_history_reads_as_words(open_page, live_serv
         assert READABLE.fullmatch(moment.inner_text())
         assert ISO.match(moment.get_attribute("datetime"))
     screenshot(page, "newcomer-pool-history")
+
+
+def test_a_table_wider_than_a_phone_says_it_scrolls(open_page, live_server, demo):
+    phone = open_page("admin", "osmo-admin", token=True, width=375)
+    phone.goto(f"{live_server.url}/cluster/?tables=on")
+    wraps = phone.locator(".table-wrap")
+    assert wraps.count() >= 2
+    wide = wraps.evaluate_all("""wraps => wraps.map(wrap => [
+        wrap.scrollWidth > wrap.clientWidth + 1, wrap.classList.contains("overflows")])""")
+    assert [w for w in wide if w[0]] and all(overflows == cut for cut, overflows in wide), wide
+    first = phone.locator(".table-wrap.overflows").first
+    hint = phone.locator(".table-wrap.overflows").first.locator(
+        "xpath=preceding-sibling::*[1]")
+    expect(hint).to_have_class("scroll-hint")
+    expect(hint).to_be_visible()
+    expect(hint).to_have_text("scroll →")
+    assert "linear-gradient" in first.evaluate("wrap => getComputedStyle(wrap).maskImage")
+    screenshot(phone, "newcomer-cluster-tables-phone")
+    first.evaluate("wrap => { wrap.scrollLeft = wrap.scrollWidth; }")
+    expect(first).to_have_class(re.compile(r"\bat-end\b"))  # the end: no more fade
+    assert first.evaluate("wrap => getComputedStyle(wrap).maskImage") == "none"
+
+    desktop = open_page("admin-desktop", "osmo-admin", token=True, width=1280)
+    desktop.goto(f"{live_server.url}/cluster/?tables=on")
+    expect(desktop.locator(".table-wrap").first).to_be_visible()
+    assert desktop.locator(".table-wrap.overflows").count() == 0
+    expect(desktop.locator(".scroll-hint:visible")).to_have_count(0)

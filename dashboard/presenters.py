@@ -332,10 +332,18 @@ class NodeRow:
 
     @property
     def heat(self) -> int:
-        """0 (idle) to 4 (every GPU held): the cell's shade."""
+        """0 (idle) to 4 (every GPU held at HIGH/NORMAL): the cell's shade. LOW is drawn apart
+        (`low_share`): a node full of preemptible work is not full for HIGH/NORMAL work."""
         if not self.gpus:
             return 0
-        return min(4, -(-self.used_gpus * 4 // self.gpus))
+        firm = self.used_gpus - self.used_by_priority.get(Priority.LOW, 0)
+        return min(4, -(-firm * 4 // self.gpus))
+
+    @property
+    def low_share(self) -> str:
+        """The percent of the node's GPUs held at LOW (the cell's striped part; "" if none)."""
+        low = self.used_by_priority.get(Priority.LOW, 0)
+        return _pct(low, max(self.gpus, self.used_gpus, 1)) if low else ""
 
     @property
     def title(self) -> str:

@@ -157,14 +157,16 @@ def workflow_timeline(workflow: Workflow) -> list[dict]:
 def task_logs(workflow: Workflow) -> list[dict]:
     """Each task's name and, for the first TAILED_TASKS, the last TAIL_LINES of its log."""
     tasks = list(Task.objects.filter(workflow=workflow).order_by("group__position", "position")
-                 .values_list("id", "name", "status"))
+                 .values_list("id", "name", "status", "started_at"))
     logs = []
-    for index, (pk, name, status) in enumerate(tasks):
+    for index, (pk, name, status, started_at) in enumerate(tasks):
         tail = None
         if index < TAILED_TASKS:
             tail = logreads.log_tail_text(
                 logreads.LogSelection(workflow, Task(pk=pk, name=name)), TAIL_LINES,
                 max_bytes=1024 * 1024)
-        logs.append({"name": name, "tail": tail,
-                     "alive": status in ("WAITING", "SCHEDULING", "RUNNING")})
+        alive = status in ("WAITING", "SCHEDULING", "RUNNING")
+        logs.append({"name": name, "tail": tail, "alive": alive, "status": status,
+                     "not_started": not tail and (status in ("WAITING", "SCHEDULING") or (
+                         not alive and started_at is None))})
     return logs

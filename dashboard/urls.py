@@ -4,17 +4,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from . import views
-from .forms import PasswordLoginForm, TokenLoginForm
 
 app_name = "dashboard"
 urlpatterns = [
     path("", views.pools, name="pools"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("fragment/pools/", views.pools_fragment, name="pools-fragment"),
-    path("login/", auth_views.LoginView.as_view(
-        template_name="dashboard/login.html", redirect_authenticated_user=True, next_page="/",
-        authentication_form=PasswordLoginForm,
-        extra_context={"token_form": TokenLoginForm(auto_id="token-%s")}), name="login"),
+    path("login/", views.SignInView.as_view(), name="login"),
     path("login/token/", views.token_login, name="token-login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="/login/"), name="logout"),
     path("pools/<str:name>/", views.pool, name="pool"),

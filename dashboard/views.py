@@ -12,6 +12,7 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.contrib.auth import login as auth_login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Q
@@ -23,7 +24,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_safe
 
 from osmo.accounts.roles import roles_for
-from osmo.accounts.sessions import session_bind_token
+from osmo.accounts.sessions import TOKEN_REVOKED, session_bind_token, session_ended_reason
 from osmo.errors import NotFound, OsmoError
 from pools import quota
 from pools import selectors as pool_selectors
@@ -71,6 +72,27 @@ def favicon(request):
 
 
 # --- signing in with a token ------------------------------------------------------------------
+
+ENDED_WORDS = {TOKEN_REVOKED: "Your session ended: its token was revoked. Sign in again "
+                              "with a token that is still valid."}
+
+
+class SignInView(auth_views.LoginView):
+    """The sign-in page; it says why the last session ended, once, when it was ended for the
+    caller (a revoked token)."""
+
+    template_name = "dashboard/login.html"
+    redirect_authenticated_user = True
+    next_page = "/"
+    authentication_form = forms.PasswordLoginForm
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context.setdefault("token_form", forms.TokenLoginForm(auto_id="token-%s"))
+        if self.request.method == "GET":
+            context["session_ended"] = ENDED_WORDS.get(session_ended_reason(self.request) or "")
+        return context
+
 
 @require_http_methods(["POST"])
 def token_login(request):

@@ -7,7 +7,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from osmo import bootstrap, capacity
+from osmo import bootstrap, capacity, openapi_tags
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -168,6 +168,9 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {"WorkflowKindEnum": ["workflow", "workload"],
                             "OnlineStatusEnum": ["ONLINE", "OFFLINE", "MAINTENANCE"]},
+    "TAGS": openapi_tags.TAGS,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "osmo.openapi_tags.tag_by_area"],
 }
 
 # Broker and background jobs.

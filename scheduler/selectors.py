@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.conf import settings
-from django.db.models import IntegerField, OuterRef, Subquery, Sum
+from django.db.models import IntegerField, Max, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from osmo.errors import NotFound
@@ -34,6 +36,12 @@ def schedulable_nodes() -> list[NodeCapacity]:
             .annotate(used=Coalesce(Subquery(held, output_field=IntegerField()), 0))
             .values_list("name", "labels", "gpus", "used"))
     return [NodeCapacity(name, labels or {}, gpus, used) for name, labels, gpus, used in rows]
+
+
+def largest_node_gpus(node_selector: Mapping[str, str]) -> int | None:
+    """The most GPUs of one schedulable node whose labels hold the selector: one aggregate."""
+    return (Node.objects.filter(schedulable=True, labels__contains=dict(node_selector))
+            .aggregate(largest=Max("gpus"))["largest"])
 
 
 def last_cycle() -> SchedulerCycle | None:

@@ -44,6 +44,9 @@ class BackendNames:
     def missing(self, names: list[str]) -> list[str]:
         return backend_names_missing(names)
 
+    def largest_node_gpus(self, node_selector: Mapping[str, str]) -> int | None:
+        return selectors.largest_node_gpus(node_selector)
+
 
 def _queues_follow(event: events.PoolChanged) -> None:
     tasks.queue_sync_on_commit()  # delivered after commit: it queues the sync at once

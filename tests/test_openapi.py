@@ -162,3 +162,25 @@ def test_an_empty_query_value_is_refused(admin_client, query):
     assert body["code"] == "invalid_request"
     assert body["errors"] == {query[:-1]: [
         "May not be empty: give a value, or leave the parameter out."]}
+
+
+def test_every_operation_is_filed_under_one_area_and_no_area_holds_a_third(admin_client):
+    schema = admin_client.get("/api/schema",
+                              HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    tags = [(f"{method.upper()} {path}", operation.get("tags", []))
+            for path, operations in schema["paths"].items()
+            for method, operation in operations.items()]
+    assert len(tags) >= 59
+    assert [op for op, tag in tags if len(tag) != 1] == []
+    counts: dict[str, int] = {}
+    for _, (tag,) in tags:
+        counts[tag] = counts.get(tag, 0) + 1
+    assert max(counts.values()) <= len(tags) // 3, counts
+    declared = {tag["name"] for tag in schema["tags"]}
+    assert set(counts) <= declared
+    assert set(counts) >= {"pools", "workflows", "tasks", "logs", "cluster", "scheduler", "kai",
+                           "auth", "profile"}
+    by_op = dict(tags)
+    assert (by_op["GET /api/workflow/{name}/logs"], by_op["POST /api/pool/{pool}/workflow"],
+            by_op["GET /api/configs/pool"], by_op["POST /webhooks/podgroups/validate"]) == (
+        ["logs"], ["workflows"], ["pools"], ["kai"])

@@ -34,7 +34,7 @@ from scheduler.core.kai_names import SUBGROUP_LABEL, podgroup_name, queue_name_f
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
-from . import metrics, numbering, parsed_specs, ports
+from . import metrics, node_fit, numbering, parsed_specs, ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -368,6 +368,14 @@ def _locked_target(pool: Pool | str, roles=None) -> Pool:
     return target
 
 
+def _admitted_how(workflow: Workflow) -> str:
+    if workflow.priority in QUOTA_PRIORITIES:
+        return f"within the quota of pool {workflow.pool.name}"
+    # LOW skips the quota checks: it may run on GPUs beyond the quota, and be preempted.
+    return (f"at LOW priority, without a quota check: it may run beyond the quota of pool "
+            f"{workflow.pool.name} and is preemptible")
+
+
 def _save(admission: Admission, *, numbered: str | None = None) -> Admission:
     workflow = admission.workflow
     by = workflow.user.get_username() if workflow.user else "an anonymous caller"
@@ -375,8 +383,7 @@ def _save(admission: Admission, *, numbered: str | None = None) -> Admission:
     insert_admitted(workflow, admission.groups, admission.tasks, numbered=numbered, events=[
         ("Submitted", f"by {by} to pool {workflow.pool.name} at {workflow.priority} "
                       f"priority, {workflow.gpus_requested} GPU(s)"),
-        ("Admitted", f"within the quota of pool {workflow.pool.name}; "
-                     f"{len(admission.groups)} group(s) queued")])
+        ("Admitted", f"{_admitted_how(workflow)}; {len(admission.groups)} group(s) queued")])
     events.publish(events.WorkflowAdmitted(workflow=workflow.name, pool=workflow.pool.name))
     return admission
 
@@ -401,6 +408,7 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
         spec = parse_for_pool(unlocked, source, set_variables=set_variables,
                               set_string_variables=set_string_variables)
     exec_timeout(spec)  # above the maximum: 400 before any lock
+    node_fit.check_tasks_fit_a_node(unlocked, spec)  # a pod no node holds: 400, any priority
     # Inside a caller's transaction the number is taken in it (its rollback returns it).
     own_transaction = not connection.in_atomic_block
     with transaction.atomic():

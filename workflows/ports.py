@@ -52,5 +52,9 @@ class Scheduling(Protocol):
         """The pod grouper: a workload's PodGroups and pods; a workload it cannot group is an
         `OsmoError` (400)."""
 
+    def largest_node_gpus(self, node_selector: Mapping[str, str]) -> int | None:
+        """The most GPUs one schedulable node with these labels has; None when no
+        schedulable node has them."""
+
 
 scheduling: Port[Scheduling] = Port("workflows.ports.scheduling")

@@ -9,6 +9,9 @@ from django.contrib.auth import logout
 from .models import AccessToken
 
 SESSION_TOKEN_KEY = "osmo_access_token_id"
+# Why the last session ended, kept in the signed-out session until the sign-in page says it.
+SESSION_ENDED_KEY = "osmo_session_ended"
+TOKEN_REVOKED = "token_revoked"
 
 
 def session_bind_token(request, token: AccessToken) -> None:
@@ -27,4 +30,10 @@ class TokenSessionMiddleware:
         if token_id is not None and not AccessToken.objects.live().filter(
                 pk=token_id, user__is_active=True).exists():
             logout(request)  # flushes the session: the request goes on signed out
+            request.session[SESSION_ENDED_KEY] = TOKEN_REVOKED
         return self.get_response(request)
+
+
+def session_ended_reason(request) -> str | None:
+    """Why the caller's last session ended (said once), or None."""
+    return request.session.pop(SESSION_ENDED_KEY, None)

@@ -1,6 +1,6 @@
 """The README's first five minutes in a real headless Chromium, at desktop and phone (375 px)
-widths: the demo's pools and racks, `hello` (8 GPUs) running in team--a and team--b, a 16-GPU
-`hello` that waits. Screenshots go to test-artifacts/dashboard/."""
+widths: the demo's pools and racks, `hello` (8 GPUs) running in team--a and team--b, a `hello`
+asking more memory than a node has, that waits. Screenshots go to test-artifacts/dashboard/."""
 
 from __future__ import annotations
 
@@ -44,9 +44,10 @@ def demo():
     pool_services.usage_samples_record(now=timezone.now() - timedelta(minutes=1),
                                        retention_hours=48)
     admin = accounts.user_ensure(username="admin", groups=["osmo-admin"])
-    for pool, gpus in (("team--a", 8), ("team--b", 8), ("team--a", 16)):
-        admission.workflow_submit(actor=admin, pool=pool,
-                                  source=HELLO.replace("GPUS", str(gpus)))
+    for pool, gpus, memory in (("team--a", 8, "32Gi"), ("team--b", 8, "32Gi"),
+                               ("team--a", 8, "3Ti")):  # more memory than a node has: waits
+        admission.workflow_submit(actor=admin, pool=pool, source=HELLO.replace(
+            "GPUS", str(gpus)).replace("32Gi", memory))
     scheduler_services.cycle_run()
 
 
@@ -94,9 +95,10 @@ def test_the_cluster_page_shows_the_use_now_and_tells_racks_apart(open_page, liv
 
     # The waiting gang is told what could help only; moments read as words.
     expect(page.locator('li[data-podgroup="hello-3-main-group"] .reasons')).to_have_text(
-        "insufficient_gpus pods of gang 'hello-3-main-group' need 16 GPUs, 4 CPU cores, "
-        "32 GiB memory each, and no node with the labels nvidia.com/gpu.product=H100 has "
-        "16 GPUs (the largest has 8 GPUs), so they cannot start on this cluster")
+        "insufficient_memory pods of gang 'hello-3-main-group' need 8 GPUs, 4 CPU cores, "
+        "3072 GiB memory each, and no node with the labels nvidia.com/gpu.product=H100 has "
+        "3072 GiB memory (the largest has 2048 GiB memory), so they cannot start on this "
+        "cluster")
     cycle = page.locator("p.updated time").first
     assert READABLE.fullmatch(cycle.inner_text())
     assert ISO.match(cycle.get_attribute("datetime")) and cycle.get_attribute("title")
@@ -145,3 +147,30 @@ def test_pool_tables_fit_a_phone_and_history_reads_as_words(open_page, live_serv
         assert READABLE.fullmatch(moment.inner_text())
         assert ISO.match(moment.get_attribute("datetime"))
     screenshot(page, "newcomer-pool-history")
+
+
+def test_a_table_wider_than_a_phone_says_it_scrolls(open_page, live_server, demo):
+    phone = open_page("admin", "osmo-admin", token=True, width=375)
+    phone.goto(f"{live_server.url}/cluster/?tables=on")
+    wraps = phone.locator(".table-wrap")
+    assert wraps.count() >= 2
+    wide = wraps.evaluate_all("""wraps => wraps.map(wrap => [
+        wrap.scrollWidth > wrap.clientWidth + 1, wrap.classList.contains("overflows")])""")
+    assert [w for w in wide if w[0]] and all(overflows == cut for cut, overflows in wide), wide
+    first = phone.locator(".table-wrap.overflows").first
+    hint = phone.locator(".table-wrap.overflows").first.locator(
+        "xpath=preceding-sibling::*[1]")
+    expect(hint).to_have_class("scroll-hint")
+    expect(hint).to_be_visible()
+    expect(hint).to_have_text("scroll →")
+    assert "linear-gradient" in first.evaluate("wrap => getComputedStyle(wrap).maskImage")
+    screenshot(phone, "newcomer-cluster-tables-phone")
+    first.evaluate("wrap => { wrap.scrollLeft = wrap.scrollWidth; }")
+    expect(first).to_have_class(re.compile(r"\bat-end\b"))  # the end: no more fade
+    assert first.evaluate("wrap => getComputedStyle(wrap).maskImage") == "none"
+
+    desktop = open_page("admin-desktop", "osmo-admin", token=True, width=1280)
+    desktop.goto(f"{live_server.url}/cluster/?tables=on")
+    expect(desktop.locator(".table-wrap").first).to_be_visible()
+    assert desktop.locator(".table-wrap.overflows").count() == 0
+    expect(desktop.locator(".scroll-hint:visible")).to_have_count(0)

@@ -173,3 +173,28 @@ def test_a_usage_chart_ends_with_the_use_now():
 ])
 def test_a_rack_is_labelled_by_what_tells_it_apart(zone, rack, label):
     assert presenters.rack_label(zone, rack) == label
+
+
+def test_the_heat_map_draws_low_held_gpus_apart_with_a_legend(db):
+    from workflows.models import Task
+
+    team = factories.pool("team", 16)
+    for index in range(3):
+        node(f"node-{index}", 8, "z1", "r1")
+    factories.running_workflow(team, 8, "LOW")  # all of node-0, preemptible
+    mixed = factories.running_workflow(team, 4, "HIGH", tasks=2)
+    Task.objects.filter(workflow=mixed).update(node_name="node-1")
+    low = factories.running_workflow(team, 2, "LOW")
+    Task.objects.filter(workflow=low).update(node_name="node-1")
+    viewer = session_client("viewer", "osmo-team-user")
+    html = viewer.get("/cluster/").content.decode()
+    cells = re.findall(r'<a class="cell ([^"]+)" data-node="([^"]+)"( style="[^"]*")?', html)
+    assert cells == [("heat-0 has-low", "node-0", ' style="--low-share: 100.00%"'),
+                     ("heat-2 has-low", "node-1", ' style="--low-share: 25.00%"'),
+                     ("heat-0", "node-2", "")]
+    assert 'title="node-0: 8 of 8 GPUs used (8 LOW)"' in html
+    legend = re.search(r'<ul class="legend heat-legend"[^>]*>(.*?)</ul>', html, re.S).group(1)
+    assert re.sub(r"<[^>]+>", "", legend).split("\n") == [
+        "", "     Held at HIGH/NORMAL: the darker, the more of the node's GPUs",
+        "     Held at LOW (preemptible, HIGH/NORMAL work can take it back): the striped part, "
+        "from the bottom", "     Cordoned", "  "]

@@ -351,3 +351,26 @@ def test_favicon_is_served_to_anyone(client, db):
     assert (response.status_code, response["Content-Type"]) == (200, "image/x-icon")
     assert response.content[:4] == b"\x00\x00\x01\x00"  # an icon file
     assert 'rel="icon" href="/favicon.ico"' in client.get("/login/").content.decode()
+
+
+def test_a_session_ended_by_a_revoked_token_says_so_on_the_sign_in_page(client, db):
+    from osmo.accounts import services
+
+    user = services.user_ensure(username="admin", groups=["osmo-admin"])
+    token = services.token_issue(user=user)
+    words = "Your session ended: its token was revoked. Sign in again with a token that is " \
+            "still valid."
+    assert words not in client.get("/login/").content.decode()  # nothing ended yet
+    assert client.post("/login/token/", {"token": token})["Location"] == "/"
+    services.tokens_revoke_all(user=user)
+    ended = client.get("/cluster/")
+    assert (ended.status_code, ended["Location"]) == (302, "/login/?next=/cluster/")
+    page = client.get(ended["Location"])
+    assert page.status_code == 200
+    assert f'<li class="message warning" id="session-ended">{words}</li>' in page.content.decode()
+    assert words not in client.get("/login/").content.decode()  # said once
+    # A sign-out of one's own is no revocation: nothing to say.
+    other = services.token_issue(user=user)
+    client.post("/login/token/", {"token": other})
+    client.post("/logout/")
+    assert words not in client.get("/login/").content.decode()

@@ -122,3 +122,20 @@ def test_pool_pages_link_to_workflow_pages(team):
     workflow = factories.pending_workflow(team, 1)
     viewer = session_client("viewer", "osmo-team-user")
     assert f'href="/workflows/{workflow.name}/"' in viewer.get("/pools/team/").content.decode()
+
+
+def test_a_task_that_has_not_started_says_so_instead_of_an_empty_log(team):
+    pending = factories.pending_workflow(team, 4)
+    running = factories.running_workflow(team, 2)
+    canceled = factories.pending_workflow(team, 1)
+    Task.objects.filter(workflow=canceled).update(status="FAILED_CANCELED")
+    viewer = session_client("viewer", "osmo-team-user")
+    status = Task.objects.get(workflow=pending).status
+    assert status in ("WAITING", "SCHEDULING")
+    html = viewer.get(f"/workflows/{pending.name}/").content.decode()
+    assert re.findall(r"<p class=\"log-note muted\" data-log-not-started>([^<]*)</p>", html) == [
+        f"Not started yet: the task is {status}; its log begins when it runs."]
+    assert "data-log-not-started" not in viewer.get(f"/workflows/{running.name}/").content.decode()
+    html = viewer.get(f"/workflows/{canceled.name}/").content.decode()
+    assert re.findall(r"data-log-not-started>([^<]*)</p>", html) == [
+        "This task never started: it ended FAILED_CANCELED, so it has no log."]

@@ -70,6 +70,21 @@ def test_train_over_quota_at_normal_is_refused_and_low_is_admitted(user):
     assert (low.status_code, low.json()["priority"]) == (201, "LOW")
 
 
+def test_the_admitted_event_says_low_runs_over_quota_and_is_preemptible(user):
+    from workflows.models import TaskEvent
+
+    factories.pool("small", 10)
+    client = make_client("u2", "osmo-small-user")
+    low = submit(client, "small", train_spec(), "LOW").json()["name"]
+    normal = submit(client, "small", gpu_spec(1), "NORMAL").json()["name"]
+    admitted = dict(TaskEvent.objects.filter(reason="Admitted").values_list(
+        "workflow__name", "message"))
+    assert admitted == {
+        low: "at LOW priority, without a quota check: it may run beyond the quota of pool "
+             "small and is preemptible; 1 group(s) queued",
+        normal: "within the quota of pool small; 1 group(s) queued"}
+
+
 def test_localpath_without_contents_is_invalid(team, user):
     before = stored()
     response = submit(user, "team", example("train.yaml"))
@@ -89,6 +104,17 @@ def test_invalid_specs_are_400_with_field_paths(team, user):
     assert stored() == before
     missing = user.post("/api/pool/team/workflow", {}, format="json")
     assert (missing.status_code, missing.json()["code"]) == (400, "invalid_spec")
+
+
+def test_a_misspelled_task_field_is_refused_and_nothing_is_stored(team, user):
+    before = stored()
+    spec = example("hello_world.yaml").replace("command:", "comand:")
+    response = submit(user, "team", spec)
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_spec")
+    assert response.json()["errors"] == {"workflow.tasks[0].comand": [
+        "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
+        "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup)"]}
+    assert stored() == before
 
 
 def test_unknown_platform_is_invalid(user):

@@ -368,7 +368,7 @@ def events(client, name: str, **params) -> list[tuple[str, str]]:
 def test_events_tell_a_workflows_life_in_words(admin, alice):
     add_nodes(admin, 1)
     name = submit(alice, "team", spec("life", 2))
-    big = submit(alice, "team", spec("big", 16))
+    big = submit(alice, "team", spec("big", 8, tasks=2))  # 16 GPUs at once, one 8-GPU node
     cycle(admin)
     cycle(admin)  # reasons unchanged: no second line
     assert events(alice, big) == [
@@ -386,8 +386,9 @@ def test_events_tell_a_workflows_life_in_words(admin, alice):
         ("t0", "Running: on node node-0"),
         ("t0", "Failed: exit code 137")]
     alice.post(f"/api/workflow/{big}/cancel")
-    assert events(alice, big)[-2:] == [(big, "Canceled: by alice"),
-                                       ("t0", "Canceled: the workflow was canceled")]
+    assert events(alice, big)[-3:] == [(big, "Canceled: by alice"),
+                                       ("t0", "Canceled: the workflow was canceled"),
+                                       ("t1", "Canceled: the workflow was canceled")]
 
 
 def _reason(name: str) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Sequence
+
 
 class SpecError(ValueError):
     """An invalid OSMO workflow spec.
@@ -45,9 +48,25 @@ class ErrorCollector:
         if message not in bucket:
             bucket.append(message)
 
+    def unknown_keys(self, keys: Iterable[object], known: Sequence[str], prefix: str,
+                     what: str = "field") -> None:
+        """Refuse every key outside ``known`` at ``prefix.key``, naming the nearest valid one:
+        a misspelled field left alone would silently drop what it meant to say."""
+        for key in keys:
+            if key not in known:
+                path = f"{prefix}.{key}" if prefix else str(key)
+                self.add(path, unknown_key_message(str(key), known, what))
+
     def __bool__(self) -> bool:
         return bool(self.errors)
 
     def raise_if_any(self) -> None:
         if self.errors:
             raise SpecError(self.errors, self.warnings)
+
+
+def unknown_key_message(key: str, known: Sequence[str], what: str = "field") -> str:
+    """``unknown task field 'comand', did you mean 'command'? (known: ...)``."""
+    near = difflib.get_close_matches(key, known, n=1)
+    hint = f", did you mean '{near[0]}'?" if near else ""
+    return f"unknown {what} '{key}'{hint} (known: {', '.join(known)})"

@@ -84,8 +84,6 @@ class TaskSpec:
     outputs: tuple[Mapping[str, Any], ...] = ()
     files: tuple[FileSpec, ...] = ()
     environment: Mapping[str, str] = field(default_factory=_empty)
-    extra: Mapping[str, Any] = field(default_factory=_empty)
-    """OSMO task fields this platform does not model, kept verbatim."""
     path: str = ""
     """Where the task sits in the submitted spec (``workflow.groups[0].tasks[1]``)."""
 

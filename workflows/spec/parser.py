@@ -14,9 +14,9 @@ Decisions where OSMO's documents are silent (tested in tests/unit/workflow_spec)
 - Task names are unique across the whole workflow (``inputs: - task: X`` names a task).
 - A task without ``resource:`` uses ``default``; when the spec declares no ``default``, an
   empty one applies (0 GPUs, pool defaults for cpu/memory/storage, default platform).
-- Resource fields are strict (a typo like ``gpus:`` would silently drop GPUs from the quota
-  check); unknown task/group/workflow fields are kept (``TaskSpec.extra``) so OSMO features we
-  do not model still parse.
+- Every field is strict — top level, workflow, group, task, resource, timeout, scheduling —
+  and an unknown one is refused with its path and the nearest valid name (a typo like
+  ``gpus:`` would silently drop GPUs from the quota check, ``comand:`` the task's command).
 - GPUs must be whole numbers (the API's GPU figures are integers).
 - Every declared resource's platform is checked against the pool's platforms when the caller
   passes them (``platforms=None`` skips the check, e.g. for offline linting).
@@ -44,7 +44,7 @@ from scheduler.core.podgroup_validation import (
     Topology,
 )
 from workflows.spec import apiserver_rules
-from workflows.spec.errors import ErrorCollector, SpecError
+from workflows.spec.errors import ErrorCollector, SpecError, unknown_key_message
 from workflows.spec.limits import (
     DEFAULT_LIMITS,
     InputLimits,
@@ -78,6 +78,9 @@ TOP_LEVEL_KEYS = ("version", "workflow", "default-values")
 RESOURCE_KEYS = ("cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded")
 TASK_KEYS = ("name", "image", "command", "args", "lead", "resource", "inputs", "outputs",
              "files", "environment", "replicas", "subGroup")
+WORKFLOW_KEYS = ("name", "labels", "pool", "timeout", "resources", "tasks", "groups")
+GROUP_KEYS = ("name", "tasks", "scheduling")
+TOPOLOGY_KEYS = ("key", "group", "requirementType")
 DEFAULT_RESOURCE = "default"
 MAX_GPUS = 2**31 - 1  # per task: an integer column
 MAX_QUANTITY = 2**63 - 1  # millicores and bytes: bigint columns
@@ -266,10 +269,7 @@ class _Parser:
         errors = self.errors
         if not isinstance(document, Mapping):
             raise SpecError({"file": ["the spec must be a YAML mapping with a 'workflow' key"]})
-        for key in document:
-            if key not in TOP_LEVEL_KEYS:
-                errors.add(str(key), f"unknown top-level field '{key}' (known: "
-                                     f"{', '.join(TOP_LEVEL_KEYS)})")
+        errors.unknown_keys(document, TOP_LEVEL_KEYS, "", "top-level field")
         version = document.get("version", 2)
         if version != 2 or isinstance(version, bool):
             errors.add("version", f"only version 2 is supported, got {version!r}")
@@ -278,6 +278,7 @@ class _Parser:
             errors.add("workflow", "required: an object with name and tasks or groups")
             errors.raise_if_any()
             raise AssertionError("unreachable")  # pragma: no cover
+        errors.unknown_keys(workflow, WORKFLOW_KEYS, "workflow", "workflow field")
 
         name = self._name(workflow.get("name"), "workflow.name")
         labels = self._labels(workflow.get("labels"))
@@ -336,8 +337,7 @@ class _Parser:
         for key, value in raw.items():
             path = f"workflow.timeout.{key}"
             if key not in out:
-                self.errors.add(path, f"unknown field '{key}' (known: exec_timeout, "
-                                      "queue_timeout)")
+                self.errors.add(path, unknown_key_message(str(key), tuple(out), "timeout field"))
                 continue
             try:
                 out[key] = parse_duration_seconds(value)
@@ -367,10 +367,7 @@ class _Parser:
         if not isinstance(body, Mapping):
             errors.add(path, "must be an object {cpu, gpu, memory, storage, platform}")
             return ResourceSpec(name=name)
-        for key in body:
-            if key not in RESOURCE_KEYS:
-                errors.add(f"{path}.{key}", f"unknown resource field '{key}' (known: "
-                                            f"{', '.join(RESOURCE_KEYS)})")
+        errors.unknown_keys(body, RESOURCE_KEYS, path, "resource field")
         gpus = 0
         if body.get("gpu") is not None:
             gpus = self._gpus(body["gpu"], f"{path}.gpu")
@@ -444,10 +441,7 @@ class _Parser:
             if not isinstance(entry, Mapping) or not isinstance(entry.get("key"), str):
                 self.errors.add(item_path, "must be an object with a key (a topology level)")
                 continue
-            for field in entry:
-                if field not in ("key", "group", "requirementType"):
-                    self.errors.add(f"{item_path}.{field}", f"unknown field '{field}' (known: "
-                                                            "key, group, requirementType)")
+            self.errors.unknown_keys(entry, TOPOLOGY_KEYS, item_path, "topology field")
             key = entry["key"]
             if not topology.has(key):
                 self.errors.add(f"{item_path}.key", f"'{key}' is not a topology level (levels: "
@@ -527,6 +521,7 @@ class _Parser:
                 self.errors.add(path, "a group must be an object with name and tasks")
                 continue
             group_name = self._name(raw.get("name"), f"{path}.name")
+            self.errors.unknown_keys(raw, GROUP_KEYS, path, "group field")
             raw_tasks = raw.get("tasks")
             if not isinstance(raw_tasks, list) or not raw_tasks:
                 self.errors.add(f"{path}.tasks", "must be a non-empty list of tasks")
@@ -618,6 +613,7 @@ class _Parser:
         group_index: int,
     ) -> TaskSpec:
         errors, raw, path = self.errors, draft.raw, draft.path
+        errors.unknown_keys(raw, TASK_KEYS, path, "task field")
         image = raw.get("image")
         if not isinstance(image, str) or not image.strip():
             errors.add(f"{path}.image", "required: a container image")
@@ -641,7 +637,6 @@ class _Parser:
         outputs = self._outputs(raw.get("outputs"), f"{path}.outputs")
         files = self._files(raw.get("files"), f"{path}.files")
         environment = self._environment(raw.get("environment"), f"{path}.environment")
-        extra = {key: value for key, value in raw.items() if key not in TASK_KEYS}
         return TaskSpec(
             name=draft.name,
             image=image,
@@ -657,7 +652,6 @@ class _Parser:
             outputs=outputs,
             files=files,
             environment=MappingProxyType(environment),
-            extra=MappingProxyType(extra),
             path=path,
         )
 

@@ -67,10 +67,7 @@ def check_block_shape(raw: object, path: str, errors: ErrorCollector) -> dict[st
         errors.add(path, "must be an object (minMember, minSubGroup, topologyConstraint, "
                          "topologyConstraints, subGroups)")
         return None
-    for key in raw:
-        if key not in SCHEDULING_KEYS:
-            errors.add(f"{path}.{key}", f"unknown field '{key}' (known: "
-                                        f"{', '.join(SCHEDULING_KEYS)})")
+    errors.unknown_keys(raw, SCHEDULING_KEYS, path, "scheduling field")
     subgroups = raw.get("subGroups")
     if subgroups is not None:
         if not isinstance(subgroups, list):
@@ -79,10 +76,8 @@ def check_block_shape(raw: object, path: str, errors: ErrorCollector) -> dict[st
             for index, entry in enumerate(subgroups):
                 if not isinstance(entry, Mapping):
                     continue  # the validator reports it
-                for key in entry:
-                    if key not in SUBGROUP_KEYS:
-                        errors.add(f"{path}.subGroups[{index}].{key}",
-                                   f"unknown field '{key}' (known: {', '.join(SUBGROUP_KEYS)})")
+                errors.unknown_keys(entry, SUBGROUP_KEYS, f"{path}.subGroups[{index}]",
+                                    "subgroup field")
     return {key: raw[key] for key in SCHEDULING_KEYS if key in raw}
 
 

@@ -106,3 +106,41 @@
     });
   });
 })();
+
+// A table wider than its card scrolls sideways: say so ("scroll →" above it, its right edge
+// fading) until the reader reaches its end. Checked again on resize and when a region's HTML is
+// swapped in by a refresh.
+(function () {
+  "use strict";
+
+  function mark(wrap) {
+    const overflows = wrap.scrollWidth > wrap.clientWidth + 1;
+    wrap.classList.toggle("overflows", overflows);
+    wrap.classList.toggle("at-end",
+                          wrap.scrollLeft + wrap.clientWidth >= wrap.scrollWidth - 1);
+    let hint = wrap.previousElementSibling;
+    if (!hint || !hint.classList.contains("scroll-hint")) {
+      if (!overflows) return;
+      hint = document.createElement("p");
+      hint.className = "scroll-hint";
+      hint.setAttribute("aria-hidden", "true"); // the table itself is read whole
+      hint.textContent = "scroll →";
+      wrap.before(hint);
+    }
+    hint.hidden = !overflows;
+  }
+
+  function markAll() {
+    document.querySelectorAll(".table-wrap").forEach((wrap) => {
+      mark(wrap);
+      if (!wrap.dataset.scrollCue) {
+        wrap.dataset.scrollCue = "on";
+        wrap.addEventListener("scroll", () => mark(wrap), { passive: true });
+      }
+    });
+  }
+
+  markAll();
+  window.addEventListener("resize", markAll);
+  new MutationObserver(markAll).observe(document.body, { childList: true, subtree: true });
+})();

@@ -69,7 +69,8 @@ def test_workflow_level() -> None:
         "workflow.pool": ["must be a pool name, got 3"],
         "workflow.timeout.exec_timeout": [
             "'soon' is not a duration (e.g. 10m, 8h, 2d, 45s, PT10S)"],
-        "workflow.timeout.x": ["unknown field 'x' (known: exec_timeout, queue_timeout)"],
+        "workflow.timeout.x": ["unknown timeout field 'x' (known: exec_timeout, "
+                               "queue_timeout)"],
     }
     assert errors_of(wf(labels={"a": [1]}, timeout="1h")) == {
         "workflow.labels.a": ["must be a scalar, got [1]"],
@@ -93,7 +94,8 @@ def test_resource_errors() -> None:
     }
     errors = errors_of(wf(resources=resources))
     assert errors == {
-        "workflow.resources.default.gpus": ["unknown resource field 'gpus' (known: cpu, gpu, "
+        "workflow.resources.default.gpus": ["unknown resource field 'gpus', did you mean 'gpu'? "
+                                            "(known: cpu, gpu, "
                                             "memory, storage, platform, topology, "
                                             "nodesExcluded)"],
         "workflow.resources.default.cpu": ["'lots' is not a quantity (e.g. 4Gi, 512Mi, 500m, "
@@ -107,7 +109,7 @@ def test_resource_errors() -> None:
         "workflow.resources.topo.topology[0].key": [
             "'row' is not a topology level (levels: zone, block, rack, hostname)"],
         "workflow.resources.topo.topology[1].x": [
-            "unknown field 'x' (known: key, group, requirementType)"],
+            "unknown topology field 'x' (known: key, group, requirementType)"],
         "workflow.resources.topo.topology[1].requirementType": [
             "must be required or preferred, got 'maybe'"],
         "workflow.resources.topo.topology[2]": [
@@ -220,7 +222,7 @@ def test_scheduling_errors_map_to_spec_paths() -> None:
     }]}}
     assert errors_of(spec) == {
         "workflow.groups[0].scheduling.subGroups[1].size": [
-            "unknown field 'size' (known: name, parent, minMember, minSubGroup, "
+            "unknown subgroup field 'size' (known: name, parent, minMember, minSubGroup, "
             "topologyConstraint)"],
         "workflow.groups[0].tasks[2].subGroup": [
             "required when the group defines scheduling.subGroups: the leaf subgroup of this "
@@ -294,3 +296,36 @@ def test_spec_error_summary() -> None:
     error = SpecError({"a": ["x", "y"], "b": ["z"], "c": ["w"]})
     assert str(error) == "invalid workflow spec: a: x; a: y; b: z (+1 more)"
     assert error.warnings == {}
+
+
+def test_a_misspelled_field_is_refused_at_every_level_with_the_nearest_name() -> None:
+    spec = {"version": 2, "workflow": {
+        "name": "w", "resorces": {},
+        "resources": {"default": {"gpu": 1, "memroy": "1Gi"}},
+        "groups": [{"name": "g", "schedulng": {},
+                    "tasks": [task("a", comand=["python", "train.py"]), task("b", zzz=1)]}],
+    }}
+    assert errors_of(spec) == {
+        "workflow.resorces": ["unknown workflow field 'resorces', did you mean 'resources'? "
+                              "(known: name, labels, pool, timeout, resources, tasks, groups)"],
+        "workflow.resources.default.memroy": [
+            "unknown resource field 'memroy', did you mean 'memory'? (known: cpu, gpu, memory, "
+            "storage, platform, topology, nodesExcluded)"],
+        "workflow.groups[0].schedulng": ["unknown group field 'schedulng', did you mean "
+                                         "'scheduling'? (known: name, tasks, scheduling)"],
+        "workflow.groups[0].tasks[0].comand": [
+            "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
+            "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup)"],
+        "workflow.groups[0].tasks[1].zzz": [
+            "unknown task field 'zzz' (known: name, image, command, args, lead, resource, "
+            "inputs, outputs, files, environment, replicas, subGroup)"],
+        "workflow.groups[0].tasks": ["exactly one task of a multi-task group must have "
+                                     "lead: true (found 0: none)"],
+    }
+    assert errors_of({"workflow": {"name": "w", "tasks": [task("a", comand=["ls"])]}}) == {
+        "workflow.tasks[0].comand": [
+            "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
+            "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup)"]}
+    assert errors_of({"worklfow": {}, "workflow": {"name": "w", "tasks": [task("a")]}}) == {
+        "worklfow": ["unknown top-level field 'worklfow', did you mean 'workflow'? (known: "
+                     "version, workflow, default-values)"]}

@@ -201,6 +201,10 @@ class Cluster:
 def cluster(apiserver, namespace):
     hands = Cluster(apiserver, namespace)
     yield hands
+    # What the pod collector does once the test's nodes are gone: their pods go too, so a
+    # later test's node of the same name does not count them (kubelet counts every namespace).
+    apiserver.request("DELETE", f"/api/v1/namespaces/{namespace}/pods",
+                      query=[("gracePeriodSeconds", "0")])
     for name in hands.added:
         try:
             hands.delete_node(name)

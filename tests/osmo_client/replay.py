@@ -1,4 +1,11 @@
-"""Requests exactly as NVIDIA's `osmo` client 6.4.0 sends them, and its way of reading answers.
+"""Requests as NVIDIA's `osmo` client 6.4.0 sends them, and its way of reading answers.
+
+What this is: a replay written by hand from the client's public source (``src/cli/*.py`` and
+``src/lib/utils/client.py`` of NVIDIA/OSMO, version 6.4.0) — the method, path, query encoding,
+headers and body shape each command builds there, and the fields it reads from the answer. It is
+not a transcript recorded from the running client: no test here runs NVIDIA's client, so a
+change in the client (or a misreading of its source) shows up only when the client is run
+against this service by hand.
 
 The client joins its base URL and an endpoint with a slash (`f"{url}/{endpoint}"`), so the one
 endpoint it spells with a leading slash (`/api/pool_quota`) arrives as `//api/pool_quota`. Every

@@ -1,5 +1,6 @@
-"""`osmo workflow logs [--error]` and `osmo workflow events` as client 6.4.0 sends them: a
-streamed GET whose lines it prints after a heading (checked against the real client)."""
+"""`osmo workflow logs [--error]` and `osmo workflow events` as client 6.4.0 sends them: a streamed
+GET whose lines it prints after a heading (a replay: requests written by hand from the client's
+6.4.0 source, not a recorded transcript — ``replay.py``)."""
 
 from __future__ import annotations
 

@@ -412,8 +412,8 @@ class Kubelet:
         return True
 
     def step(self) -> None:
-        pods = self.apiserver.request(
-            "GET", f"/api/v1/namespaces/{self.namespace}/pods")["items"]
+        every = self.apiserver.request("GET", "/api/v1/pods")["items"]  # kubelet counts all
+        pods = [p for p in every if p["metadata"]["namespace"] == self.namespace]
         nodes = {n["metadata"]["name"]: n
                  for n in self.apiserver.request("GET", "/api/v1/nodes")["items"]}
         base = f"/api/v1/namespaces/{self.namespace}/pods"
@@ -428,8 +428,7 @@ class Kubelet:
         found = overcommitted(kept, nodes.values())
         self.overcommits.extend(f for f in found if f not in self.overcommits)
         admission = Admission(nodes)
-        others = self.apiserver.request("GET", "/api/v1/pods")["items"]
-        for pod in [*kept, *(p for p in others if p["metadata"]["namespace"] != self.namespace)]:
+        for pod in [*kept, *(p for p in every if p["metadata"]["namespace"] != self.namespace)]:
             admission.hold_if_running(pod)
         pending = [pod for pod in kept if pod["spec"].get("nodeName")
                    and (pod.get("status") or {}).get("phase", "Pending") == "Pending"]

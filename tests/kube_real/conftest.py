@@ -135,7 +135,7 @@ class Cluster:
 
     def run(self, pod: str, node: str | None = None) -> None:
         """Bind (when ``node`` is given) and start the pod as its node's kubelet would: the
-        kubelet's admission first (``kubelet.Admission``, over the namespace's running pods).
+        kubelet's admission first (``kubelet.Admission``, over every running pod on the node).
         A pod it would refuse gets the kubelet's Failed status, and the test fails here."""
         if node is not None:
             self.bind(pod, node)
@@ -143,10 +143,10 @@ class Cluster:
         nodes = {n["metadata"]["name"]: n
                  for n in self.server.request("GET", "/api/v1/nodes")["items"]}
         admission = Admission(nodes)
-        for other in self.server.request("GET", self._path("pods"))["items"]:
-            if other["metadata"]["name"] != pod and other["spec"].get("nodeName") and (
-                    other.get("status") or {}).get("phase") == "Running":
-                admission.hold(other["spec"]["nodeName"], other)
+        for other in self.server.request("GET", "/api/v1/pods")["items"]:
+            if (other["metadata"]["namespace"], other["metadata"]["name"]) != (
+                    self.namespace, pod):
+                admission.hold_if_running(other)
         assert admission.can_start(current), \
             f"node {current['spec']['nodeName']} is not Ready: no kubelet starts {pod}"
         refusal = admission.admit(current)
@@ -204,6 +204,10 @@ class Cluster:
 def cluster(apiserver, namespace):
     hands = Cluster(apiserver, namespace)
     yield hands
+    # What the pod collector does once the test's nodes are gone: their pods go too, so a
+    # later test's node of the same name does not count them (kubelet counts every namespace).
+    apiserver.request("DELETE", f"/api/v1/namespaces/{namespace}/pods",
+                      query=[("gracePeriodSeconds", "0")])
     for name in hands.added:
         try:
             hands.delete_node(name)

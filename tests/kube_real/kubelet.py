@@ -5,14 +5,23 @@ Running, and makes the final delete of a pod being deleted.
 :class:`Admission` is kubelet's pod admission (``pkg/kubelet/lifecycle/predicate.go``) over one
 view of the nodes and of the pods each node already runs:
 
-- resources, in kubelet's order — ``pods`` (the count), ``cpu``, ``memory``,
-  ``ephemeral-storage``, then extended resources such as ``nvidia.com/gpu`` — against the node's
+- resources, counted over every pod on the node whatever its namespace, in kubelet's order —
+  ``pods`` (the count), ``cpu``, ``memory``, ``ephemeral-storage``, then extended resources
+  such as ``nvidia.com/gpu`` — against the node's
   allocatable minus what the pods it admitted and has not removed request. Short: the pod ends
   ``Failed`` with reason ``OutOf<resource>`` (``OutOfcpu``, ``OutOfnvidia.com/gpu``) and message
   ``Pod was rejected: Node didn't have enough resource: <resource>, requested: N, used: N,
   capacity: N``, and a Warning Event with that reason. An extended resource the node does not
   list counts as 0 there (what the device plugin's allocation refuses; the predicate alone would
   ignore it);
+- before resources, the pod's OS: a pod labelled ``kubernetes.io/os`` other than the node's OS
+  (kubelet takes its own, ``linux``, whatever the node's label says) ends ``Failed``, reason
+  ``PodOSSelectorNodeLabelDoesNotMatch``; a ``spec.os.name`` other than ``linux``,
+  ``PodOSNotSupported``;
+- after resources, in kubelet's order (the first failure is the one reported): the pod's
+  ``nodeSelector`` and required node affinity against the node's labels (reason
+  ``NodeAffinity``), then its host ports against those the node's pods hold (``NodePorts``);
+  these end ``Failed`` with message ``Pod was rejected: Predicate <name> failed: <why>``;
 - a ``NoExecute`` taint the pod does not tolerate: ``Failed``, reason ``TaintToleration``;
 - a node that does not exist: no kubelet ever runs the pod; the pod garbage collector marks it
   ``Failed`` with a ``DisruptionTarget`` condition (reason ``DeletionByPodGC``, message
@@ -46,6 +55,11 @@ BASIC = ("cpu", "memory", "ephemeral-storage")  # kubelet checks these, then ext
 NATIVE = {"cpu", "memory", "ephemeral-storage", "pods", "hugepages-1Gi", "hugepages-2Mi",
           "storage"}
 REJECTED = "Pod was rejected: "
+NODE_OS = "linux"  # kubelet's runtime OS, which it puts in place of the node's label
+OS_LABEL = "kubernetes.io/os"
+WHY = {"NodeAffinity": "node(s) didn't match Pod's node affinity/selector",
+       "NodePorts": "node(s) didn't have free ports for the requested pod ports",
+       "TaintToleration": "node(s) had taints that the pod didn't tolerate"}
 POD_GC = {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
           "message": "PodGC: node no longer exists"}
 
@@ -101,6 +115,67 @@ def _tolerates(tolerations: list[dict], taint: dict) -> bool:
     return False
 
 
+def _requirement_holds(requirement: dict, labels: dict[str, str]) -> bool:
+    key, operator = requirement.get("key"), requirement.get("operator")
+    values = requirement.get("values") or []
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt") and key in labels:
+        try:
+            have, bound = int(labels[key]), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > bound if operator == "Gt" else have < bound
+    return False
+
+
+def _term_holds(term: dict, node: dict[str, Any]) -> bool:
+    """A node selector term: every expression and field holds; an empty term matches no
+    node."""
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    labels = node["metadata"].get("labels") or {}
+    named = {"metadata.name": node["metadata"]["name"]}
+    return all(_requirement_holds(e, labels) for e in expressions) and \
+        all(_requirement_holds(f, named) for f in fields)
+
+
+def affinity_matches(pod: dict[str, Any], node: dict[str, Any]) -> bool:
+    """The pod's ``nodeSelector`` (every pair) and required node affinity (any term) hold
+    for the node's labels."""
+    spec = pod.get("spec") or {}
+    labels = node["metadata"].get("labels") or {}
+    if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required is None:
+        return True
+    return any(_term_holds(term, node) for term in required.get("nodeSelectorTerms") or [])
+
+
+def host_ports_of(pod: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(host IP, protocol, port) of every container port the pod takes on its node."""
+    spec = pod.get("spec") or {}
+    return [(port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", port["hostPort"])
+            for container in (*(spec.get("initContainers") or []), *(spec.get("containers") or []))
+            for port in container.get("ports") or [] if port.get("hostPort")]
+
+
+def _ports_clash(wanted: tuple[str, str, int], held: tuple[str, str, int]) -> bool:
+    (ip, protocol, port), (other_ip, other_protocol, other_port) = wanted, held
+    return (protocol, port) == (other_protocol, other_port) and (
+        ip == other_ip or "0.0.0.0" in (ip, other_ip))
+
+
 @dataclass(frozen=True)
 class Refusal:
     pod: str
@@ -116,18 +191,27 @@ class Admission:
     nodes: dict[str, dict[str, Any]]
     used: dict[str, dict[str, int]] = field(default_factory=dict)  # node → requests held
     count: dict[str, int] = field(default_factory=dict)  # node → pods held
+    ports: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)  # host ports
 
     def hold(self, node: str, pod: dict[str, Any]) -> None:
         used = self.used.setdefault(node, {})
         for name, value in requests_of(pod).items():
             used[name] = used.get(name, 0) + value
         self.count[node] = self.count.get(node, 0) + 1
+        self.ports.setdefault(node, []).extend(host_ports_of(pod))
+
+    def hold_if_running(self, pod: dict[str, Any]) -> None:
+        """What kubelet counts on a node: every pod it runs there, of any namespace."""
+        if (pod.get("status") or {}).get("phase") == "Running" and pod["spec"].get("nodeName"):
+            self.hold(pod["spec"]["nodeName"], pod)
 
     def release(self, node: str, pod: dict[str, Any]) -> None:
         used = self.used.setdefault(node, {})
         for name, value in requests_of(pod).items():
             used[name] = used.get(name, 0) - value
         self.count[node] = self.count.get(node, 0) - 1
+        for port in host_ports_of(pod):
+            self.ports.get(node, []).remove(port)
 
     def admit(self, pod: dict[str, Any]) -> Refusal | None:
         """None: the pod is admitted (and from now on holds its requests on its node); else
@@ -137,6 +221,13 @@ class Admission:
         node = self.nodes.get(node_name)
         if node is None:
             return Refusal(name, node_name, POD_GC["reason"], POD_GC["message"])
+        if (pod["metadata"].get("labels") or {}).get(OS_LABEL, NODE_OS) != NODE_OS:
+            return Refusal(name, node_name, "PodOSSelectorNodeLabelDoesNotMatch",
+                           f"Failed to admit pod as the `{OS_LABEL}` label doesn't match "
+                           "node label")
+        if ((pod["spec"].get("os") or {}).get("name") or NODE_OS) != NODE_OS:
+            return Refusal(name, node_name, "PodOSNotSupported",
+                           "Failed to admit pod as the OS field doesn't match node OS")
         requests = requests_of(pod)
         allocatable = allocatable_of(node)
         used = self.used.get(node_name, {})
@@ -155,11 +246,19 @@ class Admission:
             return Refusal(name, node_name, f"OutOf{resource}",
                            f"Node didn't have enough resource: {resource}, requested: "
                            f"{wanted}, used: {held}, capacity: {capacity}")
+        held = self.ports.get(node_name, [])
         taints = [t for t in (node.get("spec") or {}).get("taints") or []
                   if t.get("effect") == "NoExecute"]
         tolerations = pod["spec"].get("tolerations") or []
-        if any(not _tolerates(tolerations, taint) for taint in taints):
-            return Refusal(name, node_name, "TaintToleration", "Predicate TaintToleration failed")
+        for predicate, fails in (
+                ("NodeAffinity", lambda: not affinity_matches(pod, node)),
+                ("NodePorts", lambda: any(_ports_clash(wanted, other) for wanted in
+                                          host_ports_of(pod) for other in held)),
+                ("TaintToleration", lambda: any(not _tolerates(tolerations, taint)
+                                                for taint in taints))):
+            if fails():
+                return Refusal(name, node_name, predicate,
+                               f"Predicate {predicate} failed: {WHY[predicate]}")
         self.hold(node_name, pod)
         return None
 
@@ -235,8 +334,9 @@ def refusal_event(pod: dict[str, Any], refusal: Refusal) -> dict[str, Any]:
 
 
 class Kubelet:
-    """Every node's kubelet for the pods of one namespace (the tests' nodes hold no others),
-    polling: a pod being deleted is removed (the final delete), a bound Pending pod is admitted
+    """Every node's kubelet for the pods of one namespace (another namespace's pods are
+    another test's to start, but they count on the node as kubelet counts them), polling: a pod
+    being deleted is removed (the final delete), a bound Pending pod is admitted
     (:class:`Admission`) and marked Running, or refused; pods finish when the test says so.
 
     ``pause()`` returns once no step is running and none will until ``resume()``. Each step
@@ -312,8 +412,8 @@ class Kubelet:
         return True
 
     def step(self) -> None:
-        pods = self.apiserver.request(
-            "GET", f"/api/v1/namespaces/{self.namespace}/pods")["items"]
+        every = self.apiserver.request("GET", "/api/v1/pods")["items"]  # kubelet counts all
+        pods = [p for p in every if p["metadata"]["namespace"] == self.namespace]
         nodes = {n["metadata"]["name"]: n
                  for n in self.apiserver.request("GET", "/api/v1/nodes")["items"]}
         base = f"/api/v1/namespaces/{self.namespace}/pods"
@@ -328,10 +428,8 @@ class Kubelet:
         found = overcommitted(kept, nodes.values())
         self.overcommits.extend(f for f in found if f not in self.overcommits)
         admission = Admission(nodes)
-        for pod in kept:
-            if (pod.get("status") or {}).get("phase") == "Running" and pod["spec"].get(
-                    "nodeName"):
-                admission.hold(pod["spec"]["nodeName"], pod)
+        for pod in [*kept, *(p for p in every if p["metadata"]["namespace"] != self.namespace)]:
+            admission.hold_if_running(pod)
         pending = [pod for pod in kept if pod["spec"].get("nodeName")
                    and (pod.get("status") or {}).get("phase", "Pending") == "Pending"]
         pending.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "",

@@ -7,6 +7,9 @@ port (``status.daemonEndpoints.kubeletEndpoint.Port``), over HTTPS, path
 ``sinceSeconds``, ``tailLines``, ``limitBytes`` and ``previous``. This serves known container
 logs there, as strictly as the kubelet does: an unknown pod or container is 404, a malformed
 parameter 400, and a log line carries the kubelet's RFC 3339 timestamp when asked.
+``sinceSeconds`` keeps the lines of the last N seconds (kubelet turns it into a ``sinceTime``);
+``previous=true`` reads the container's previous instance (:meth:`ContainerLog.restart`), and
+without one the kubelet's 400 ``previous terminated container "c" in pod "p" not found``.
 
 TLS: the test API server runs without ``--kubelet-certificate-authority`` (and without kubelet
 client certificates), so it does not verify this server's certificate — the certificate is
@@ -39,8 +42,15 @@ class ContainerLog:
 
     def __init__(self):
         self.lines: list[tuple[dt.datetime, str]] = []
+        self.earlier: list[tuple[dt.datetime, str]] | None = None  # the previous instance's
         self.open = True
         self.changed = threading.Condition()
+
+    def restart(self) -> None:
+        """The container restarted: its lines so far become the previous instance's log."""
+        with self.changed:
+            self.earlier, self.lines = self.lines, []
+            self.changed.notify_all()
 
     def write(self, *texts: str, at: dt.datetime | None = None) -> None:
         with self.changed:
@@ -127,12 +137,22 @@ class KubeletLogs:
         try:
             since = dt.datetime.fromisoformat(query["sinceTime"].replace("Z", "+00:00")) \
                 if query.get("sinceTime") else None
+            if query.get("sinceSeconds"):
+                seconds = int(query["sinceSeconds"])
+                if seconds <= 0:
+                    raise ValueError
+                since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=seconds)
+            previous = {"true": True, "false": False, "": False}[query.get("previous", "")]
             tail = int(query["tailLines"]) if query.get("tailLines") else None
             limit = int(query["limitBytes"]) if query.get("limitBytes") else None
             if (tail is not None and tail < 0) or (limit is not None and limit <= 0):
                 raise ValueError
-        except ValueError:
+        except (ValueError, KeyError):
             return self._error(handler, 400, "malformed parameters")
+        if previous and log.earlier is None:
+            return self._error(handler, 400, f"previous terminated container "
+                                              f"\"{match['container']}\" in pod "
+                                              f"\"{match['pod']}\" not found")
         stamps = query.get("timestamps") == "true"
         follow = query.get("follow") == "true"
         handler.send_response(200)
@@ -141,10 +161,12 @@ class KubeletLogs:
         handler.end_headers()
         sent, position = 0, 0
         with log.changed:
-            lines = [line for line in log.lines if since is None or line[0] >= since]
+            source = log.earlier if previous else log.lines
+            lines = [line for line in source if since is None or line[0] >= since]
             if tail is not None:
                 lines = lines[-tail:] if tail else []
             position = len(log.lines)
+            follow = follow and not previous  # an instance that ended has no more lines
         try:
             while True:
                 for at, text in lines:

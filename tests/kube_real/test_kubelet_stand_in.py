@@ -97,7 +97,9 @@ def test_a_no_execute_taint_the_pod_does_not_tolerate(stand_in, apiserver, clust
     place(apiserver, cluster, namespace, "intolerant", node, gpus=1)
     stand_in.step_now()
     status = phase(cluster, "intolerant")
-    assert (status["phase"], status["reason"]) == ("Failed", "TaintToleration")
+    assert (status["phase"], status["reason"], status["message"]) == (
+        "Failed", "TaintToleration",
+        _predicate("TaintToleration", "node(s) had taints that the pod didn't tolerate"))
     cluster.delete_node(node)
 
 
@@ -139,3 +141,108 @@ def test_a_test_starting_a_pod_by_hand_meets_the_same_admission(apiserver, clust
     apiserver.create(pod(namespace, "third", "none", "q", gpus=1))
     with pytest.raises(AssertionError, match="DeletionByPodGC"):
         cluster.run("third", f"{namespace}-nowhere")
+
+
+def _predicate(name: str, why: str) -> str:
+    return f"Pod was rejected: Predicate {name} failed: {why}"
+
+
+AFFINITY = _predicate("NodeAffinity", "node(s) didn't match Pod's node affinity/selector")
+
+
+@pytest.mark.parametrize("spec, admitted", [
+    ({"nodeSelector": {"nvidia.com/gpu.product": "H100"}}, True),
+    ({"nodeSelector": {"nvidia.com/gpu.product": "A100"}}, False),
+    ({"nodeSelector": {"kubernetes.io/os": "windows"}}, False),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "rack", "operator": "In", "values": ["r2", "r3"]}]}]}}}}, False),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r2"]}]},
+            {"matchExpressions": [{"key": "rack", "operator": "Exists"}]}]}}}}, True),
+])
+def test_a_pod_whose_node_selector_or_affinity_the_node_does_not_match_is_refused(
+        stand_in, apiserver, cluster, namespace, spec, admitted) -> None:
+    node = f"{namespace}-h100"
+    cluster.add_node(node, gpus=2, labels={"nvidia.com/gpu.product": "H100", "rack": "r1",
+                                           "kubernetes.io/os": "linux"})
+    manifest = pod(namespace, "picky", "none", "q", gpus=1)
+    manifest["spec"].update(spec)
+    apiserver.create(manifest)
+    cluster.bind("picky", node)  # a bind skips the scheduler's filters: kubelet checks again
+    stand_in.step_now()
+    status = phase(cluster, "picky")
+    if admitted:
+        assert status["phase"] == "Running" and stand_in.started == ["picky"]
+    else:
+        assert (status["phase"], status["reason"], status["message"]) == (
+            "Failed", "NodeAffinity", AFFINITY)
+        assert stand_in.started == []
+        assert [(e["reason"], e["type"]) for e in events_for(apiserver, namespace, "picky")] \
+            == [("NodeAffinity", "Warning")]
+    cluster.delete_node(node)
+
+
+def test_a_host_port_already_taken_on_the_node_is_refused(stand_in, apiserver, cluster,
+                                                          namespace) -> None:
+    node = f"{namespace}-ports"
+    cluster.add_node(node, gpus=4)
+    for name, port in (("first", 8080), ("same-port", 8080), ("other-port", 8081)):
+        manifest = pod(namespace, name, "none", "q", gpus=1)
+        manifest["spec"]["containers"][0]["ports"] = [
+            {"containerPort": 80, "hostPort": port, "protocol": "TCP"}]
+        apiserver.create(manifest)
+        cluster.bind(name, node)
+        stand_in.step_now()
+    assert stand_in.started == ["first", "other-port"]
+    status = phase(cluster, "same-port")
+    assert (status["phase"], status["reason"], status["message"]) == (
+        "Failed", "NodePorts",
+        _predicate("NodePorts", "node(s) didn't have free ports for the requested pod ports"))
+    cluster.delete_node(node)
+
+
+@pytest.mark.parametrize("label, os_name, reason, message", [
+    ("windows", None, "PodOSSelectorNodeLabelDoesNotMatch",
+     "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"),
+    (None, "windows", "PodOSNotSupported",
+     "Failed to admit pod as the OS field doesn't match node OS"),
+])
+def test_a_pod_for_another_os_is_refused_before_its_resources_count(
+        stand_in, apiserver, cluster, namespace, label, os_name, reason, message) -> None:
+    node = f"{namespace}-linux"
+    cluster.add_node(node, gpus=1, labels={"kubernetes.io/os": "windows"})  # kubelet: linux
+    manifest = pod(namespace, "foreign", "none", "q", gpus=2)  # short of GPUs as well
+    if label:
+        manifest["metadata"]["labels"]["kubernetes.io/os"] = label
+    if os_name:
+        manifest["spec"]["os"] = {"name": os_name}
+    apiserver.create(manifest)
+    cluster.bind("foreign", node)
+    stand_in.step_now()
+    status = phase(cluster, "foreign")
+    assert (status["phase"], status["reason"], status["message"]) == (
+        "Failed", reason, f"Pod was rejected: {message}")
+    cluster.delete_node(node)
+
+
+def test_pods_of_every_namespace_count_on_the_node(stand_in, apiserver, cluster,
+                                                   namespace) -> None:
+    node = f"{namespace}-shared"
+    cluster.add_node(node, gpus=2)
+    neighbour = f"{namespace}-neighbour"
+    apiserver.namespace(neighbour)
+    apiserver.create(pod(neighbour, "theirs", "none", "q", gpus=2))
+    apiserver.request("POST", f"/api/v1/namespaces/{neighbour}/pods/theirs/binding", {
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "theirs", "namespace": neighbour},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+    Kubelet(apiserver, neighbour).step_now()  # the neighbour's pod runs on the node
+    place(apiserver, cluster, namespace, "ours", node, gpus=1)
+    stand_in.step_now()
+    status = phase(cluster, "ours")
+    assert (status["phase"], status["reason"], status["message"]) == (
+        "Failed", "OutOfnvidia.com/gpu", "Pod was rejected: Node didn't have enough resource: "
+        "nvidia.com/gpu, requested: 1, used: 2, capacity: 2")
+    cluster.delete_node(node)

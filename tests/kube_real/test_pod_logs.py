@@ -10,11 +10,13 @@ import re
 
 import pytest
 
+from osmo.embedded import free_port
 from scheduler.backends.kubernetes.pod_logs import PodLogs
 from tests.k8s.conftest import spec, statuses, submit
 from workflows.models import TaskLogInterest
 
 from .kubelet_logs import KubeletLogs
+from .server import KubeError
 
 pytestmark = pytest.mark.django_db
 
@@ -119,7 +121,7 @@ def test_the_log_of_a_pod_deleted_before_anyone_read_it_is_kept(
         "[t0] Failed: exit code 1"])
 
 
-def test_a_pod_without_a_log_yet_and_an_unreachable_kubelet_change_nothing(
+def test_a_pod_without_a_log_yet_changes_nothing(
         backend, cluster, alice, team, kubelet_logs, apiserver, namespace):
     name, pod, log = running_pod(backend, cluster, alice, kubelet_logs, apiserver, namespace)
     kubelet_logs.logs.clear()  # the kubelet knows no such container yet: 404 through the proxy
@@ -127,3 +129,32 @@ def test_a_pod_without_a_log_yet_and_an_unreachable_kubelet_change_nothing(
     assert PodLogs(backend.kube).copy_wanted() == 0
     body = alice.get(f"/api/workflow/{name}/logs", {"follow": "false"})
     assert b"".join(body.streaming_content) == b""
+
+
+def test_an_unreachable_kubelet_keeps_the_stored_log_and_the_task_ends(
+        backend, cluster, alice, team, kubelet_logs, apiserver, namespace, caplog):
+    name, pod, log = running_pod(backend, cluster, alice, kubelet_logs, apiserver, namespace)
+    log.write("before the outage")
+    alice.get(f"/api/workflow/{name}/logs", {"follow": "false"})
+    logs = PodLogs(backend.kube)
+    assert logs.copy_wanted() == 1
+    closed = free_port()  # nothing listens there: the API server's dial is refused
+    apiserver.request("PATCH", f"/api/v1/nodes/{namespace}-n1/status", {"status": {
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": closed}}}},
+        content_type="application/merge-patch+json")
+    with pytest.raises(KubeError) as refused:
+        apiserver.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log")
+    assert refused.value.status == 500
+    assert f"dial tcp 127.0.0.1:{closed}: connect: connection refused" in str(refused.value)
+    log.write("during the outage")
+    assert logs.copy_wanted() == 0
+    assert [r.getMessage() for r in caplog.records if "reading the log" in r.getMessage()] \
+        and all(f":{closed}: connect: connection refused" in r.getMessage()
+                for r in caplog.records if "reading the log" in r.getMessage())
+    cluster.finish(pod, exit_code=0)
+    backend.listen()  # the archive read fails too; the task's status is written all the same
+    assert statuses(alice, name) == ("COMPLETED", ["COMPLETED"])
+    assert any("archiving the log" in r.getMessage() and "connection refused" in r.getMessage()
+               for r in caplog.records)
+    body = alice.get(f"/api/workflow/{name}/logs", {"follow": "false"})
+    assert texts(b"".join(body.streaming_content)) == ["before the outage"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from .prometheus import binary
 
 HERE = Path(__file__).resolve().parent
@@ -28,3 +30,17 @@ def test_the_alerts_fire_when_and_only_when_they_should():
     result = promtool("test", "rules", "alerts_test.yaml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_every_alert_has_a_test_that_fires_it_and_one_that_keeps_it_quiet():
+    rules = yaml.safe_load(RULES.read_text())
+    alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"]
+              if "alert" in rule}
+    cases = [case for test in yaml.safe_load((HERE / "alerts_test.yaml").read_text())["tests"]
+             for case in test.get("alert_rule_test") or []]
+    fired = {case["alertname"] for case in cases if case.get("exp_alerts")}
+    quiet = {case["alertname"] for case in cases if not case.get("exp_alerts")}
+    assert len(alerts) == 6
+    assert alerts - fired == set(), f"alerts no promtool test fires: {sorted(alerts - fired)}"
+    assert alerts - quiet == set(), f"alerts no promtool test keeps quiet: {alerts - quiet}"
+    assert fired | quiet <= alerts  # no test of an alert that is not there

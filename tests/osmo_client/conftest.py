@@ -17,3 +17,11 @@ def osmo_as(db):
         return OsmoClient(APIClient(), accounts.token_issue(user=user))
 
     return login
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The transcript check compares what the other replays sent: it runs after them."""
+    last = [item for item in items
+            if getattr(getattr(item, "module", None), "__name__", "").endswith("test_transcripts")]
+    items[:] = [item for item in items if item not in last] + last

@@ -1,4 +1,12 @@
-"""Requests exactly as NVIDIA's `osmo` client 6.4.0 sends them, and its way of reading answers.
+"""Requests as NVIDIA's `osmo` client 6.4.0 sends them, and its way of reading answers.
+
+What this is: a replay written by hand from the client's public source (``src/cli/*.py`` and
+``src/lib/utils/client.py`` of NVIDIA/OSMO, version 6.4.0) — the method, path, query encoding,
+headers and body shape each command builds there, and the fields it reads from the answer. No
+test runs NVIDIA's client. ``transcripts/osmo-6.4.0.json`` holds what the real client sent for
+24 commands (recorded once, by hand, against ``osmo standalone``); ``test_transcripts.py`` checks
+that the replays send each of those requests (method, path, query keys, body keys). What the
+client does with the answers is the replay's reading of its source, not recorded.
 
 The client joins its base URL and an endpoint with a slash (`f"{url}/{endpoint}"`), so the one
 endpoint it spells with a leading slash (`/api/pool_quota`) arrives as `//api/pool_quota`. Every
@@ -21,6 +29,11 @@ CLIENT_VERSION = "6.4.0"
 USER_AGENT = f"osmo-cli/{CLIENT_VERSION}"
 VERSION_HEADER = "x-osmo-client-version"
 EXPIRE_WINDOW = 3  # seconds before `exp` at which the client exchanges its token again
+
+
+# Every request the replays sent in this run, as (method, path, query, body) — compared with
+# the recorded transcripts of the real client by test_transcripts.py.
+SENT: list[tuple[str, str, str, object]] = []
 
 
 def _query(params: dict | None) -> str:
@@ -47,6 +60,7 @@ def token_expired(token: str) -> bool:
 def login(client, access_token: str):
     """`osmo login URL --method token --token PAT`: `os.path.join(url,
     'api/auth/jwt/access_token')`, json={'token': PAT}, only the user agent as header."""
+    SENT.append(("POST", "/api/auth/jwt/access_token", "", {"token": access_token}))
     return client.generic("POST", f"{BASE_URL}/api/auth/jwt/access_token",
                           json.dumps({"token": access_token}),
                           content_type="application/json", HTTP_USER_AGENT=USER_AGENT)
@@ -74,6 +88,7 @@ class OsmoClient:
         if version_header:
             headers[f"HTTP_{VERSION_HEADER.upper().replace('-', '_')}"] = CLIENT_VERSION
         body = "" if payload is None else json.dumps(payload)
+        SENT.append((method, f"/{endpoint}", _query(params).removeprefix("?"), payload))
         return self.api.generic(method, f"{BASE_URL}/{endpoint}{_query(params)}", body,
                                 content_type="application/json", **headers)
 

@@ -1,4 +1,5 @@
-"""`osmo login --method token`: the access-token exchange and the login tokens it hands out."""
+"""`osmo login --method token`: the access-token exchange and the login tokens it hands out (a
+replay written from the client's 6.4.0 source, not a recorded transcript — ``replay.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`osmo workflow logs [--error]` and `osmo workflow events` as client 6.4.0 sends them: a
-streamed GET whose lines it prints after a heading (checked against the real client)."""
+"""`osmo workflow logs [--error]` and `osmo workflow events` as client 6.4.0 sends them: a streamed
+GET whose lines it prints after a heading (a replay: requests written by hand from the client's
+6.4.0 source, not a recorded transcript — ``replay.py``)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,9 @@ def test_logs_of_the_workflow_and_of_a_task(osmo_as, ended):
         "2026/01/02 03:04:05 [task-1] hello", "2026/01/02 03:04:05 [task-1] boom"]
     assert workflow_logs(osmo, ended.name, task="task-1", last_n_lines=1) == [
         f"Workflow {ended.name} has logs:", "2026/01/02 03:04:05 [task-1] boom"]
+    assert workflow_logs(osmo, ended.name, last_n_lines=3) == [  # `logs W -n 3`
+        f"Workflow {ended.name} has logs:", "2026/01/02 03:04:05 [task-0] done",
+        "2026/01/02 03:04:05 [task-1] hello", "2026/01/02 03:04:05 [task-1] boom"]
 
 
 def test_error_logs(osmo_as, ended):

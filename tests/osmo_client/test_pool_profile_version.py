@@ -1,4 +1,6 @@
-"""`osmo pool list`, `osmo profile list|set pool` and `osmo version` as client 6.4.0 sends them."""
+"""`osmo pool list`, `osmo profile list|set pool` and `osmo version` as client 6.4.0 sends them (a
+replay: requests written by hand from the client's 6.4.0 source, not a recorded transcript —
+``replay.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`osmo resource list|info` as client 6.4.0 sends them and reads the answers (checked against
-the real client): our nodes, per visible pool and platform."""
+"""`osmo resource list|info` as client 6.4.0 sends them and reads the answers (a replay: requests
+written by hand from the client's 6.4.0 source, not a recorded transcript — ``replay.py``): our
+nodes, per visible pool and platform."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`osmo task list`, `workflow spec`, `workflow restart` and `workflow tag` as client 6.4.0
-sends them and reads the answers (checked against the real client)."""
+"""`osmo task list`, `workflow spec`, `workflow restart` and `workflow tag` as client 6.4.0 sends
+them and reads the answers (a replay: requests written by hand from the client's 6.4.0 source, not
+a recorded transcript — ``replay.py``)."""
 
 from __future__ import annotations
 

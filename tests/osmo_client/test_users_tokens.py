@@ -1,5 +1,6 @@
-"""`osmo user list|get` and `osmo token set|list|delete` as client 6.4.0 sends them (checked
-against the real client): tokens known by name, with an expiry; users with their roles."""
+"""`osmo user list|get` and `osmo token set|list|delete` as client 6.4.0 sends them (a replay:
+requests written by hand from the client's 6.4.0 source, not a recorded transcript —
+``replay.py``): tokens known by name, with an expiry; users with their roles."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""`osmo workflow submit|list|query|cancel` as client 6.4.0 sends them and reads the answers."""
+"""`osmo workflow submit|list|query|cancel` as client 6.4.0 sends them and reads the answers (a
+replay: requests written by hand from the client's 6.4.0 source, not a recorded transcript —
+``replay.py``)."""
 
 from __future__ import annotations
 

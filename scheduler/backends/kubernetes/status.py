@@ -11,7 +11,9 @@ Mapping (OSMO's backend listener; decisions where the documents are silent are m
   → nothing either: the task waits for a node again in the replacement pod;
 - phase Succeeded → COMPLETED; phase Failed → FAILED, the exit code from the first
   terminated container that failed (else the first one); * Failed with pod reason ``Evicted``
-  (kubelet pressure eviction) → FAILED_EVICTED;
+  (kubelet pressure eviction) → FAILED_EVICTED; * Failed with another pod reason and no
+  container that ran (kubelet's admission refused it: ``OutOfnvidia.com/gpu``, ``NodeAffinity``,
+  ``NodePorts``, ... after a bind it could not honour) → FAILED, reason ``kubelet_rejected``;
 - phase Running → RUNNING on ``spec.nodeName``;
 - phase Pending: bound (``spec.nodeName`` set: KAI placed it, containers are starting) →
   * stays SCHEDULING but records the node, so the task holds its GPUs from the binding on,
@@ -37,6 +39,8 @@ from typing import Any
 from workflows.models import TaskStatus
 
 from .moves import PREEMPTION_REASON, is_leaving, moved_by_kai
+
+KUBELET_REJECTED = "kubelet_rejected"
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,10 @@ def observe(pod: dict[str, Any], *, deleted: bool = False) -> Observation | None
         if status.get("reason") == "Evicted":
             return Observation(TaskStatus.FAILED_EVICTED, node, exit_code=_exit_code(pod),
                                reason="evicted")
+        if status.get("reason") and _exit_code(pod) is None:
+            # kubelet's admission refused the pod (OutOfcpu, NodeAffinity, NodePorts, ...):
+            # no container ran, so no exit code tells the user why
+            return Observation(TaskStatus.FAILED, node, reason=KUBELET_REJECTED)
         return Observation(TaskStatus.FAILED, node, exit_code=_exit_code(pod))
     if deleted:
         return Observation(TaskStatus.FAILED_EVICTED, node, reason="pod_deleted")

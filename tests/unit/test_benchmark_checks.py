@@ -141,3 +141,79 @@ def test_the_fill_judges_a_target_by_the_rounds_total_times(capsys) -> None:
             "; our API requests per scheduled pod, at most: 1.00 in (1), 1.00 in (4) (target "
             "≤ 1.05: met)") in out
     assert out.count("where the product's time goes, round") == 2
+
+
+# --- the shared checks (benchmarks/checks.py) and the benchmarks that use them ------------------
+
+def test_a_fill_with_a_refused_submission_or_a_timeout_is_a_failure() -> None:
+    from benchmarks import checks
+
+    assert checks.fill_problems(workflows=4, failures=[], running=4, submitted=1.0, limit=60,
+                                timed_out=False) == []
+    assert checks.fill_problems(workflows=4, failures=[503, 503], running=2, submitted=1.0,
+                                limit=60, timed_out=False) == [
+        "2 of 4 submissions failed (HTTP [(503, 2)])", "2 of 4 workflows RUNNING after 60 s"]
+    assert checks.fill_problems(workflows=4, failures=[], running=4, submitted=None, limit=60,
+                                timed_out=True) == [
+        "the submissions did not end within 60 s", "4 of 4 workflows RUNNING after 60 s"]
+    with pytest.raises(SystemExit, match=r"^\[end to end\] FAILED, no figure printed: 3 of 4"):
+        checks.fail_on("end to end", ["3 of 4 workflows RUNNING after 60 s"])
+    checks.fail_on("end to end", [])  # nothing wrong: the run goes on
+
+
+def quality_instance():
+    from scheduler.core.model import Gang, Node, Pod, Queue, Snapshot
+
+    nodes = (Node("n0", gpus=8, cpu=8000), Node("n1", gpus=4, cpu=8000))
+    gangs = (Gang("g0", "team", created_at=0.0, min_member=2,
+                  pods=(Pod("g0-0", gpus=4, cpu=1000), Pod("g0-1", gpus=4, cpu=1000))),
+             Gang("g1", "team", created_at=1.0, min_member=1,
+                  pods=(Pod("g1-0", gpus=4, cpu=1000),)))
+    return Snapshot(nodes, (Queue("root"), Queue("team", parent="root")), gangs)
+
+
+def test_an_infeasible_plan_is_rejected() -> None:
+    from benchmarks import checks, placement_quality
+
+    snapshot = quality_instance()
+    good = [Binding("g0-0", "g0", "n0"), Binding("g0-1", "g0", "n0"), Binding("g1-0", "g1", "n1")]
+    assert checks.plan_problems(snapshot.nodes, snapshot.gangs, good) == []
+    over = [Binding("g0-0", "g0", "n1"), Binding("g0-1", "g0", "n1")]
+    assert checks.plan_problems(snapshot.nodes, snapshot.gangs, over) == [
+        "n1 over its capacity: 8/4 GPUs, 2000/8000 CPU"]
+    partial = [Binding("g0-0", "g0", "n0")]
+    assert checks.plan_problems(snapshot.nodes, snapshot.gangs, partial) == [
+        "gang g0 partly placed: 1 of 2"]
+    twice = [Binding("g1-0", "g1", "n0"), Binding("g1-0", "g1", "n1")]
+    assert checks.plan_problems(snapshot.nodes, snapshot.gangs, twice) == ["g1-0 bound twice"]
+    result = dataclasses.replace(run_cycle(snapshot), bindings=tuple(over))
+    with pytest.raises(ValueError, match="infeasible plan: n1 over its capacity"):
+        placement_quality.ratio(snapshot, result, 12)
+    sound_result = run_cycle(snapshot)
+    assert placement_quality.ratio(snapshot, sound_result, placement_quality.optimum(
+        snapshot)) == 1.0
+
+
+def test_a_failed_solver_run_is_not_scored() -> None:
+    from benchmarks import placement_quality
+
+    def failing(*_args, **_kwargs):
+        return argparse.Namespace(success=False, fun=None, message="time limit reached")
+
+    snapshot = quality_instance()
+    assert placement_quality.optimum(snapshot) == 12
+    with pytest.raises(placement_quality.SolverFailed, match="time limit reached"):
+        placement_quality.optimum(snapshot, solve=failing)
+    with pytest.raises(ValueError, match="more than the optimum 4"):
+        placement_quality.ratio(snapshot, run_cycle(snapshot), 4)
+
+
+def test_runs_are_reported_by_their_median_and_range() -> None:
+    from benchmarks import checks
+
+    assert checks.spread([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)
+    assert checks.describe_spread([60.0, 70.5, 65.0], " s") == (
+        "median 65.0 s (min–max 60.0–70.5 s, 3 runs)")
+    assert checks.best_floor({2: 50.0, 4: 41.0, 8: 41.0}) == (4, 41.0)
+    with pytest.raises(ValueError):
+        checks.spread([])

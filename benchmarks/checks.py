@@ -87,3 +87,20 @@ def best_floor(times_by_clients: dict[int, float]) -> tuple[int, float]:
         raise ValueError("no floor runs")
     clients = min(times_by_clients, key=lambda count: (times_by_clients[count], count))
     return clients, times_by_clients[clients]
+
+
+def waits_since(jobs: Iterable[tuple[float, float | None, object, object]], since: float,
+                until: float) -> tuple[list[float], int]:
+    """The waits of the jobs (submitted, started, ...) submitted at or after ``since``; a job
+    never started waits until ``until`` (a lower bound: it is still waiting). Returns the waits
+    and how many never started."""
+    waits, unstarted = [], 0
+    for submitted, started, *_ in jobs:
+        if submitted < since:
+            continue
+        if started is None:
+            unstarted += 1
+            waits.append(until - submitted)
+        else:
+            waits.append(started - submitted)
+    return waits, unstarted

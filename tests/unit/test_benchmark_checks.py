@@ -108,6 +108,7 @@ def test_the_scheduler_benchmark_runs_and_checks_every_figure(tmp_path) -> None:
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
+    assert "(KAI" not in done.stdout  # KAI is not run here: no KAI time beside ours
     assert len(lines) == 10 and all(line.rstrip().endswith("checked") or "checked " in line
                                    for line in lines), done.stdout
 
@@ -217,3 +218,21 @@ def test_runs_are_reported_by_their_median_and_range() -> None:
     assert checks.best_floor({2: 50.0, 4: 41.0, 8: 41.0}) == (4, 41.0)
     with pytest.raises(ValueError):
         checks.spread([])
+
+
+def test_small_jobs_that_never_started_count_in_the_wait() -> None:
+    from benchmarks import checks
+
+    jobs = [(0.0, 1.0, 5.0, "COMPLETED"),  # before the gang: left out
+            (10.0, 12.0, None, "RUNNING"), (11.0, None, None, "WAITING"),
+            (12.0, None, None, "WAITING")]
+    assert checks.waits_since(jobs, since=10.0, until=40.0) == ([2.0, 29.0, 28.0], 2)
+
+
+def test_a_peer_not_run_is_named_with_its_source_and_date_never_as_a_figure() -> None:
+    import re
+
+    from benchmarks import gang_start
+
+    assert "not run here" in gang_start.SLURM
+    assert re.search(r"commit [0-9a-f]{7} \(\d{4}-\d\d-\d\d\)", gang_start.SLURM)

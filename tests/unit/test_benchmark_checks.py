@@ -127,21 +127,39 @@ def product_figures(seconds: float) -> dict:
                "time_total_ms": {"decide": 1.0}})
 
 
-def test_the_fill_judges_a_target_by_the_rounds_total_times(capsys) -> None:
-    """Each pair runs in both orders; a target's verdict is on the rounds' totals (one slow
-    minute in one round does not decide it), each round's ratio printed beside it."""
+def test_the_fill_reports_the_median_and_range_of_its_alternating_runs(capsys) -> None:
+    """Each pair runs in alternating order; every run's figure is printed, then the median and
+    the min–max of each side and of the ratio with N stated, a target judged on the median
+    ratio; the floor's time is its best client count, each count's time shown."""
     args = argparse.Namespace(workflows=4)
-    ours = [fill_figures(t, first=0.5, calls={"bind": 4}, bound_total=4) for t in (8.0, 6.0)]
-    k8s_fill.print_fill(args, product=[product_figures(24.0), product_figures(30.0)],
-                        floor=[fill_figures(20.0), fill_figures(20.0)],
-                        kube=[fill_figures(12.0), fill_figures(9.0)], ours=ours)
+    ours = [fill_figures(t, first=0.5, calls={"bind": 4}, bound_total=4)
+            for t in (8.0, 6.0, 7.0)]
+    floor = [fill_figures(20.0, processes=4, by_count={2: 26.0, 4: 20.0, 8: 20.5}),
+             fill_figures(20.0, processes=8, by_count={2: 25.0, 4: 21.0, 8: 20.0}),
+             fill_figures(25.0, processes=4, by_count={2: 30.0, 4: 25.0, 8: 25.5})]
+    k8s_fill.print_fill(args, product=[product_figures(t) for t in (24.0, 30.0, 30.0)],
+                        floor=floor, kube=[fill_figures(t) for t in (12.0, 9.0, 14.0)],
+                        ours=ours)
     out = capsys.readouterr().out
-    assert "(1) product, REST → all Running ...................... 24.0 / 30.0 s" in out
-    assert ("product / floor: 1.35 over the rounds (1.20 / 1.50 in each; target ≤ 1.3: NOT "
-            "met); our binding rate / kube-scheduler's: 1.50 (1.50 / 1.50; target ≥ 1.5: met)"
-            "; our API requests per scheduled pod, at most: 1.00 in (1), 1.00 in (4) (target "
-            "≤ 1.05: met)") in out
-    assert out.count("where the product's time goes, round") == 2
+    assert "results of 3 alternating run(s)" in out
+    assert ("(1) product, REST → all Running: 24.0 / 30.0 / 30.0 s — median 30.0 s (min–max "
+            "24.0–30.0 s, 3 runs)") in out
+    assert "best client count: 20.0 / 20.0 / 25.0 s — median 20.0 s (min–max 20.0–25.0 s" in out
+    assert "run 1: 2 processes 26.0 s, 4 processes 20.0 s, 8 processes 20.5 s; best 4" in out
+    assert ("product / floor: median 1.20 (min–max 1.20–1.50, 3 runs); by run 1.20 / 1.50 / "
+            "1.20 (target ≤ 1.3 on the median: met)") in out
+    assert ("binding rate / kube-scheduler's: median 1.50 (min–max 1.50–2.00, 3 runs); by run "
+            "1.50 / 1.50 / 2.00 (target ≥ 1.5 on the median: met)") in out
+    assert "(target ≤ 1.05: met)" in out
+    assert out.count("where the product's time goes, run") == 3
+
+
+def test_the_floor_takes_its_best_client_count() -> None:
+    from benchmarks import checks
+
+    assert checks.best_floor({2: 30.0, 4: 24.0, 8: 24.5}) == (4, 24.0)
+    with pytest.raises(ValueError):
+        checks.best_floor({})
 
 
 # --- the shared checks (benchmarks/checks.py) and the benchmarks that use them ------------------

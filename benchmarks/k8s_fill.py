@@ -27,9 +27,11 @@ room for is refused). Scenarios, each on an empty cluster:
   pair's ratio says as much about the minute as about the code. Printed: every run's times,
   then the median and the min–max range of each side and of the ratio, N stated; a target
   is judged on the median ratio.
-- ``gang``: one 512-pod gang (1 GPU each, ``minMember`` 512) on 512 nodes × 8 GPUs.
-- ``rack``: a 16 × 8-GPU gang that requires one rack, on 512 nodes (32 racks of 16) that
-  another scheduler's pods fragment: one rack only has 16 whole nodes free.
+- ``gang``: one 512-pod gang (1 GPU each, ``minMember`` 512) on 512 nodes × 8 GPUs
+  (``--big-nodes``).
+- ``rack``: a 16 × 8-GPU gang that requires one rack, on 512 nodes (32 racks of 16;
+  ``--big-nodes``) that another scheduler's pods fragment: one rack only has 16 whole nodes
+  free.
 
 Before any time it checks each result and stops with the problems instead when one is wrong:
 every submission accepted, every pod there once and bound by one binding, (Running, as the
@@ -38,7 +40,7 @@ scheduler's bind and delete counts. Then it prints where the time goes and the l
 
     python benchmarks/k8s_fill.py [fill gang rack] [--nodes 500] [--workflows 4000]
                                   [--clients 8] [--runs 3] [--floor-processes 2,4,8]
-                                  [--floor-threads 4] [--no-schedulers]
+                                  [--floor-threads 4] [--no-schedulers] [--big-nodes 512]
 """
 
 from __future__ import annotations
@@ -891,21 +893,22 @@ def _time_to_bound(admin: Admin, server, names: list[str], label: str,
 
 def gang(server, admin: Admin, args) -> None:
     admin.delete_namespace_pods(NAMESPACE)
-    admin.nodes(512)
+    size = args.big_nodes
+    admin.nodes(size)
     _queue(admin, "bench-gang")
     t0 = time.perf_counter()
-    names = _gang(admin, "big", "bench-gang", 512, 1)
-    print(f"[gang] 512 nodes × 8 GPUs; a 512-pod gang (1 GPU each, minMember 512) created in "
-          f"{time.perf_counter() - t0:.1f} s")
+    names = _gang(admin, "big", "bench-gang", size, 1)
+    print(f"[gang] {size} nodes × 8 GPUs; a {size}-pod gang (1 GPU each, minMember {size}) "
+          f"created in {time.perf_counter() - t0:.1f} s")
     _time_to_bound(admin, server, names, "gang")
 
 
 def rack(server, admin: Admin, args) -> None:
     admin.delete_namespace_pods(NAMESPACE)
-    nodes = admin.nodes(512)
+    nodes = admin.nodes(args.big_nodes)
     _queue(admin, "bench-rack")
     rng = random.Random(14)
-    free_rack = 23
+    free_rack = len(nodes) // 16 * 23 // 32  # rack 23 of 32 at the full size
     jobs = []
     for i, node in enumerate(nodes):
         rack_index = i // 16
@@ -929,9 +932,9 @@ def rack(server, admin: Admin, args) -> None:
     admin.parallel([lambda n=n, u=u: occupy(n, u) for n, u in jobs])
     names = _gang(admin, "racked", "bench-rack", 16, 8,
                   topologyConstraint={"requiredTopologyLevel": RACK})
-    print(f"[rack] 512 nodes × 8 GPUs in 32 racks, {len(jobs)} nodes fragmented by another "
-          f"scheduler's pods; one rack has 16 whole nodes free; a 16 × 8-GPU gang requires "
-          f"one rack")
+    print(f"[rack] {len(nodes)} nodes × 8 GPUs in {len(nodes) // 16} racks, {len(jobs)} nodes "
+          f"fragmented by another scheduler's pods; one rack has 16 whole nodes free; a 16 × "
+          f"8-GPU gang requires one rack")
 
     def on_the_free_rack() -> list[str]:
         placed = {admin.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{n}")["spec"][
@@ -957,6 +960,8 @@ def main() -> None:
                         help="fill: the floor's client-process counts, best taken (2,4,8)")
     parser.add_argument("--floor-threads", type=int, default=4,
                         help="fill: keep-alive connections of each floor client process")
+    parser.add_argument("--big-nodes", type=int, default=512,
+                        help="gang, rack: the nodes (the gang's pods; racks of 16)")
     parser.add_argument("--no-schedulers", action="store_true",
                         help="fill: only the product and the floor, not (3) and (4)")
     args = parser.parse_args()

@@ -152,6 +152,20 @@ def test_the_fill_reports_the_median_and_range_of_its_alternating_runs(capsys) -
             "1.50 / 1.50 / 2.00 (target ≥ 1.5 on the median: met)") in out
     assert "(target ≤ 1.05: met)" in out
     assert out.count("where the product's time goes, run") == 3
+    # (4) is named for what it is: the loop without publish_cycle's work, not the backend
+    assert "(4) our placement core without the cycle's bookkeeping, start → last binding" in out
+    assert "our scheduler" not in out
+
+
+def test_the_scheduler_alone_says_what_it_leaves_out() -> None:
+    from benchmarks import scheduler_alone
+
+    doc = " ".join(scheduler_alone.__doc__.split())
+    assert doc.startswith("Phase (4) of ``k8s_fill.py``'s fill, in a process of its own: the "
+                          "placement core without the cycle's bookkeeping.")
+    assert ("leaving out ``runner.publish_cycle``'s per-cycle work (the cycle record, the "
+            "pending gangs, the queue figures, the metrics and the first-bind query), and it "
+            "runs without a database and at WARNING logs") in doc
 
 
 def test_the_floor_takes_its_best_client_count() -> None:

@@ -9,20 +9,29 @@ room for is refused). Scenarios, each on an empty cluster:
   ``OSMO_CLUSTER_BACKEND=kubernetes OSMO_PLACEMENT=osmo`` and nothing else — 4,000 workflows
   through the REST API by 8 clients: seconds from the first submission until every pod is
   Running (and until every task is RUNNING in the database);
-  (2) the floor: 8 bare client threads writing the objects the product wrote (a PodGroup and a
-  pod per job), binding each pod; the kubelet stand-in marks them Running;
+  (2) the floor, given its best: bare clients writing the objects the product wrote (a
+  PodGroup and a pod per job) and binding each pod, in client processes of their own
+  (``floor_client.py``, ``--floor-threads`` keep-alive connections each) while this process,
+  doing nothing else, is the kubelet stand-in marking the pods Running; run at each count of
+  ``--floor-processes`` (2, 4, 8) on an empty cluster, every count's time printed and the
+  best taken — more clients no longer making it faster shows the API server saturated;
   (3) the real kube-scheduler v1.25 (``../shared/tools/kube``, client qps/burst 1000) on the
-  same pods created directly, and (4) our scheduler alone (the backend's placement loop, in a
-  process of its own) on the same PodGroups and pods created directly: for both, every pod
-  exists before the scheduler starts, and the figure is the time from its start to the last
-  binding. Targets: (1) ≤ 1.3 × (2); our binding rate ≥ 1.5 × kube-scheduler's; ≤ 1.05 API
-  requests of our scheduler per scheduled pod. Each compared pair runs ``--rounds`` times (2),
-  in turn A B, B A: the machine's speed drifts by a fifth within minutes, so one pair's ratio
-  says as much about the minute as about the code; a target's ratio is the rounds' total times
-  over each other, each round's printed too.
-- ``gang``: one 512-pod gang (1 GPU each, ``minMember`` 512) on 512 nodes × 8 GPUs.
-- ``rack``: a 16 × 8-GPU gang that requires one rack, on 512 nodes (32 racks of 16) that
-  another scheduler's pods fragment: one rack only has 16 whole nodes free.
+  same pods created directly, and (4) our placement core without the cycle's bookkeeping
+  (``scheduler_alone.py``: the backend's placement loop in a process of its own, but no cycle
+  record, pending gangs, queue figures, metrics or first-bind query, no database, WARNING
+  logs) on the same PodGroups and pods created directly: for both, every pod exists before
+  the scheduler starts, and the figure is the time from its start to the last binding.
+  Targets: (1) ≤ 1.3 × (2); (4)'s binding rate ≥ 1.5 × kube-scheduler's; ≤ 1.05 API requests
+  of our scheduler per scheduled pod. Each compared pair runs ``--runs`` times (3),
+  alternating A B, B A, ...: the machine's speed drifts by a fifth within minutes, so one
+  pair's ratio says as much about the minute as about the code. Printed: every run's times,
+  then the median and the min–max range of each side and of the ratio, N stated; a target
+  is judged on the median ratio.
+- ``gang``: one 512-pod gang (1 GPU each, ``minMember`` 512) on 512 nodes × 8 GPUs
+  (``--big-nodes``).
+- ``rack``: a 16 × 8-GPU gang that requires one rack, on 512 nodes (32 racks of 16;
+  ``--big-nodes``) that another scheduler's pods fragment: one rack only has 16 whole nodes
+  free.
 
 Before any time it checks each result and stops with the problems instead when one is wrong:
 every submission accepted, every pod there once and bound by one binding, (Running, as the
@@ -30,7 +39,8 @@ kubelet stand-in admits it), no node's pods requesting more than its allocatable
 scheduler's bind and delete counts. Then it prints where the time goes and the load.
 
     python benchmarks/k8s_fill.py [fill gang rack] [--nodes 500] [--workflows 4000]
-                                  [--clients 8] [--rounds 2]
+                                  [--clients 8] [--runs 3] [--floor-processes 2,4,8]
+                                  [--floor-threads 4] [--no-schedulers] [--big-nodes 512]
 """
 
 from __future__ import annotations
@@ -59,6 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import cpu  # noqa: E402
+from benchmarks.checks import best_floor, describe_spread, spread  # noqa: E402
 from benchmarks.end_to_end import SPEC  # noqa: E402 - the same one-GPU workflow
 from benchmarks.standalone import Standalone  # noqa: E402
 from tests.kube_real.kubelet import (  # noqa: E402 - the tests' kubelet admission
@@ -459,42 +470,83 @@ def product_phase(server, admin: Admin, args, data_dir: Path) -> dict:
     return figures
 
 
-def floor_phase(server, admin: Admin, args, templates: list[dict], nodes: list[str]) -> dict:
-    """(2) Bare clients writing what the product writes per job — its PodGroup and its pod —
-    and binding the pod (to the next node with room: no scheduling), the kubelet stand-in
-    marking it Running."""
+def floor_jobs(templates: list[dict], nodes: list[str]) -> list[tuple[dict, dict, str]]:
+    """What the floor writes per job: the product's PodGroup and pod, and the node the pod is
+    bound to (the next one with room: no scheduling)."""
     podgroups = {o["metadata"]["name"]: o for o in templates if o["kind"] == "PodGroup"}
-    pods = [o for o in templates if o["kind"] == "Pod"]
-    jobs = [(podgroups[pod["metadata"]["annotations"]["pod-group-name"]], pod,
-             nodes[index // 8]) for index, pod in enumerate(sorted(
-                 pods, key=lambda p: p["metadata"]["name"]))]
+    pods = sorted((o for o in templates if o["kind"] == "Pod"),
+                  key=lambda p: p["metadata"]["name"])
+    return [(podgroups[pod["metadata"]["annotations"]["pod-group-name"]], pod, nodes[i // 8])
+            for i, pod in enumerate(pods)]
 
-    def job(podgroup: dict, pod: dict, node: str) -> None:
-        admin.call("POST", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups",
-                   podgroup)
-        admin.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
-        name = pod["metadata"]["name"]
-        admin.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/binding", {
-            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
 
+def floor_once(server, admin: Admin, args, jobs: list, processes: int) -> dict:
+    """(2) at one client count: ``processes`` client processes (``floor_client.py``, each with
+    ``--floor-threads`` keep-alive connections) share the jobs; this process, which does
+    nothing else meanwhile, is the kubelet stand-in marking the pods Running. The time runs
+    from the go given to every ready client to the last pod Running."""
+    config = yaml.safe_load(admin.kubeconfig.read_text())
+    cafile = config["clusters"][0]["cluster"]["certificate-authority"]
+    clients = [subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / "floor_client.py")], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True, cwd=str(ROOT)) for _ in range(processes)]
     kubelet = Kubelet(admin, NAMESPACE).start()
     try:
+        for index, client in enumerate(clients):
+            client.stdin.write(json.dumps({
+                "base": admin.base, "token": admin.token, "cafile": cafile,
+                "namespace": NAMESPACE, "threads": args.floor_threads,
+                "jobs": jobs[index::processes]}) + "\n")
+            client.stdin.flush()
+        for client in clients:
+            if client.stdout.readline().strip() != "ready":
+                raise SystemExit("[floor] FAILED, no time printed: a client did not start")
         before = api_requests(admin)
         reading = CpuReading(cluster_trees(server))
         start = time.perf_counter()
-        admin.parallel([lambda j=j: job(*j) for j in jobs], workers=args.clients)
-        _until(lambda: len(kubelet.running) >= len(pods), args.limit, "floor", kubelet.problems)
+        for client in clients:
+            client.stdin.write("go\n")
+            client.stdin.flush()
+        _until(lambda: len(kubelet.running) >= len(jobs), args.limit, "floor",
+               lambda: kubelet.problems() + [
+                   f"a floor client ended with {c.returncode}" for c in clients
+                   if c.poll() not in (None, 0)])
         took = time.perf_counter() - start
-        used = reading.done()
+        used = reading.done(*[(c.pid, lambda _command: "floor clients") for c in clients])
         requests = delta(api_requests(admin), before)
+        outcomes = [json.loads(c.communicate(timeout=60)[0].strip().splitlines()[-1])
+                    for c in clients]
     finally:
         kubelet.stop()
-    problems = kubelet.problems() + verify(admin, count=len(pods), running=True)
-    if _bindings(requests) != len(pods):
-        problems.append(f"{_bindings(requests)} bindings for {len(pods)} pods")
+        for client in clients:
+            if client.poll() is None:
+                client.kill()
+                client.wait()
+    problems = [error for outcome in outcomes for error in outcome["errors"]]
+    problems += kubelet.problems() + verify(admin, count=len(jobs), running=True)
+    if sum(outcome["done"] for outcome in outcomes) != len(jobs):
+        problems.append(f"{sum(o['done'] for o in outcomes)} of {len(jobs)} jobs written")
+    if _bindings(requests) != len(jobs):
+        problems.append(f"{_bindings(requests)} bindings for {len(jobs)} pods")
     report("floor", problems)
-    return {"time": took, "requests": requests, "cpu": used}
+    return {"time": took, "requests": requests, "cpu": used, "processes": processes}
+
+
+def floor_phase(server, admin: Admin, args, templates: list[dict], nodes: list[str]) -> dict:
+    """(2) The floor given its best: the jobs at each client-process count of
+    ``--floor-processes``, each on an empty cluster, and the best time taken (with every
+    count's time, to show more clients no longer make it faster)."""
+    jobs = floor_jobs(templates, nodes)
+    by_count: dict[int, dict] = {}
+    for index, processes in enumerate(args.floor_processes):
+        if index:
+            _clean(admin)
+            _settle(server)
+        by_count[processes] = floor_once(server, admin, args, jobs, processes)
+        print(f"[floor] {processes} client processes × {args.floor_threads} threads: "
+              f"{by_count[processes]['time']:.1f} s", flush=True)
+    best, _ = best_floor({count: figures["time"] for count, figures in by_count.items()})
+    return {**by_count[best], "by_count": {c: f["time"] for c, f in by_count.items()}}
 
 
 def _scheduler_figures(label: str, server, admin: Admin, args, objects: list[dict],
@@ -565,8 +617,9 @@ def kube_scheduler_phase(server, admin: Admin, args, templates: list[dict],
 
 
 def osmo_scheduler_phase(server, admin: Admin, args, templates: list[dict]) -> dict:
-    """(4) Our scheduler alone — the backend's placement loop, in a process of its own as the
-    backend runs it — on the same PodGroups and pods, created directly."""
+    """(4) Our placement core without the cycle's bookkeeping (``scheduler_alone.py``: the
+    backend's placement loop in a process of its own, no cycle record, no database) on the
+    same PodGroups and pods, created directly."""
 
     def launch():
         env = dict(os.environ, OSMO_CLUSTER_BACKEND="kubernetes", OSMO_PLACEMENT="osmo",
@@ -595,8 +648,9 @@ def fill(server, admin: Admin, args, run_dir: Path) -> None:
     started = time.perf_counter()
     nodes = admin.nodes(args.nodes)
     print(f"[fill] {args.nodes} Nodes × 8 GPUs created in {time.perf_counter() - started:.1f} s; "
-          f"{args.workflows} one-GPU jobs, {args.clients} clients, {args.rounds} round(s); "
-          f"load before: {os.getloadavg()[0]:.1f}", flush=True)
+          f"{args.workflows} one-GPU jobs, {args.clients} clients, {args.runs} run(s) of each; "
+          f"the floor at {', '.join(map(str, args.floor_processes))} client processes × "
+          f"{args.floor_threads} threads; load before: {os.getloadavg()[0]:.1f}", flush=True)
     runs: dict[str, list[dict]] = {"product": [], "floor": [], "kube": [], "ours": []}
     templates: list[dict] = []
 
@@ -618,8 +672,9 @@ def fill(server, admin: Admin, args, run_dir: Path) -> None:
 
     # Each compared pair runs in the order A B, then B A, ...: the machine's speed drifts within
     # minutes, and a drift then weighs on both sides of a ratio alike.
-    for pair in (("product", "floor"), ("kube", "ours")):
-        for round_ in range(args.rounds):
+    pairs = [("product", "floor")] + ([] if args.no_schedulers else [("kube", "ours")])
+    for pair in pairs:
+        for round_ in range(args.runs):
             for phase in (pair if round_ % 2 == 0 else pair[::-1]):
                 run(phase, round_)
     print_fill(args, **runs)
@@ -633,58 +688,80 @@ def _times(runs: list[dict]) -> str:
     return _each(runs, lambda figures: f"{figures['time']:.1f}")
 
 
-def _by_round(slower: list[dict], faster: list[dict]) -> str:
-    return " / ".join(f"{a['time'] / b['time']:.2f}" for a, b in zip(slower, faster, strict=True))
+def _ratios(slower: list[dict], faster: list[dict]) -> list[float]:
+    return [a["time"] / b["time"] for a, b in zip(slower, faster, strict=True)]
+
+
+def _spread_of(runs: list[dict]) -> str:
+    return describe_spread([figures["time"] for figures in runs], " s")
 
 
 def print_fill(args, product: list[dict], floor: list[dict], kube: list[dict],
                ours: list[dict]) -> None:
-    """The rounds' figures; a target's ratio is the rounds' total times over each other."""
+    """Every run's figures, then the median and the range of the runs; a target is judged on
+    the median ratio."""
     jobs = args.workflows
-    print(f"\n[fill] results (load now {os.getloadavg()[0]:.1f}; checked above):")
-    print(f"  (1) product, REST → all Running ...................... {_times(product)} s")
-    print(f"  (2) floor, bare clients writing the same objects ..... {_times(floor)} s")
-    kube_rates = _each(kube, lambda figures: f"{jobs / figures['time']:.0f}")
-    our_rates = _each(ours, lambda figures: f"{jobs / figures['time']:.0f}")
-    firsts = _each(ours, lambda figures: f"{figures['first']:.1f}")
-    print(f"  (3) kube-scheduler v1.25, start → last binding ........ {_times(kube)} s "
-          f"({kube_rates} pods/s)")
-    print(f"  (4) our scheduler, start → last binding ............... {_times(ours)} s "
-          f"({our_rates} pods/s; first binding {firsts} s)")
+    print(f"\n[fill] results of {len(product)} alternating run(s) (load now "
+          f"{os.getloadavg()[0]:.1f}; checked above):")
+    print(f"  (1) product, REST → all Running: {_times(product)} s — {_spread_of(product)}")
+    print(f"  (2) floor, bare clients in their own processes writing the same objects, best "
+          f"client count: {_times(floor)} s — {_spread_of(floor)}")
+    for index, figures in enumerate(floor, 1):
+        counts = ", ".join(f"{count} processes {seconds:.1f} s"
+                           for count, seconds in figures["by_count"].items())
+        print(f"      run {index}: {counts}; best {figures['processes']} processes")
+    ratios = _ratios(product, floor)
+    ratio = spread(ratios)[0]
+    print(f"  product / floor: {describe_spread(ratios, digits=2)}; by run "
+          f"{' / '.join(f'{r:.2f}' for r in ratios)} (target ≤ 1.3 on the median: "
+          f"{'met' if ratio <= 1.3 else 'NOT met'})")
     per_pod = max(sum(p["cycle"].get("api_calls_total", {}).values())
                   / max(1, p["cycle"].get("bound_total", 0)) for p in product)
-    alone = max(sum(o.get("calls", {}).values()) / max(1, o.get("bound_total", 0))
-                for o in ours)
-    ratio = sum(p["time"] for p in product) / sum(f["time"] for f in floor)
-    rate = sum(k["time"] for k in kube) / sum(o["time"] for o in ours)
-    print(f"  product / floor: {ratio:.2f} over the rounds ({_by_round(product, floor)} in each;"
-          f" target ≤ 1.3: {'met' if ratio <= 1.3 else 'NOT met'}); our binding rate / "
-          f"kube-scheduler's: {rate:.2f} ({_by_round(kube, ours)}; target ≥ 1.5: "
-          f"{'met' if rate >= 1.5 else 'NOT met'}); our API requests per scheduled pod, at "
-          f"most: {per_pod:.2f} in (1), {alone:.2f} in (4) (target ≤ 1.05: "
-          f"{'met' if max(per_pod, alone) <= 1.05 else 'NOT met'})")
+    if kube:
+        kube_rates = _each(kube, lambda figures: f"{jobs / figures['time']:.0f}")
+        our_rates = _each(ours, lambda figures: f"{jobs / figures['time']:.0f}")
+        firsts = _each(ours, lambda figures: f"{figures['first']:.1f}")
+        print(f"  (3) kube-scheduler v1.25, start → last binding: {_times(kube)} s "
+              f"({kube_rates} pods/s) — {_spread_of(kube)}")
+        print(f"  (4) our placement core without the cycle's bookkeeping, start → last binding: "
+              f"{_times(ours)} s ({our_rates} pods/s; first binding {firsts} s) — "
+              f"{_spread_of(ours)}")
+        rates = _ratios(kube, ours)
+        rate = spread(rates)[0]
+        alone = max(sum(o.get("calls", {}).values()) / max(1, o.get("bound_total", 0))
+                    for o in ours)
+        print(f"  our placement core's binding rate / kube-scheduler's: "
+              f"{describe_spread(rates, digits=2)}; by run "
+              f"{' / '.join(f'{r:.2f}' for r in rates)} (target ≥ 1.5 on the median: "
+              f"{'met' if rate >= 1.5 else 'NOT met'})")
+        print(f"  our API requests per scheduled pod, at most: {per_pod:.2f} in (1), "
+              f"{alone:.2f} in (4) (target ≤ 1.05: "
+              f"{'met' if max(per_pod, alone) <= 1.05 else 'NOT met'})")
+    else:
+        print(f"  our API requests per scheduled pod, at most: {per_pod:.2f} in (1) (target "
+              f"≤ 1.05: {'met' if per_pod <= 1.05 else 'NOT met'}); (3) and (4) not run")
     for index, figures in enumerate(product, 1):
         _print_product(jobs, index, figures)
     for label, runs in (("floor", floor), ("kube-scheduler", kube), ("osmo-scheduler", ours)):
         for index, figures in enumerate(runs, 1):
             requests = figures["requests"]
-            print(f"  API server requests, {label} round {index}: {sum(requests.values())} — "
+            print(f"  API server requests, {label} run {index}: {sum(requests.values())} — "
                   + ", ".join(f"{k} {v}" for k, v in requests.most_common(6)))
-    print("  CPU seconds of each phase (the harness: this process's clients and kubelet "
-          "stand-in):")
+    print("  CPU seconds of each phase (the harness: this process — the product's submitting "
+          "clients in (1), the kubelet stand-in in each):")
     for label, runs in (("(1)", product), ("(2)", floor), ("(3)", kube), ("(4)", ours)):
         for index, figures in enumerate(runs, 1):
-            print(f"    {label} round {index}: {cpu.describe(*figures['cpu'])}")
+            print(f"    {label} run {index}: {cpu.describe(*figures['cpu'])}")
     for index, figures in enumerate(ours, 1):
         if figures.get("time_ms"):
-            print(f"  our scheduler alone, round {index}: {figures.get('cycles')} cycles, ms in "
+            print(f"  our placement core, run {index}: {figures.get('cycles')} cycles, ms in "
                   f"them {figures['time_ms']}, its API calls {figures.get('calls')} (its "
                   "process's CPU: the osmo-scheduler part of (4) above)")
 
 
 def _print_product(jobs: int, index: int, product: dict) -> None:
     start, submit_times = product["start"], sorted(product["submit_times"])
-    print(f"\n[fill] where the product's time goes, round {index}:")
+    print(f"\n[fill] where the product's time goes, run {index}:")
     print(f"  submissions: all {jobs} in {product['submitted']:.1f} s "
           f"({jobs / product['submitted']:.0f}/s, median request "
           f"{submit_times[len(submit_times) // 2] * 1000:.0f} ms, p99 "
@@ -816,21 +893,22 @@ def _time_to_bound(admin: Admin, server, names: list[str], label: str,
 
 def gang(server, admin: Admin, args) -> None:
     admin.delete_namespace_pods(NAMESPACE)
-    admin.nodes(512)
+    size = args.big_nodes
+    admin.nodes(size)
     _queue(admin, "bench-gang")
     t0 = time.perf_counter()
-    names = _gang(admin, "big", "bench-gang", 512, 1)
-    print(f"[gang] 512 nodes × 8 GPUs; a 512-pod gang (1 GPU each, minMember 512) created in "
-          f"{time.perf_counter() - t0:.1f} s")
+    names = _gang(admin, "big", "bench-gang", size, 1)
+    print(f"[gang] {size} nodes × 8 GPUs; a {size}-pod gang (1 GPU each, minMember {size}) "
+          f"created in {time.perf_counter() - t0:.1f} s")
     _time_to_bound(admin, server, names, "gang")
 
 
 def rack(server, admin: Admin, args) -> None:
     admin.delete_namespace_pods(NAMESPACE)
-    nodes = admin.nodes(512)
+    nodes = admin.nodes(args.big_nodes)
     _queue(admin, "bench-rack")
     rng = random.Random(14)
-    free_rack = 23
+    free_rack = len(nodes) // 16 * 23 // 32  # rack 23 of 32 at the full size
     jobs = []
     for i, node in enumerate(nodes):
         rack_index = i // 16
@@ -854,9 +932,9 @@ def rack(server, admin: Admin, args) -> None:
     admin.parallel([lambda n=n, u=u: occupy(n, u) for n, u in jobs])
     names = _gang(admin, "racked", "bench-rack", 16, 8,
                   topologyConstraint={"requiredTopologyLevel": RACK})
-    print(f"[rack] 512 nodes × 8 GPUs in 32 racks, {len(jobs)} nodes fragmented by another "
-          f"scheduler's pods; one rack has 16 whole nodes free; a 16 × 8-GPU gang requires "
-          f"one rack")
+    print(f"[rack] {len(nodes)} nodes × 8 GPUs in {len(nodes) // 16} racks, {len(jobs)} nodes "
+          f"fragmented by another scheduler's pods; one rack has 16 whole nodes free; a 16 × "
+          f"8-GPU gang requires one rack")
 
     def on_the_free_rack() -> list[str]:
         placed = {admin.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{n}")["spec"][
@@ -876,8 +954,16 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=4000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--limit", type=float, default=600.0)
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="fill: how many times each compared pair runs")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="fill: how many times each compared pair runs, alternating")
+    parser.add_argument("--floor-processes", type=_counts, default=[2, 4, 8],
+                        help="fill: the floor's client-process counts, best taken (2,4,8)")
+    parser.add_argument("--floor-threads", type=int, default=4,
+                        help="fill: keep-alive connections of each floor client process")
+    parser.add_argument("--big-nodes", type=int, default=512,
+                        help="gang, rack: the nodes (the gang's pods; racks of 16)")
+    parser.add_argument("--no-schedulers", action="store_true",
+                        help="fill: only the product and the floor, not (3) and (4)")
     args = parser.parse_args()
     scenarios = sorted(args.scenarios, key=lambda name: name != "fill")  # fill sets Django up
     # The harness (its clients, the kubelet stand-in, a watch of every pod) collects garbage
@@ -912,6 +998,13 @@ def main() -> None:
     finally:
         server.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _counts(text: str) -> list[int]:
+    counts = [int(part) for part in text.split(",") if part.strip()]
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError("client counts, e.g. 2,4,8")
+    return counts
 
 
 def _settings_only() -> None:

@@ -7,12 +7,12 @@ off (``OSMO_METRICS``), measured in alternation because the machine may be share
   both see the same moment's load; also the CPU their web servers spent per submission.
   Checked before any figure: every submission admitted, the admitted count on /metrics equal
   to what was sent, and the other side's /metrics a 404.
-- Cycle: 4,000 nodes × 8 GPUs registered through the services; each repetition admits 500
-  single-GPU workflows (untimed) and times one ``scheduler.services.cycle_run`` binding them all,
-  metrics on and off in ABBA order, in multiprocess mode as the standalone's scheduler runs;
-  then the recording call alone, which the cycle's own noise cannot hide.
+- Cycle: 4,000 nodes (``--nodes``) × 8 GPUs registered through the services; each repetition
+  admits 500 single-GPU workflows (untimed) and times one ``scheduler.services.cycle_run``
+  binding them all, metrics on and off in ABBA order, in multiprocess mode as the standalone's
+  scheduler runs; then the recording call alone, which the cycle's own noise cannot hide.
 
-    python benchmarks/metrics_overhead.py [--requests 2000] [--cycles 16]
+    python benchmarks/metrics_overhead.py [--requests 2000] [--cycles 16] [--nodes 4000]
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.admission import drive  # noqa: E402
 from benchmarks.django_env import percentile  # noqa: E402
 
 SPEC = ("workflow:\n  name: bench\n  tasks:\n  - {name: main, image: x, command: [sleep, '60'],"
@@ -111,8 +110,10 @@ def submissions(requests: int, clients: int) -> tuple[dict[str, list[float]], di
                     http.get(f"{sides['on'].url}/metrics", headers=sides["on"].headers)
 
         threading.Thread(target=scrape, daemon=True).start()
-        for side in sides.values():  # warm-up: imports, connections
-            drive(clients, 5, side.submit)
+        with httpx.Client(timeout=60) as http:  # warm-up: imports, connections
+            for side in sides.values():
+                refused = sum(not side.submit(http) for _ in range(clients * 5))
+                assert not refused, f"{refused} warm-up submissions refused"
         cpu = {name: _web_cpu(side) for name, side in sides.items()}
         samples: dict[str, list[float]] = {"on": [], "off": []}
         failures: list[str] = []
@@ -153,7 +154,7 @@ def submissions(requests: int, clients: int) -> tuple[dict[str, list[float]], di
             side.stop()
 
 
-def cycles(repetitions: int, per_cycle: int) -> dict[str, list[float]]:
+def cycles(repetitions: int, per_cycle: int, nodes: int) -> dict[str, list[float]]:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="osmo-bench-prom-")
     from benchmarks.django_env import bootstrap
 
@@ -166,7 +167,7 @@ def cycles(repetitions: int, per_cycle: int) -> dict[str, list[float]]:
     from scheduler import services as scheduler
     from workflows.admission import workflow_submit
 
-    for i in range(4000):
+    for i in range(nodes):
         scheduler.node_register(name=f"node-{i:04d}", gpus=8, cpu_millis=128_000,
                                 memory_bytes=2**40,
                                 labels={"topology.osmo/zone": f"z{i // 256}",
@@ -202,6 +203,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--cycles", type=int, default=16)
     parser.add_argument("--per-cycle", type=int, default=500)
+    parser.add_argument("--nodes", type=int, default=4000, help="nodes of the cycle's cluster")
     args = parser.parse_args()
     print(f"load before: {load()}")
     samples, cpu = submissions(args.requests, args.clients)
@@ -216,9 +218,9 @@ def main() -> None:
     print(f"overhead: p50 {overhead(figures['on'][0], figures['off'][0])}, "
           f"p99 {overhead(figures['on'][1], figures['off'][1])}, web CPU "
           f"{overhead(cpu['on'], cpu['off'])} (target < 5% each)")
-    times = cycles(args.cycles, args.per_cycle)
+    times = cycles(args.cycles, args.per_cycle, args.nodes)
     on, off = statistics.median(times["on"]), statistics.median(times["off"])
-    print(f"cycle: 4,000 nodes × 8 GPUs, {args.per_cycle} workflows bound per cycle, "
+    print(f"cycle: {args.nodes:,} nodes × 8 GPUs, {args.per_cycle} workflows bound per cycle, "
           f"{args.cycles} cycles in ABBA order")
     for name, median in (("on", on), ("off", off)):
         each = ", ".join(f"{t * 1000:.0f}" for t in times[name])

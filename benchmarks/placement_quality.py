@@ -5,7 +5,9 @@ Run from the repository root: `.venv/bin/python benchmarks/placement_quality.py 
 work): the optimum is a MILP (`scipy.optimize.milp`, used here only) maximising placed GPUs
 with every gang all-or-nothing over its required pods and each node's GPU/CPU capacity. The
 scheduler is not maximising GPUs (it honours queue order and FIFO), so 1.0 is not expected
-on every instance; the target is a mean >= 0.95.
+on every instance; the target is a mean >= 0.95. Every plan is checked feasible (each pod once,
+no node over its GPUs or CPU, every gang whole or not at all) and every solver run must succeed:
+a failed check or solver run ends the run with a non-zero exit and no figure.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.checks import fail_on, plan_problems  # noqa: E402
 from scheduler.core.cycle import run_cycle  # noqa: E402
 from scheduler.core.model import Gang, Node, Pod, Queue, Snapshot  # noqa: E402
 
@@ -39,8 +42,13 @@ def instance(rng: random.Random) -> Snapshot:
     return Snapshot(nodes, queues, tuple(gangs))
 
 
-def optimum(snapshot: Snapshot) -> int:
-    """Max GPUs placeable with whole gangs (x[pod, node] binary, y[gang] binary)."""
+class SolverFailed(RuntimeError):
+    """The exact solver found no optimum: the instance has no reference to score against."""
+
+
+def optimum(snapshot: Snapshot, solve=milp) -> int:
+    """Max GPUs placeable with whole gangs (x[pod, node] binary, y[gang] binary); raises
+    :class:`SolverFailed` when the solver does not report an optimum."""
     nodes = snapshot.nodes
     pods = [(g, pod) for g, gang in enumerate(snapshot.gangs) for pod in gang.pods]
     n_x = len(pods) * len(nodes)
@@ -64,9 +72,23 @@ def optimum(snapshot: Snapshot) -> int:
             rows.append(row)
             lower.append(-np.inf)
             upper.append(capacity)
-    solution = milp(objective, constraints=LinearConstraint(np.array(rows), lower, upper),
+    solution = solve(objective, constraints=LinearConstraint(np.array(rows), lower, upper),
                     integrality=np.ones(n_vars), bounds=Bounds(0, 1))
-    return int(round(-solution.fun)) if solution.success else 0
+    if not solution.success or solution.fun is None:
+        raise SolverFailed(f"the solver found no optimum: {solution.message}")
+    return int(round(-solution.fun))
+
+
+def ratio(snapshot: Snapshot, result, best: int) -> float:
+    """GPUs the plan places over the optimum; raises ValueError for an infeasible plan."""
+    problems = plan_problems(snapshot.nodes, snapshot.gangs, result.bindings)
+    if problems:
+        raise ValueError("infeasible plan: " + "; ".join(problems[:5]))
+    gpus = {pod.name: pod.gpus for gang in snapshot.gangs for pod in gang.pods}
+    placed = sum(gpus[binding.pod] for binding in result.bindings)
+    if placed > best:
+        raise ValueError(f"the plan places {placed} GPUs, more than the optimum {best}")
+    return 1.0 if best == 0 else placed / best
 
 
 def main() -> None:
@@ -76,13 +98,12 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     ratios = []
-    for _ in range(20 if args.quick else 200):
+    for number in range(20 if args.quick else 200):
         snapshot = instance(rng)
-        best = optimum(snapshot)
-        result = run_cycle(snapshot)
-        gpus = {pod.name: pod.gpus for gang in snapshot.gangs for pod in gang.pods}
-        placed = sum(gpus[binding.pod] for binding in result.bindings)
-        ratios.append(1.0 if best == 0 else placed / best)
+        try:
+            ratios.append(ratio(snapshot, run_cycle(snapshot), optimum(snapshot)))
+        except (SolverFailed, ValueError) as error:
+            fail_on("placement quality", [f"instance {number}: {error}"])
     print(f"instances={len(ratios)} mean={statistics.mean(ratios):.4f} "
           f"worst={min(ratios):.4f} optimal={sum(r >= 0.9999 for r in ratios)}")
 

@@ -1,7 +1,11 @@
-"""Phase (4) of ``k8s_fill.py``'s fill, in a process of its own: the product's placement loop,
-started as the backend starts its scheduler process (``scheduler_process``: the cluster cache's
-LISTs begin before Django loads), on SIGTERM printing its totals as one JSON line. A module of
-its own so that the process imports the product and nothing of the benchmark's.
+"""Phase (4) of ``k8s_fill.py``'s fill, in a process of its own: the placement core without
+the cycle's bookkeeping. It runs the backend's placement loop (``placement_loop``, the cluster
+cache's LISTs begun before Django loads, as ``scheduler_process`` starts it), but NOT the loop
+the product runs: its ``publish`` only keeps the totals, leaving out ``runner.publish_cycle``'s
+per-cycle work (the cycle record, the pending gangs, the queue figures, the metrics and the
+first-bind query), and it runs without a database and at WARNING logs. On SIGTERM it prints
+its totals as one JSON line. A module of its own so that the process imports the product and
+nothing of the benchmark's.
 
     python benchmarks/scheduler_alone.py KUBECONFIG
 """
@@ -41,7 +45,7 @@ def main(kubeconfig: str) -> None:
     process_gc.settle(busy=True)  # as the product's scheduler process does
     seen: dict = {}
 
-    def publish(placement, figures) -> None:
+    def publish(placement, figures) -> None:  # the totals only: no cycle bookkeeping
         seen.update(bound_total=placement.bound_total, cycles=placement.cycles,
                     calls=dict(placement.totals),
                     time_ms={k: round(v) for k, v in placement.time_totals.items()})

@@ -15,6 +15,7 @@ AREAS: tuple[tuple[str, str, str], ...] = (
     ("workflows", "Submit, list, explain and cancel workflows and workloads",
      r"^/api/(workflow|tag$|pool/[^/]+/(workflow|workload))"),
     ("pools", "Pools, subpools and their quota", r"^/api/(configs/pool|pool_quota$|pool$)"),
+    ("backends", "Clusters (backends) and what runs on them", r"^/api/configs/backend"),
     ("cluster", "Nodes, the Topology and the resources pools see", r"^/api/(cluster|resources)"),
     ("scheduler", "Scheduling cycles and their status", r"^/api/scheduler/"),
     ("auth", "Access tokens, users and login tokens", r"^/api/auth/"),

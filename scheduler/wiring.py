@@ -37,15 +37,15 @@ class Scheduling:
         except podgrouper.WorkloadError as error:
             raise OsmoError(error.code, error.detail, errors=error.errors) from error
 
+    def largest_node_gpus(self, node_selector: Mapping[str, str]) -> int | None:
+        return selectors.largest_node_gpus(node_selector)
+
 
 class BackendNames:
     """`pools.ports.backends`: which backend names exist."""
 
     def missing(self, names: list[str]) -> list[str]:
         return backend_names_missing(names)
-
-    def largest_node_gpus(self, node_selector: Mapping[str, str]) -> int | None:
-        return selectors.largest_node_gpus(node_selector)
 
 
 def _queues_follow(event: events.PoolChanged) -> None:

@@ -2,7 +2,7 @@
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 class Priority(models.TextChoices):
@@ -189,10 +189,12 @@ class Task(models.Model):
             models.CheckConstraint(condition=Q(gpus__gte=0), name="task_gpus_non_negative",
                                    violation_error_message="GPU counts cannot be negative."),
         ]
-        # The second: `task list` pages by start time (ascending, nulls last, as the index).
+        # The last two: `task list` pages by start time, either way with nulls last.
         indexes = [models.Index(fields=["pool", "priority"], name="task_holding_gpus",
                                 include=["gpus", "workflow"], condition=HOLDS_GPUS),
-                   models.Index(fields=["started_at", "id"], name="task_started")]
+                   models.Index(fields=["started_at", "id"], name="task_started"),
+                   models.Index(F("started_at").desc(nulls_last=True), F("id"),
+                                name="task_started_desc")]
 
     def __str__(self) -> str:
         return f"{self.group}/{self.name}"

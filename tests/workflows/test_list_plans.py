@@ -108,6 +108,7 @@ def test_list_pages_read_an_index(history, who):
     check_page(client, "/api/workflow?pool=team&status=COMPLETED")
     check_page(client, "/api/workflow?pools=team&statuses=COMPLETED&statuses=FAILED")
     check_page(client, "/api/task?all_users=true&limit=20")
+    check_page(client, "/api/task?all_users=true&limit=20&order=DESC")
 
 
 def test_page_and_count_stay_exact_below_the_bound(history):

@@ -11,6 +11,7 @@ from django.urls import get_script_prefix, reverse
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
+from osmo.pagination import COUNT_BOUND
 from osmo.serializers import (
     QueryBooleanField,
     RequestSerializer,
@@ -276,7 +277,11 @@ class ListEntrySerializer(serializers.Serializer):
 
 @extend_schema_serializer(many=False)  # already the page: not to be wrapped in another one
 class WorkflowPageSerializer(serializers.Serializer):
-    count = serializers.IntegerField()
+    count = serializers.IntegerField(
+        help_text=f"Exact up to {COUNT_BOUND:,} workflows; above, an estimate "
+                  "(`count_is_estimate`).")
+    count_is_estimate = serializers.BooleanField(
+        help_text="`count` is the database's estimate, not an exact count.")
     next = serializers.CharField(allow_null=True)
     previous = serializers.CharField(allow_null=True)
     results = WorkflowSerializer(many=True)

@@ -624,6 +624,7 @@ class GroupView:
     tasks: list[TaskView]
     duration: str
     estimate: dict | None = None  # a reserved group's start estimate (explain)
+    backend: str | None = None  # where it was dispatched (None until then)
 
 
 def workflow_groups(workflow, explanation: dict, now) -> list[GroupView]:
@@ -642,5 +643,5 @@ def workflow_groups(workflow, explanation: dict, now) -> list[GroupView]:
                                reasons.get(group.name, []), tasks,
                                duration(group.started_at, group.finished_at or (
                                    now if group.started_at else None)),
-                               estimates.get(group.name)))
+                               estimates.get(group.name), group.backend))
     return views

@@ -8,6 +8,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from dashboard import queries
@@ -81,12 +82,9 @@ def test_the_backends_page_shows_each_backend_and_is_in_the_nav(fleet):
     status, heartbeat = found["far"][1], found["far"][3]
     assert status == "OFFLINE" and re.fullmatch(r"1 min 3\d s ago", heartbeat), found["far"]
     assert found["far"][4:] == ["0", "0", "0", "", "-", "0", "0"]
-    assert viewer.get("/backends/", HTTP_ACCEPT="text/html").status_code == 200
-    assert session_client("viewer", "osmo-team-user").get("/cluster/").status_code == 200
 
 
 def test_the_backends_page_needs_a_sign_in(db):
-    from django.test import Client
     response = Client().get("/backends/")
     assert response.status_code == 302 and response["Location"].startswith("/login/")
 

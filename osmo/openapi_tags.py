@@ -17,6 +17,8 @@ AREAS: tuple[tuple[str, str, str], ...] = (
     ("pools", "Pools, subpools and their quota", r"^/api/(configs/pool|pool_quota$|pool$)"),
     ("backends", "Clusters (backends) and what runs on them", r"^/api/configs/backend"),
     ("cluster", "Nodes, the Topology and the resources pools see", r"^/api/(cluster|resources)"),
+    ("backends", "The clusters that run pods, their status and figures",
+     r"^/api/configs/backend"),
     ("scheduler", "Scheduling cycles and their status", r"^/api/scheduler/"),
     ("auth", "Access tokens, users and login tokens", r"^/api/auth/"),
     ("profile", "Who the caller is and their settings", r"^/api/(whoami|profile/)"),

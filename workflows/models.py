@@ -123,6 +123,9 @@ class WorkflowGroup(models.Model):
                                   help_text="Names of the groups that must complete first.")
     lead_task = models.CharField(max_length=63, blank=True, default="")
     gpus = models.IntegerField(default=0)
+    backend = models.CharField(max_length=63, null=True, blank=True,
+                               help_text="The backend's name it was dispatched to (null until "
+                                         "then); a name, as a node's, not a key.")
     gang = models.JSONField(default=dict, blank=True,
                             help_text="The PodGroup's gang fields: minMember, minSubGroup, "
                                       "subGroups, topologyConstraint.")

@@ -125,3 +125,16 @@ def workflows_not_started(names: Iterable[str]) -> dict[str, tuple[str, datetime
     return {name: (priority, submitted) for name, priority, submitted in Workflow.objects.filter(
         name__in=set(names), started_at__isnull=True).values_list(
         "name", "priority", "submitted_at")}
+
+
+def gangs_by_backend() -> dict[str | None, dict[str, int]]:
+    """Backend name (None: not dispatched yet) → {"pending", "running"}: the gangs (groups)
+    waiting for a placement and those running, one aggregate over the alive groups' index."""
+    counts: dict[str | None, dict[str, int]] = {}
+    for backend, status, count in (
+        WorkflowGroup.objects.filter(status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
+        .values_list("backend", "status").annotate(count=Count("pk")).order_by()
+    ):
+        entry = counts.setdefault(backend, {"pending": 0, "running": 0})
+        entry["running" if status == TaskStatus.RUNNING else "pending"] += count
+    return counts

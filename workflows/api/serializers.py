@@ -69,7 +69,8 @@ def task_object(task) -> dict:
 def group_object(group) -> dict:
     return {"name": group.name, "status": group.status, "reason": group.reason,
             "podgroup": group.podgroup, "depends_on": list(group.depends_on),
-            "gpus": group.gpus, "tasks": [task_object(t) for t in group.tasks.all()]}
+            "gpus": group.gpus, "backend": group.backend,
+            "tasks": [task_object(t) for t in group.tasks.all()]}
 
 
 def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None) -> dict:
@@ -81,7 +82,7 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None
     else:
         group_bodies = [{
             "name": g.name, "status": g.status, "reason": g.reason, "podgroup": g.podgroup,
-            "depends_on": list(g.depends_on), "gpus": g.gpus,
+            "depends_on": list(g.depends_on), "gpus": g.gpus, "backend": g.backend,
             "tasks": [task_object(t) for t in tasks if t.group is g]} for g in groups]
     return {
         "name": workflow.name,
@@ -215,6 +216,8 @@ class GroupSerializer(serializers.Serializer):
     podgroup = serializers.CharField()
     depends_on = serializers.ListField(child=serializers.CharField())
     gpus = serializers.IntegerField()
+    backend = serializers.CharField(allow_null=True,
+                                    help_text="Where the group was dispatched (null until then).")
     tasks = TaskSerializer(many=True)
 
 

@@ -15,7 +15,6 @@ AREAS: tuple[tuple[str, str, str], ...] = (
     ("workflows", "Submit, list, explain and cancel workflows and workloads",
      r"^/api/(workflow|tag$|pool/[^/]+/(workflow|workload))"),
     ("pools", "Pools, subpools and their quota", r"^/api/(configs/pool|pool_quota$|pool$)"),
-    ("backends", "Clusters (backends) and what runs on them", r"^/api/configs/backend"),
     ("cluster", "Nodes, the Topology and the resources pools see", r"^/api/(cluster|resources)"),
     ("backends", "The clusters that run pods, their status and figures",
      r"^/api/configs/backend"),

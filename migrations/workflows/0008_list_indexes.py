@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0004_backends'),
-        ('workflows', '0006_group_alive'),
+        ('workflows', '0007_group_backend'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.apps import apps
+from django.db.models.signals import post_migrate
+
 from osmo import events
 from osmo import ports as osmo_ports
 from osmo.errors import OsmoError
@@ -15,7 +18,7 @@ from workflows import ports as workflow_ports
 
 from . import backends, podgrouper, selectors, tasks
 from .backends import health as backend_health
-from .backends.default import backend_names_missing
+from .backends.default import backend_names_missing, default_backend_ensure
 from .backends.kubernetes import health
 from .kai.selectors import StoredTopologies
 from .kai.workflow_manifests import manifests_for
@@ -61,7 +64,13 @@ def _wake(event: events.WorkflowAdmitted | events.WorkflowsCanceled) -> None:
     backends.cluster_changed()
 
 
+def _default_backend(sender, using: str = "default", **kwargs) -> None:
+    # After `migrate` and after a `flush` (which empties every table): `default` always exists.
+    default_backend_ensure(using=using)
+
+
 def connect() -> None:
+    post_migrate.connect(_default_backend, sender=apps.get_app_config("scheduler"))
     osmo_ports.cluster.provide(health)
     osmo_ports.backends.provide(backend_health)
     pool_ports.cluster.provide(selectors)

@@ -1,7 +1,7 @@
 """The `default` backend every installation has: what pools and nodes name unless told
-otherwise. Its row is written by a data migration from the settings that chose today's cluster;
-when it is missing (a database flushed since), the first write that names it makes it again from
-the same settings."""
+otherwise. Its row is written by a data migration from the settings that chose today's cluster,
+and made again after every `migrate` or `flush` (post_migrate); when it is missing all the same,
+the first write that names it makes it from the same settings."""
 
 from __future__ import annotations
 
@@ -24,10 +24,11 @@ def default_backend_fields() -> dict[str, Any]:
             "scheduler_name": settings.OSMO_SCHEDULER_NAME}
 
 
-def default_backend_ensure() -> None:
+def default_backend_ensure(using: str = "default") -> None:
     """The `default` backend exists: made from the settings when its row is missing (a
     database flushed since the migration)."""
-    Backend.objects.get_or_create(name=DEFAULT_BACKEND, defaults=default_backend_fields())
+    Backend.objects.using(using).get_or_create(name=DEFAULT_BACKEND,
+                                               defaults=default_backend_fields())
 
 
 def backend_names_missing(names: list[str]) -> list[str]:

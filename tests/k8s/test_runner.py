@@ -36,7 +36,7 @@ def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):
 
 
 @pytest.fixture
-def runner(cluster, k8s_settings, tmp_path, transactional_db):
+def runner(transactional_db, cluster, k8s_settings, tmp_path):  # settings restored first
     kubeconfig = cluster.kubeconfig(tmp_path / "kubeconfig")
     cluster.watch_linger = None  # watches stay open as on a real API server
     backend = BackendRunner(interval=0.2, resync=1.0, watch_timeout=30, poll=0.1,
@@ -94,7 +94,10 @@ def test_the_backend_process_runs_workflows_through_breaks_and_outages(
     assert cluster.get("pods", f"{later}-g-t0") is None
     cluster.outage = None
     wait_for(lambda: cluster.get("pods", f"{later}-g-t0"), what="dispatch after the outage")
-    wait_for(lambda: health(client)[1].get("cluster") == "ok", what="cluster ok again")
+    # The listener says ok when a watch step returns: at the latest when its watch times out
+    # (30 s here), if the watch reconnected after the last pod event.
+    wait_for(lambda: health(client)[1].get("cluster") == "ok", timeout=45,
+             what="cluster ok again")
 
     # Finish and cancel: the objects leave the cluster (cancel wakes the leader at once).
     cluster.finish(pods[0])

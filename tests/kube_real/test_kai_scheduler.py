@@ -1,0 +1,48 @@
+"""The product's default placement on the real KAI Scheduler (v0.17.0, ``kai.py``): one API
+server and one KAI (scheduler + binder) for the module; the backend dispatches, KAI binds, the
+kubelet stand-in starts the pods, and the listener turns them into task statuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.k8s.conftest import spec, statuses, submit
+
+from .conftest import wait_for
+from .kai import add_node
+
+pytestmark = pytest.mark.django_db
+
+
+def why_pending(cluster) -> dict[str, str]:
+    """The PodScheduled message KAI left on each pod of the namespace that is not bound."""
+    body = cluster.server.request("GET", cluster._path("pods"))
+    return {p["metadata"]["name"]: c.get("message", "")
+            for p in body["items"] for c in (p.get("status") or {}).get("conditions") or []
+            if c["type"] == "PodScheduled" and c["status"] == "False"}
+
+
+def settle(backend, alice, name: str, expected: tuple[str, list[str]], cluster=None,
+           timeout: float = 30):
+    """Step the listener until the workflow shows ``expected``."""
+    def seen():
+        backend.listen()
+        return statuses(alice, name) == expected
+    try:
+        wait_for(seen, timeout, what=f"{name} to be {expected}")
+    except AssertionError:
+        raise AssertionError(f"{name} is {statuses(alice, name)}, not {expected}; KAI: "
+                             f"{why_pending(cluster) if cluster else '?'}") from None
+
+
+def test_a_workflow_is_bound_by_kai_runs_and_succeeds(kai_cluster, backend, cluster, alice,
+                                                      team) -> None:
+    add_node(cluster, "n1", gpus=8)
+    name = submit(alice, "team", spec("train", gpus=4, tasks=2))
+    assert backend.dispatch().applied == [f"{name}-g"]
+    settle(backend, alice, name, ("RUNNING", ["RUNNING", "RUNNING"]), cluster)
+    pods = [cluster.get("pods", f"{name}-g-t{i}") for i in range(2)]
+    assert [p["spec"]["nodeName"] for p in pods] == ["n1", "n1"]
+    for i in range(2):
+        cluster.finish(f"{name}-g-t{i}")
+    settle(backend, alice, name, ("COMPLETED", ["COMPLETED", "COMPLETED"]))

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.backends.kubernetes.nodes import inventory
+from scheduler.core.kai_names import (
+    DEFAULT_TOPOLOGY_NAME,
+    HOSTNAME_LABEL,
+    RACK_LABEL,
+    ZONE_LABEL,
+)
 from tests.k8s.conftest import spec, statuses, submit
 
 from .conftest import wait_for
@@ -46,3 +53,43 @@ def test_a_workflow_is_bound_by_kai_runs_and_succeeds(kai_cluster, backend, clus
     for i in range(2):
         cluster.finish(f"{name}-g-t{i}")
     settle(backend, alice, name, ("COMPLETED", ["COMPLETED", "COMPLETED"]))
+
+
+RACK_SPEC = """
+workflow:
+  name: ranks
+  groups:
+  - name: g
+    scheduling:
+      topologyConstraint: {requiredTopologyLevel: rack}
+    tasks:
+    - {name: w, image: nvcr.io/x:1, command: [train], resource: r, replicas: 8, lead: true}
+  resources:
+    r: {gpu: 8, cpu: 2, memory: 8Gi}
+"""
+
+
+def test_a_rack_constraint_puts_the_whole_gang_on_one_rack(kai_cluster, backend, cluster,
+                                                           alice, team) -> None:
+    # Racks of 4, 4 and 8 nodes of 8 GPUs (no block labels, as on most clusters): only r3
+    # holds 8 × 8 GPUs, and its nodes come last by name.
+    racks = {"r1": [f"a{i}" for i in range(4)], "r2": [f"b{i}" for i in range(4)],
+             "r3": [f"c{i}" for i in range(8)]}
+    for rack, names in racks.items():
+        for node in names:
+            add_node(cluster, node, gpus=8, labels={RACK_LABEL: rack, ZONE_LABEL: "z1"})
+    inventory(backend.kube)  # the node mirror: the Topology lists the levels nodes carry
+    name = submit(alice, "team", RACK_SPEC)
+    podgroup_name = f"{name}-g"
+    assert backend.dispatch().applied == [podgroup_name]
+    constraint = cluster.get("podgroups", podgroup_name)["spec"]["topologyConstraint"]
+    assert constraint == {"requiredTopologyLevel": RACK_LABEL,
+                          "topology": DEFAULT_TOPOLOGY_NAME}
+    topology = cluster.server.request(
+        "GET", f"/apis/kai.scheduler/v1alpha1/topologies/{DEFAULT_TOPOLOGY_NAME}")
+    assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == \
+        [ZONE_LABEL, RACK_LABEL, HOSTNAME_LABEL]
+    settle(backend, alice, name, ("RUNNING", ["RUNNING"] * 8), cluster)
+    nodes = sorted(cluster.get("pods", f"{name}-g-w-{i}")["spec"]["nodeName"]
+                   for i in range(8))
+    assert nodes == racks["r3"]

@@ -4,6 +4,8 @@ kubelet stand-in starts the pods, and the listener turns them into task statuses
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from scheduler.backends.kubernetes.nodes import inventory
@@ -93,3 +95,49 @@ def test_a_rack_constraint_puts_the_whole_gang_on_one_rack(kai_cluster, backend,
     nodes = sorted(cluster.get("pods", f"{name}-g-w-{i}")["spec"]["nodeName"]
                    for i in range(8))
     assert nodes == racks["r3"]
+
+
+def event_lines(alice, name: str) -> list[str]:
+    response = alice.get(f"/api/workflow/{name}/events")
+    assert response.status_code == 200
+    return b"".join(response.streaming_content).decode().splitlines()
+
+
+def test_kai_preempts_low_work_for_a_normal_workflow_and_the_tasks_say_so(
+        kai_cluster, backend, cluster, alice, team, namespace) -> None:
+    add_node(cluster, "n1", gpus=8)
+    low = submit(alice, "team", spec("filler", gpus=4, tasks=2), priority="LOW")
+    assert backend.dispatch().applied == [f"{low}-g"]
+    settle(backend, alice, low, ("RUNNING", ["RUNNING", "RUNNING"]), cluster)
+    normal = submit(alice, "team", spec("train", gpus=8))
+    assert backend.dispatch().applied == [f"{normal}-g"]
+    settle(backend, alice, normal, ("RUNNING", ["RUNNING"]), cluster)
+    # KAI deletes both LOW pods (no condition on them: only its Evict Event on the PodGroup);
+    # the first one the listener sees ends preempted, and the gang's other task is canceled.
+    def ended():
+        backend.listen()
+        status, tasks = statuses(alice, low)
+        return status == "FAILED_PREEMPTED" and sorted(tasks) == ["FAILED_CANCELED",
+                                                                  "FAILED_PREEMPTED"]
+    wait_for(ended, 30, what=f"{low} preempted")
+    body = alice.get(f"/api/workflow/{low}").json()
+    assert body["reason"] == "preempted"
+    preempted = [line for line in event_lines(alice, low) if "PreemptedBy" in line]
+    assert len(preempted) == 1, event_lines(alice, low)
+    assert f"for PodGroup {namespace}/{normal}-g" in preempted[0]
+
+
+def test_a_gang_that_does_not_fit_starts_no_pod_until_it_does(kai_cluster, backend, cluster,
+                                                                alice, team) -> None:
+    add_node(cluster, "n1", gpus=8)
+    name = submit(alice, "team", spec("gang", gpus=4, tasks=3))
+    pods = [f"{name}-g-t{i}" for i in range(3)]
+    assert backend.dispatch().applied == [f"{name}-g"]
+    # KAI says why on every pod, and binds none (two of the three would fit).
+    wait_for(lambda: set(why_pending(cluster)) == set(pods), 20, what="KAI's reasons")
+    time.sleep(3)  # three more scheduling cycles of KAI's
+    assert [cluster.get("pods", pod)["spec"].get("nodeName") for pod in pods] == [None] * 3
+    backend.listen()
+    assert statuses(alice, name) == ("PENDING", ["SCHEDULING"] * 3)
+    add_node(cluster, "n2", gpus=8)
+    settle(backend, alice, name, ("RUNNING", ["RUNNING"] * 3), cluster)

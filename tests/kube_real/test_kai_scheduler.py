@@ -15,6 +15,7 @@ from scheduler.core.kai_names import (
     RACK_LABEL,
     ZONE_LABEL,
 )
+from tests import factories
 from tests.k8s.conftest import spec, statuses, submit
 
 from .conftest import wait_for
@@ -124,7 +125,7 @@ def test_kai_preempts_low_work_for_a_normal_workflow_and_the_tasks_say_so(
     assert body["reason"] == "preempted"
     preempted = [line for line in event_lines(alice, low) if "PreemptedBy" in line]
     assert len(preempted) == 1, event_lines(alice, low)
-    assert f"for PodGroup {namespace}/{normal}-g" in preempted[0]
+    assert f"KAI preempt for PodGroup {namespace}/{normal}-g" in preempted[0]
 
 
 def test_a_gang_that_does_not_fit_starts_no_pod_until_it_does(kai_cluster, backend, cluster,
@@ -141,3 +142,25 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_it_does(kai_cluster, backe
     assert statuses(alice, name) == ("PENDING", ["SCHEDULING"] * 3)
     add_node(cluster, "n2", gpus=8)
     settle(backend, alice, name, ("RUNNING", ["RUNNING"] * 3), cluster)
+
+
+def test_kai_reclaims_another_pool_s_low_work_for_a_workflow_within_quota(
+        kai_cluster, backend, cluster, alice, admin, team, namespace) -> None:
+    factories.pool("spare", 0)  # LOW work runs there on what nobody else uses
+    add_node(cluster, "n1", gpus=8)
+    low = submit(admin, "spare", spec("borrower", gpus=4, tasks=2), priority="LOW")
+    assert backend.dispatch().applied == [f"{low}-g"]
+    settle(backend, admin, low, ("RUNNING", ["RUNNING", "RUNNING"]), cluster)
+    normal = submit(alice, "team", spec("train", gpus=8))
+    assert backend.dispatch().applied == [f"{normal}-g"]
+    settle(backend, alice, normal, ("RUNNING", ["RUNNING"]), cluster)
+
+    def ended():
+        backend.listen()
+        status, tasks = statuses(admin, low)
+        return status == "FAILED_PREEMPTED" and sorted(tasks) == ["FAILED_CANCELED",
+                                                                  "FAILED_PREEMPTED"]
+    wait_for(ended, 30, what=f"{low} reclaimed")
+    preempted = [line for line in event_lines(admin, low) if "PreemptedBy" in line]
+    assert len(preempted) == 1, event_lines(admin, low)
+    assert f"KAI reclaim for PodGroup {namespace}/{normal}-g" in preempted[0]

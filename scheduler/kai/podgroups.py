@@ -108,7 +108,7 @@ def build_podgroup(
     }
     spec.update(group.podgroup_spec_fields())
     if topology is not None:
-        _resolve_constraints(spec, topology)
+        resolve_constraints(spec, topology)
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": PODGROUP_KIND,
@@ -130,7 +130,9 @@ def build_podgroup(
     }
 
 
-def _resolve_constraints(spec: dict[str, Any], levels: Sequence[Mapping[str, Any]]) -> None:
+def resolve_constraints(spec: dict[str, Any], levels: Sequence[Mapping[str, Any]]) -> None:
+    """A PodGroup spec's constraints (its own and its subgroups'), in place, as KAI reads them
+    (:func:`scheduler.core.kai_topology.constraint_for_kai`)."""
     for holder in [spec, *(spec.get("subGroups") or [])]:
         if holder.get("topologyConstraint"):
             holder["topologyConstraint"] = constraint_for_kai(holder["topologyConstraint"],

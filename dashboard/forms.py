@@ -129,6 +129,7 @@ class ClusterFilterForm(forms.Form):
     state = forms.ChoiceField(required=False, choices=[("", "any state"),
                                                        *((s, s) for s in NODE_STATES)])
     node = forms.CharField(required=False, max_length=253, label="Node name contains")
+    backend = forms.CharField(required=False, max_length=63)
     tables = forms.BooleanField(required=False, label="Node tables")
     hours = forms.IntegerField(required=False, min_value=1, max_value=48, initial=6,
                                label="Usage chart hours")

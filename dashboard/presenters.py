@@ -13,7 +13,7 @@ from typing import Any
 from osmo.accounts.roles import Roles
 from pools import quota
 from pools.models import Pool, SubpoolState
-from scheduler.core.kai_names import RACK_LABEL, ZONE_LABEL
+from scheduler.core.kai_names import DEFAULT_BACKEND, RACK_LABEL, ZONE_LABEL
 from workflows.models import Priority
 
 # --- bars ------------------------------------------------------------------------------------
@@ -299,6 +299,7 @@ class NodeRow:
     gpus: int
     used_by_priority: dict[str, int]  # HIGH / NORMAL / LOW → GPUs held
     schedulable: bool = True
+    backend: str = DEFAULT_BACKEND
 
     @property
     def used_gpus(self) -> int:
@@ -356,17 +357,20 @@ NODE_STATES = (IDLE, BUSY, FULL, CORDONED)
 
 @dataclass(frozen=True)
 class ClusterFilter:
-    """What the cluster page shows: a zone, a rack, nodes in a state, names containing text."""
+    """What the cluster page shows: a zone, a rack, nodes in a state, names containing text,
+    one backend's nodes."""
 
     zone: str = ""
     rack: str = ""
     state: str = ""
     node: str = ""
+    backend: str = ""
 
     def keeps(self, zone: str, rack: str, node: NodeRow) -> bool:
         return ((not self.zone or zone == self.zone) and (not self.rack or rack == self.rack)
                 and (not self.state or node.state == self.state)
-                and (not self.node or self.node in node.name))
+                and (not self.node or self.node in node.name)
+                and (not self.backend or node.backend == self.backend))
 
 
 def filter_zones(zones: list[ZoneGroup], chosen: ClusterFilter) -> list[ZoneGroup]:
@@ -491,7 +495,8 @@ def node_row(node, used_by_priority: dict[str, int]) -> NodeRow:
     """A Node row with the GPUs its tasks hold per priority."""
     return NodeRow(name=node.name, gpus=int(getattr(node, "gpus", 0) or 0),
                    used_by_priority=used_by_priority,
-                   schedulable=bool(getattr(node, "schedulable", True)))
+                   schedulable=bool(getattr(node, "schedulable", True)),
+                   backend=getattr(node, "backend", None) or DEFAULT_BACKEND)
 
 
 def cluster_view(nodes, held: dict[str, dict[str, int]], status: dict) -> ClusterOverview:
@@ -508,6 +513,63 @@ def cluster_view(nodes, held: dict[str, dict[str, int]], status: dict) -> Cluste
                  for p in status.get("pending", [])],
         last_cycle=status.get("last_cycle"),
     )
+
+
+# --- the backends ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BackendRow:
+    name: str
+    kind: str
+    placement: str
+    status: str  # ONLINE, OFFLINE or MAINTENANCE (scheduler/backends/liveness.py)
+    heartbeat_age_seconds: float | None  # None: no heartbeat (an embedded one needs none)
+    nodes: int
+    gpus: int
+    gpus_free: int
+    pools: list[str]
+    pending: int  # gangs waiting for a placement there
+    running: int
+
+    @property
+    def heartbeat_age(self) -> str:
+        if self.heartbeat_age_seconds is None:
+            return "none" if self.kind == "kubernetes" else "not needed"
+        return f"{age(self.heartbeat_age_seconds)} ago"
+
+    @property
+    def gpus_used(self) -> int:
+        return max(self.gpus - self.gpus_free, 0)
+
+    @property
+    def bar(self) -> str:
+        """The percent of its GPUs in use (the row's bar)."""
+        return _pct(self.gpus_used, max(self.gpus, 1))
+
+
+def age(seconds: float) -> str:
+    """"42 s", "3 min 05 s", "2 h 04 min", "3 d 2 h"."""
+    whole = max(int(seconds), 0)
+    days, rest = divmod(whole, 86400)
+    if days:
+        return f"{days} d {rest // 3600} h"
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def backend_row(backend, figures, *, status: str, gangs: dict[str, int], now) -> BackendRow:
+    """A backend's row: its derived ``status``, its figures (nodes, GPUs, pools) and
+    ``gangs`` ({"pending", "running"}) as of ``now``."""
+    beat = backend.last_heartbeat
+    return BackendRow(
+        name=backend.name, kind=backend.kind, placement=backend.placement, status=status,
+        heartbeat_age_seconds=None if beat is None else max((now - beat).total_seconds(), 0.0),
+        nodes=figures.nodes, gpus=figures.gpus, gpus_free=figures.gpus_free,
+        pools=list(figures.pools), pending=gangs.get("pending", 0),
+        running=gangs.get("running", 0))
 
 
 # --- usage over time -------------------------------------------------------------------------
@@ -624,6 +686,7 @@ class GroupView:
     tasks: list[TaskView]
     duration: str
     estimate: dict | None = None  # a reserved group's start estimate (explain)
+    backend: str | None = None  # where it was dispatched (None until then)
 
 
 def workflow_groups(workflow, explanation: dict, now) -> list[GroupView]:
@@ -642,5 +705,5 @@ def workflow_groups(workflow, explanation: dict, now) -> list[GroupView]:
                                reasons.get(group.name, []), tasks,
                                duration(group.started_at, group.finished_at or (
                                    now if group.started_at else None)),
-                               estimates.get(group.name)))
+                               estimates.get(group.name), group.backend))
     return views

@@ -5,25 +5,31 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 from osmo.accounts.roles import Roles
 from pools.models import SUBPOOL_DELIMITER, Pool, PoolUsageSample
 from pools.selectors import pool_history, pool_not_found, pool_tree
+from scheduler.backends.liveness import backend_status
+from scheduler.backends.selectors import backends_with_figures
+from scheduler.core.kai_names import DEFAULT_BACKEND
 from scheduler.models import Node
 from scheduler.selectors import scheduler_status
 from workflows import logreads
 from workflows.models import ALIVE_WORKFLOW_STATUSES, Task, Workflow, WorkflowStatus
-from workflows.selectors import gpu_holding_tasks
+from workflows.selectors import gangs_by_backend, gpu_holding_tasks
 
 from .presenters import (
+    BackendRow,
     ClusterOverview,
     Hierarchy,
     HistoryRow,
     PoolPage,
     PoolWorkflows,
     UsageChart,
+    backend_row,
     cluster_view,
     history_row,
     parent_views,
@@ -118,6 +124,25 @@ def cluster_overview(*, roles: Roles | None = None, user=None) -> ClusterOvervie
     held = _gpus_held_by_node()
     nodes = list(Node.objects.order_by("name"))
     return cluster_view(nodes, held, _scheduler_status(roles, user))
+
+
+def backends_overview(*, now) -> list[BackendRow]:
+    """Every backend with its status, heartbeat, nodes, GPUs, pools and gangs: the backends'
+    queries (`scheduler.backends.selectors`) and one aggregate over the alive groups. A gang
+    not dispatched yet waits for `default`, where all dispatch goes today."""
+    gangs = gangs_by_backend()
+    waiting = gangs.pop(None, {"pending": 0, "running": 0})
+    rows = []
+    for backend, figures in backends_with_figures():
+        counts = dict(gangs.get(backend.name, {"pending": 0, "running": 0}))
+        if backend.name == DEFAULT_BACKEND:
+            counts = {key: counts[key] + waiting.get(key, 0) for key in counts}
+        rows.append(backend_row(backend, figures, now=now, gangs=counts,
+                                status=backend_status(
+                                    kind=backend.kind, maintenance=backend.maintenance,
+                                    last_heartbeat=backend.last_heartbeat, now=now,
+                                    lease_seconds=settings.OSMO_BACKEND_LEASE)))
+    return rows
 
 
 def usage_history(*, roles: Roles, since, now) -> list[UsageChart]:

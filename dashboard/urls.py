@@ -25,4 +25,5 @@ urlpatterns = [
     path("workflows/<str:name>/cancel/", views.workflow_cancel, name="workflow-cancel"),
     path("cluster/", views.cluster, name="cluster"),
     path("cluster/fragment/", views.cluster_fragment, name="cluster-fragment"),
+    path("backends/", views.backends, name="backends"),
 ]

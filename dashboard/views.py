@@ -345,7 +345,8 @@ def _cluster_context(request) -> dict:
     form = forms.ClusterFilterForm(request.GET or None)
     values = form.cleaned_data if form.is_valid() else {}
     chosen = ClusterFilter(zone=values.get("zone") or "", rack=values.get("rack") or "",
-                           state=values.get("state") or "", node=values.get("node") or "")
+                           state=values.get("state") or "", node=values.get("node") or "",
+                           backend=values.get("backend") or "")
     overview = queries.cluster_overview(roles=roles, user=request.user)
     hours = values.get("hours") or 6
     now = timezone.now()
@@ -367,3 +368,12 @@ def cluster(request):
 @require_GET
 def cluster_fragment(request):
     return render(request, "dashboard/_cluster.html", _cluster_context(request))
+
+
+# --- the backends ----------------------------------------------------------------------------
+
+@login_required
+@require_GET
+def backends(request):
+    return render(request, "dashboard/backends.html",
+                  {"backends": queries.backends_overview(now=timezone.now())})

@@ -48,21 +48,44 @@ def broker_ok() -> bool:
         return False
 
 
+def backends_health() -> dict[str, dict]:
+    """Each backend's {status, online, heartbeat_age}; empty when they cannot be read."""
+    try:
+        return ports.backends().backends_health()
+    except Exception:  # noqa: BLE001 - the database's part already says why
+        connection.close_if_unusable_or_obsolete()
+        return {}
+
+
+class BackendHealthSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ONLINE", "OFFLINE", "MAINTENANCE"])
+    online = serializers.BooleanField()
+    heartbeat_age = serializers.FloatField(
+        allow_null=True, help_text="Seconds since its last heartbeat; null without one (an "
+                                   "embedded backend needs none).")
+
+
 class HealthView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
 
     @extend_schema(responses=inline_serializer("Health", {
         "status": serializers.CharField(), "database": serializers.CharField(),
-        "broker": serializers.CharField()}), summary="Liveness of the service and its parts")
+        "broker": serializers.CharField(),
+        "backends": serializers.DictField(
+            child=BackendHealthSerializer(),
+            help_text="Per backend, by name. A backend OFFLINE does not make the service "
+                      "degraded (its work waits).")}),
+        summary="Liveness of the service and its parts")
     def get(self, request):
         parts = {"database": "ok" if database_ok() else "down",
                  "broker": "ok" if broker_ok() else "down"}
         if settings.OSMO_CLUSTER_BACKEND == "kubernetes":  # the leader's last API contact
             parts["cluster"] = "ok" if parts["database"] == "ok" and cluster_ok() else "down"
         healthy = all(v == "ok" for v in parts.values())
-        return Response({"status": "ok" if healthy else "degraded", **parts},
-                        status=200 if healthy else 503)
+        backends = backends_health() if parts["database"] == "ok" else {}
+        return Response({"status": "ok" if healthy else "degraded", **parts,
+                         "backends": backends}, status=200 if healthy else 503)
 
 
 def service_version() -> dict:

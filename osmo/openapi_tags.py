@@ -16,6 +16,8 @@ AREAS: tuple[tuple[str, str, str], ...] = (
      r"^/api/(workflow|tag$|pool/[^/]+/(workflow|workload))"),
     ("pools", "Pools, subpools and their quota", r"^/api/(configs/pool|pool_quota$|pool$)"),
     ("cluster", "Nodes, the Topology and the resources pools see", r"^/api/(cluster|resources)"),
+    ("backends", "The clusters that run pods, their status and figures",
+     r"^/api/configs/backend"),
     ("scheduler", "Scheduling cycles and their status", r"^/api/scheduler/"),
     ("auth", "Access tokens, users and login tokens", r"^/api/auth/"),
     ("profile", "Who the caller is and their settings", r"^/api/(whoami|profile/)"),

@@ -6,6 +6,8 @@ are (events, the other way of speaking upward, are in `osmo.events`):
 
 - `osmo.ports.cluster` (here): is the cluster backend in contact with its API server
   (`/api/health`)? Provided by `scheduler` (`backends/kubernetes/health.py`).
+- `osmo.ports.backends` (here): each backend's status, reachability and heartbeat age
+  (`/api/health`). Provided by `scheduler` (`backends/health.py`).
 - `pools.ports.workflows` (`pools/ports.py`): GPU usage per pool, alive workflows, and the cancel
   of a deleted subpool's not-started workflows. Provided by `workflows` (`workflows/wiring.py`).
 - `pools.ports.cluster` (`pools/ports.py`): the schedulable nodes and the GPUs held on them (the
@@ -49,3 +51,11 @@ class ClusterHealth(Protocol):
 
 
 cluster: Port[ClusterHealth] = Port("osmo.ports.cluster")
+
+
+class BackendsHealth(Protocol):
+    def backends_health(self) -> dict[str, dict]:
+        """Backend name → {status, online, heartbeat_age} (seconds, None without a heartbeat)."""
+
+
+backends: Port[BackendsHealth] = Port("osmo.ports.backends")

@@ -1,6 +1,7 @@
 """Scheduling gauges read at scrape time (registered in ``SchedulerConfig.ready``): the queue
 figures and pending gangs of the last cycle, from the row ``GET /api/scheduler/status`` reads,
-and the backend leader's last API-server contact, as ``/api/health`` judges it. The web tier
+the backend leader's last API-server contact, as ``/api/health`` judges it, and each backend's
+reachability, heartbeat age, nodes and GPUs. The web tier
 exports them wherever the scheduler runs, and a queue that is gone leaves no series behind."""
 
 from __future__ import annotations
@@ -8,9 +9,13 @@ from __future__ import annotations
 from collections import Counter as Tally
 
 from django.conf import settings
+from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
+from scheduler.backends.health import heartbeat_age
 from scheduler.backends.kubernetes.health import cluster_ok
+from scheduler.backends.liveness import is_online
+from scheduler.backends.selectors import backends_with_figures
 from scheduler.core.kai_names import POOL_LABEL
 from scheduler.kai.selectors import queue_manifests
 from scheduler.models import ClusterBackendStatus
@@ -54,6 +59,33 @@ class SchedulerCollector:
                                     value=cycle.at.timestamp())
         if settings.OSMO_CLUSTER_BACKEND == "kubernetes":
             yield from _backend_families()
+        yield from _per_backend_families()
+
+
+def _per_backend_families():
+    """Each backend row's reachability, heartbeat age, nodes and GPUs (as
+    `GET /api/configs/backend` shows them). A backend without a heartbeat (an embedded one
+    needs none) has no heartbeat-age series."""
+    now = timezone.now()
+    up = GaugeMetricFamily("osmo_backend_up", "1 while the backend is reachable (an embedded "
+                           "one always is; a kubernetes one while its heartbeats arrive "
+                           "within the lease), maintenance aside; else 0.", labels=["backend"])
+    age = GaugeMetricFamily("osmo_backend_heartbeat_age_seconds",
+                            "Seconds since the backend's last heartbeat.", labels=["backend"])
+    nodes = GaugeMetricFamily("osmo_backend_nodes", "Nodes of the backend.", labels=["backend"])
+    gpus = GaugeMetricFamily("osmo_backend_gpus", "GPUs of the backend's nodes, used (held by "
+                             "tasks) or free.", labels=["backend", "state"])
+    for backend, figures in backends_with_figures():
+        up.add_metric([backend.name], 1 if is_online(
+            kind=backend.kind, last_heartbeat=backend.last_heartbeat, now=now,
+            lease_seconds=settings.OSMO_BACKEND_LEASE) else 0)
+        seconds = heartbeat_age(backend.last_heartbeat, now)
+        if seconds is not None:
+            age.add_metric([backend.name], seconds)
+        nodes.add_metric([backend.name], figures.nodes)
+        gpus.add_metric([backend.name, "used"], figures.gpus - figures.gpus_free)
+        gpus.add_metric([backend.name, "free"], figures.gpus_free)
+    yield from (up, age, nodes, gpus)
 
 
 def _backend_families():

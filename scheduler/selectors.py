@@ -105,7 +105,7 @@ def explain(workflow) -> dict:
         else:
             reasons = []
         groups.append({"name": group.name, "podgroup": group.podgroup, "status": group.status,
-                       "reasons": reasons, "estimate": estimate})
+                       "backend": group.backend, "reasons": reasons, "estimate": estimate})
     return {"workflow": workflow.name, "groups": groups}
 
 

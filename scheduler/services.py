@@ -193,7 +193,8 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
                                            target=m.target) for m in result.moves])
             bindings = [(index.tasks[b.pod]["id"], b.node) for b in result.bindings]
             bound = lifecycle.tasks_bind(bindings, now)
-            lifecycle.tasks_mark_running([task_id for task_id, _ in bindings], now)
+            lifecycle.tasks_mark_running([task_id for task_id, _ in bindings], now,
+                                         _node_backends([node for _, node in bindings]))
             lifecycle.groups_record_below_min(_below_min_changes(result, index))
             _check_capacity()
             duration_ms = (time.perf_counter() - started) * 1000
@@ -208,6 +209,14 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
                          first_binds=_first_binds(result, index, now))
     return CycleSummary(at=now, duration_ms=duration_ms, bound=bound, evicted=evicted,
                         pending=pending, completed=completed)
+
+
+def _node_backends(nodes: list[str]) -> list[str]:
+    """The backend of each node bound to (one read, only when the cycle binds)."""
+    if not nodes:
+        return []
+    of = dict(Node.objects.filter(name__in=set(nodes)).values_list("name", "backend"))
+    return [of.get(node, DEFAULT_BACKEND) for node in nodes]
 
 
 def _first_binds(result, index, now: datetime) -> list[tuple[str, float]]:

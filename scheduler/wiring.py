@@ -14,6 +14,7 @@ from pools import ports as pool_ports
 from workflows import ports as workflow_ports
 
 from . import backends, podgrouper, selectors, tasks
+from .backends import health as backend_health
 from .backends.default import backend_names_missing
 from .backends.kubernetes import health
 from .kai.podgroups import resolve_constraints
@@ -69,6 +70,7 @@ def _wake(event: events.WorkflowAdmitted | events.WorkflowsCanceled) -> None:
 
 def connect() -> None:
     osmo_ports.cluster.provide(health)
+    osmo_ports.backends.provide(backend_health)
     pool_ports.cluster.provide(selectors)
     pool_ports.backends.provide(BackendNames())
     workflow_ports.scheduling.provide(Scheduling())

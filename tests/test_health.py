@@ -1,11 +1,19 @@
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
+
+from scheduler.models import Backend
+
+DEFAULT = {"default": {"status": "ONLINE", "online": True, "heartbeat_age": None}}
 
 
 @pytest.mark.django_db
 def test_health_reports_database_and_broker(client, broker_url):
     response = client.get("/api/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok",
+                               "backends": DEFAULT}
 
 
 @pytest.mark.django_db
@@ -13,4 +21,31 @@ def test_health_reports_a_broker_outage(client, settings):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
     response = client.get("/api/health")
     assert response.status_code == 503
-    assert response.json() == {"status": "degraded", "database": "ok", "broker": "down"}
+    assert response.json() == {"status": "degraded", "database": "ok", "broker": "down",
+                               "backends": DEFAULT}
+
+
+@pytest.mark.django_db
+def test_health_reports_each_backend_and_an_offline_one_keeps_it_ok(client, broker_url,
+                                                                    settings):
+    settings.OSMO_BACKEND_LEASE = 30
+    now = timezone.now()
+    Backend.objects.create(name="far", kind="kubernetes",
+                           last_heartbeat=now - timedelta(seconds=90))
+    Backend.objects.create(name="near", kind="kubernetes",
+                           last_heartbeat=now - timedelta(seconds=5))
+    Backend.objects.create(name="held", kind="kubernetes", maintenance=True,
+                           last_heartbeat=now - timedelta(seconds=5))
+    Backend.objects.create(name="new", kind="kubernetes")  # no agent has connected
+    response = client.get("/api/health")
+    assert response.status_code == 200
+    body = response.json()
+    ages = {name: part.pop("heartbeat_age") for name, part in body["backends"].items()}
+    assert body == {"status": "ok", "database": "ok", "broker": "ok", "backends": {
+        "default": {"status": "ONLINE", "online": True},
+        "far": {"status": "OFFLINE", "online": False},
+        "held": {"status": "MAINTENANCE", "online": True},
+        "near": {"status": "ONLINE", "online": True},
+        "new": {"status": "OFFLINE", "online": False}}}
+    assert ages["default"] is None and ages["new"] is None
+    assert 90 <= ages["far"] < 100 and 5 <= ages["near"] < 15 and 5 <= ages["held"] < 15

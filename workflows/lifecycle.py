@@ -253,22 +253,38 @@ def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
         return cursor.fetchone()[0]
 
 
-def tasks_mark_running(task_ids: Sequence[int], now: datetime) -> None:
+def tasks_mark_running(task_ids: Sequence[int], now: datetime,
+                       backends: Sequence[str] | None = None) -> None:
     """The groups (and workflows) of newly bound tasks are running: one statement (their ids
-    as arrays, so they are read by key: see the module's note on id-list updates)."""
+    as arrays, so they are read by key: see the module's note on id-list updates).
+    ``backends``: per task, the backend of the node it was bound to, which its group records
+    as where it was dispatched (None: the group keeps the one it has)."""
     if not task_ids:
         return
+    names = list(backends) if backends is not None else [None] * len(task_ids)
     with connection.cursor() as cursor:
         cursor.execute(
-            "WITH started AS (SELECT DISTINCT group_id, workflow_id FROM workflows_task "
-            "  WHERE id = ANY(%s::bigint[])), "
+            "WITH started AS (SELECT DISTINCT ON (t.group_id) t.group_id, t.workflow_id, "
+            "  v.backend FROM workflows_task t "
+            "  JOIN unnest(%s::bigint[], %s::text[]) AS v(id, backend) ON t.id = v.id "
+            "  WHERE t.id = ANY(%s::bigint[]) ORDER BY t.group_id, v.backend), "
             "grp AS (UPDATE workflows_workflowgroup g SET status = %s, started_at = %s, "
-            "  below_min_since = NULL WHERE g.id = ANY(ARRAY(SELECT group_id FROM started)) "
+            "  below_min_since = NULL, backend = COALESCE(s.backend, g.backend) FROM started s "
+            "  WHERE g.id = ANY(ARRAY(SELECT group_id FROM started)) AND g.id = s.group_id "
             "  AND g.status = %s) "
             "UPDATE workflows_workflow SET status = %s, started_at = %s "
             "WHERE id = ANY(ARRAY(SELECT workflow_id FROM started)) AND status = %s",
-            [list(task_ids), TaskStatus.RUNNING, now, TaskStatus.SCHEDULING,
-             WorkflowStatus.RUNNING, now, WorkflowStatus.PENDING])
+            [list(task_ids), names, list(task_ids), TaskStatus.RUNNING, now,
+             TaskStatus.SCHEDULING, WorkflowStatus.RUNNING, now, WorkflowStatus.PENDING])
+
+
+def groups_dispatched(group_ids: Sequence[int], backend: str) -> None:
+    """The groups' objects were created on ``backend``'s cluster: it is where they were
+    dispatched (one statement for a batch)."""
+    if not group_ids:
+        return
+    WorkflowGroup.objects.filter(pk__in=list(group_ids)).exclude(
+        backend=backend).update(backend=backend)
 
 
 def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:

@@ -2,7 +2,7 @@
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 class Priority(models.TextChoices):
@@ -94,7 +94,11 @@ class Workflow(models.Model):
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
-        indexes = [models.Index(fields=["pool", "status"], name="workflow_pool_status")]
+        # Pages newest (or oldest) first, over the whole history or within a pool and status;
+        # the second also serves the alive workflows of a pool (its prefix).
+        indexes = [models.Index(fields=["submitted_at", "id"], name="workflow_submitted"),
+                   models.Index(fields=["pool", "status", "submitted_at", "id"],
+                                name="workflow_pool_status_submitted")]
         constraints = [
             models.CheckConstraint(condition=Q(gpus_requested__gte=0),
                                    name="workflow_gpus_non_negative",
@@ -119,6 +123,9 @@ class WorkflowGroup(models.Model):
                                   help_text="Names of the groups that must complete first.")
     lead_task = models.CharField(max_length=63, blank=True, default="")
     gpus = models.IntegerField(default=0)
+    backend = models.CharField(max_length=63, null=True, blank=True,
+                               help_text="The backend's name it was dispatched to (null until "
+                                         "then); a name, as a node's, not a key.")
     gang = models.JSONField(default=dict, blank=True,
                             help_text="The PodGroup's gang fields: minMember, minSubGroup, "
                                       "subGroups, topologyConstraint.")
@@ -185,8 +192,12 @@ class Task(models.Model):
             models.CheckConstraint(condition=Q(gpus__gte=0), name="task_gpus_non_negative",
                                    violation_error_message="GPU counts cannot be negative."),
         ]
+        # The last two: `task list` pages by start time, either way with nulls last.
         indexes = [models.Index(fields=["pool", "priority"], name="task_holding_gpus",
-                                include=["gpus", "workflow"], condition=HOLDS_GPUS)]
+                                include=["gpus", "workflow"], condition=HOLDS_GPUS),
+                   models.Index(fields=["started_at", "id"], name="task_started"),
+                   models.Index(F("started_at").desc(nulls_last=True), F("id"),
+                                name="task_started_desc")]
 
     def __str__(self) -> str:
         return f"{self.group}/{self.name}"

@@ -9,6 +9,7 @@ from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Sum
 
 from osmo.accounts.roles import Roles
 from osmo.errors import NotFound
+from pools.models import Pool
 from pools.quota import Usage
 
 from .models import (
@@ -56,6 +57,16 @@ def workflows_holding_gpus(*, pool_ids: list[int]):
         Exists(gpu_holding_tasks().filter(workflow=OuterRef("pk"))))
 
 
+def visible_pool_ids(roles: Roles):
+    """The pools (top-level and their subpools) the caller can view, as a subquery of ids;
+    None: every pool. Filtering on `pool_id IN (…)` keeps one row per workflow or task, so a
+    page never needs a DISTINCT over the whole history."""
+    visible = roles.visible_q("name")
+    if visible is None or roles.backend:  # cluster backends report on every workflow
+        return None
+    return Pool.objects.filter(visible | roles.visible_q("parent__name")).values("pk")
+
+
 def visible_workflows(*, roles: Roles, user):
     """Workflows in pools the caller can view, plus the caller's own; groups and tasks
     prefetched (a fixed number of queries whatever the page size)."""
@@ -63,11 +74,19 @@ def visible_workflows(*, roles: Roles, user):
         Prefetch("groups", queryset=WorkflowGroup.objects.order_by("position")),
         Prefetch("groups__tasks", queryset=Task.objects.order_by("position")),
     )
-    visible = roles.visible_q("pool__name")
-    if visible is None or roles.backend:  # cluster backends report on every workflow
+    pools = visible_pool_ids(roles)
+    if pools is None:
         return queryset
-    parent_visible = roles.visible_q("pool__parent__name")
-    return queryset.filter(visible | parent_visible | Q(user=user))
+    return queryset.filter(Q(pool_id__in=pools) | Q(user=user))
+
+
+def visible_tasks(*, roles: Roles, user):
+    """Tasks of the workflows `visible_workflows` gives: a task carries its workflow's pool,
+    so the same filter without going through the workflows."""
+    pools = visible_pool_ids(roles)
+    if pools is None:
+        return Task.objects.all()
+    return Task.objects.filter(Q(pool_id__in=pools) | Q(workflow__user=user))
 
 
 def can_cancel(*, workflow: Workflow, roles: Roles, user) -> bool:
@@ -106,3 +125,16 @@ def workflows_not_started(names: Iterable[str]) -> dict[str, tuple[str, datetime
     return {name: (priority, submitted) for name, priority, submitted in Workflow.objects.filter(
         name__in=set(names), started_at__isnull=True).values_list(
         "name", "priority", "submitted_at")}
+
+
+def gangs_by_backend() -> dict[str | None, dict[str, int]]:
+    """Backend name (None: not dispatched yet) → {"pending", "running"}: the gangs (groups)
+    waiting for a placement and those running, one aggregate over the alive groups' index."""
+    counts: dict[str | None, dict[str, int]] = {}
+    for backend, status, count in (
+        WorkflowGroup.objects.filter(status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
+        .values_list("backend", "status").annotate(count=Count("pk")).order_by()
+    ):
+        entry = counts.setdefault(backend, {"pending": 0, "running": 0})
+        entry["running" if status == TaskStatus.RUNNING else "pending"] += count
+    return counts

@@ -59,6 +59,14 @@ def _served_in_process(rows: list[Backend]) -> None:
         default.last_heartbeat = status.checked_at
 
 
+def backends_live() -> list[Backend]:
+    """Every backend, by name, with the heartbeat its status is derived from: one or two
+    queries, no figures (what `/api/health` and `/metrics` read)."""
+    rows = list(Backend.objects.all())
+    _served_in_process(rows)
+    return rows
+
+
 def backends_with_figures(names: list[str] | None = None
                           ) -> list[tuple[Backend, BackendFigures]]:
     backends = Backend.objects.all() if names is None else Backend.objects.filter(name__in=names)

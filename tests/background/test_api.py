@@ -71,7 +71,9 @@ def test_submit_delete_and_reports_work_while_the_broker_is_unreachable(
 
     health = client.get("/api/health")
     assert health.status_code == 503
-    assert health.json() == {"status": "degraded", "database": "ok", "broker": "down"}
+    assert health.json() == {"status": "degraded", "database": "ok", "broker": "down",
+                             "backends": {"default": {"status": "ONLINE", "online": True,
+                                                      "heartbeat_age": None}}}
 
 
 @pytest.mark.django_db

@@ -101,7 +101,7 @@ def test_cluster_page_renders_everything(db, django_assert_max_num_queries):
     flat = " ".join(re.sub(r"<[^>]+>", " ", html).split())
     assert "2 nodes, 16 GPUs, 10 free. Held: 6 HIGH, 0 NORMAL, 0 LOW." in flat
     assert "Zone z1 · 16 GPUs, 10 free" in flat and "Rack r2 · 8 GPUs, 5 free" in flat
-    assert "node-1 8 5 3 0 0 cordoned" in flat
+    assert "node-1 default 8 5 3 0 0 cordoned" in flat
     assert 'aria-label="3 of 8 GPUs used (3 HIGH)"' in html
     assert "osmo-pool-osmo-team osmo-default-osmo 100 60 64 (above fair share) 50 80" in flat
     assert (f"train-group (workflow {train.name}) not_enough_gpus_in_rack No rack has 16 free "

@@ -194,3 +194,13 @@ def test_a_failed_create_in_a_pipelined_pass_is_retried_and_nothing_twice(
     assert len(created) == len(set(created))
     assert not any(write[2].startswith(tuple(applied)) for write in created)
     assert GroupDispatch.objects.filter(applied_at__isnull=False).count() == 4
+
+
+def test_a_dispatched_group_names_the_backend_it_was_created_on(backend, cluster, alice,
+                                                                team) -> None:
+    name = submit(alice, "team", spec("train", gpus=4))
+    assert [g["backend"] for g in alice.get(f"/api/workflow/{name}").json()["groups"]] == [None]
+    assert backend.dispatch().applied == [f"{name}-g"]
+    assert [g["backend"] for g in alice.get(f"/api/workflow/{name}").json()["groups"]] == [
+        "default"]
+    assert WorkflowGroup.objects.get().backend == "default"

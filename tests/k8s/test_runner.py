@@ -53,7 +53,9 @@ def runner(cluster, k8s_settings, tmp_path, transactional_db):
 
 def health(client) -> tuple[int, dict]:
     response = client.get("/api/health")
-    return response.status_code, response.json()
+    body = response.json()
+    assert set(body.pop("backends")) == {"default"}  # per backend: tests/test_health.py
+    return response.status_code, body
 
 
 def test_the_backend_process_runs_workflows_through_breaks_and_outages(

@@ -79,7 +79,8 @@ def test_nodes_come_from_node_objects(backend, cluster, admin, nodes) -> None:
     summary = inventory(backend.kube)
     assert sorted(summary.registered) == ["cpu-1", "gpu-1", "gpu-2"]
     listed = {n["name"]: n for n in admin.get("/api/cluster/nodes").json()}
-    assert listed["gpu-1"] == {"name": "gpu-1", "gpus": 8, "gpus_free": 8, "cpu": 63.5,
+    assert listed["gpu-1"] == {"name": "gpu-1", "backend": "default", "gpus": 8,
+                               "gpus_free": 8, "cpu": 63.5,
                                "memory": "1Gi", "schedulable": True,
                                "labels": {"kubernetes.io/hostname": "gpu-1",
                                           "topology.osmo/rack": "r1",

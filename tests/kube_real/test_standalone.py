@@ -58,8 +58,12 @@ def test_standalone_runs_the_kubernetes_backend_itself(apiserver, namespace, tmp
         commands = " ".join(line for _, line in command_lines(descendants))
         assert "run_k8s_backend" in commands and "run_scheduler" not in commands
         base = f"http://127.0.0.1:{port}"
-        assert _call(f"{base}/api/health") == (200, {"status": "ok", "database": "ok",
-                                                     "broker": "ok", "cluster": "ok"})
+        status, health = _call(f"{base}/api/health")
+        backends = health.pop("backends")
+        assert (status, health) == (200, {"status": "ok", "database": "ok", "broker": "ok",
+                                          "cluster": "ok"})
+        assert (backends["default"]["status"], backends["default"]["online"]) == (
+            "ONLINE", True)  # the in-process backend's last good contact is its heartbeat
         status, made = _call(f"{base}/api/configs/pool/team", token, {"quota_gpus": 8},
                              method="PUT")
         assert status == 201, made

@@ -55,8 +55,14 @@ class Stack:
             return error.code, json.loads(error.read()), dict(error.headers)
 
     def submit(self, pool: str, gpus: int, *, request_id: str | None = None):
-        spec = ("workflow:\n  name: metrics\n  tasks:\n  - {name: main, image: x, "
-                f"command: [sleep, '3600'], resource: r}}\n  resources:\n    r: {{gpu: {gpus}}}\n")
+        # Tasks of at most 8 GPUs: a pod larger than every node is refused before quota.
+        per_task, tasks = min(gpus, 8), -(-gpus // 8)
+        assert per_task * tasks == gpus
+        entries = "".join(f"    - {{name: t{i}, image: x, command: [sleep, '3600'], "
+                          f"resource: r{', lead: true' if i == 0 else ''}}}\n"
+                          for i in range(tasks))
+        spec = (f"workflow:\n  name: metrics\n  groups:\n  - name: g\n    tasks:\n{entries}"
+                f"  resources:\n    r: {{gpu: {per_task}}}\n")
         return self.call("POST", f"/api/pool/{pool}/workflow", {"file": spec},
                          {"X-Request-ID": request_id} if request_id else None)
 
@@ -118,7 +124,7 @@ def test_refused_submissions_count_under_their_code_and_change_nothing(stack):
     prom = stack.prometheus
     before = stack.workflows()
     # team has 10 unallocated GPUs (100, of which 90 in subpools); team--a's quota is 30.
-    status, body, headers = stack.submit("team", 12, request_id="refusal-unallocated-1")
+    status, body, headers = stack.submit("team", 16, request_id="refusal-unallocated-1")
     assert (status, body["code"]) == (409, "exceeds_unallocated")
     assert headers["X-Request-ID"] == "refusal-unallocated-1"
     status, body, _ = stack.submit("team--a", 64)
@@ -236,7 +242,7 @@ def test_every_dashboard_and_alert_expression_runs_and_has_data_where_produced(s
     while not prom.targets_up():  # scraping already, so the rate windows below hold samples
         assert time.monotonic() < deadline, prom.api("targets")
         time.sleep(0.5)
-    stack.submit("team", 12)  # a fresh refusal and a scrape of it inside the rate window
+    stack.submit("team", 16)  # a fresh refusal and a scrape of it inside the rate window
     stack.submit("team--b", 8)
     stack.submit(POOL, 64)  # a refusal of the pool the $pool panels are read for
     time.sleep(4)

@@ -2,8 +2,11 @@ import re
 
 import django_filters
 from django import forms
+from django.db.models import Subquery
 from django.db.models.fields.json import KT
 from rest_framework.exceptions import ValidationError
+
+from pools.models import Pool
 
 from ..models import Priority, Workflow, WorkflowStatus
 
@@ -22,9 +25,13 @@ class MultipleValueField(forms.MultipleChoiceField):
 
 
 class ValuesFilter(django_filters.MultipleChoiceFilter):
-    """A repeated parameter of free values, any of which matches."""
+    """A repeated parameter of free values, any of which matches. The fields filtered are
+    one row per workflow or task (no DISTINCT, which would sort the whole history)."""
 
     field_class = MultipleValueField
+
+    def __init__(self, *args, distinct: bool = False, **kwargs):
+        super().__init__(*args, distinct=distinct, **kwargs)
 
 
 def selector_regex(selector: str) -> str:
@@ -42,22 +49,22 @@ def selector_regex(selector: str) -> str:
 
 
 class WorkflowFilter(django_filters.FilterSet):
-    pool = django_filters.CharFilter(field_name="pool__name", help_text="Canonical pool name.")
-    status = django_filters.MultipleChoiceFilter(choices=WorkflowStatus.choices)
+    pool = django_filters.CharFilter(method="filter_pool", help_text="Canonical pool name.")
+    status = django_filters.MultipleChoiceFilter(choices=WorkflowStatus.choices, distinct=False)
     user = django_filters.CharFilter(field_name="user__username")
     # The OSMO client's parameters (docs/API-OSMO-CLIENT.md).
     pools = ValuesFilter(
-        field_name="pool__name",
+        method="filter_pools",
         help_text="Canonical pool names (repeat the parameter).")
     statuses = django_filters.MultipleChoiceFilter(
-        field_name="status", choices=ALL_STATUSES,
+        field_name="status", choices=ALL_STATUSES, distinct=False,
         help_text="Statuses (repeat the parameter); OSMO's other status names match nothing.")
     users = ValuesFilter(
         field_name="user__username",
         help_text="Submitters' usernames (repeat the parameter).")
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains",
                                      help_text="Workflows whose name contains this.")
-    priority = django_filters.MultipleChoiceFilter(choices=Priority.choices)
+    priority = django_filters.MultipleChoiceFilter(choices=Priority.choices, distinct=False)
     all_users = django_filters.BooleanFilter(
         method="filter_all_users",
         help_text="Accepted for the OSMO client: every visible workflow is listed anyway.")
@@ -92,6 +99,16 @@ class WorkflowFilter(django_filters.FilterSet):
         for name in empty:
             self.form.add_error(name, "May not be empty: leave the parameter out instead.")
         return valid and not empty
+
+    def filter_pool(self, queryset, name, value: str):
+        # The pool's id as a value (not a join on its name), so the (pool, status,
+        # submitted_at) index gives the page in order.
+        return queryset.filter(pool_id=Subquery(Pool.objects.filter(name=value).values("pk")))
+
+    def filter_pools(self, queryset, name, value: str):
+        if not value:
+            return queryset
+        return queryset.filter(pool_id__in=Pool.objects.filter(name__in=value).values("pk"))
 
     def filter_all_users(self, queryset, name, value):
         return queryset

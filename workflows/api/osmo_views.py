@@ -34,12 +34,12 @@ GIB = 1024**3
 class TaskFilter(django_filters.FilterSet):
     workflow_id = django_filters.CharFilter(field_name="workflow__name")
     statuses = django_filters.MultipleChoiceFilter(
-        field_name="status", choices=[*TaskStatus.choices,
-                                      *((s, s) for s in OSMO_ONLY_TASK_STATUSES)])
+        field_name="status", distinct=False,
+        choices=[*TaskStatus.choices, *((s, s) for s in OSMO_ONLY_TASK_STATUSES)])
     users = ValuesFilter(field_name="workflow__user__username")
     pools = ValuesFilter(field_name="pool__name")
     nodes = ValuesFilter(field_name="node_name")
-    priority = django_filters.MultipleChoiceFilter(choices=Priority.choices)
+    priority = django_filters.MultipleChoiceFilter(choices=Priority.choices, distinct=False)
     started_after = django_filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
     started_before = django_filters.IsoDateTimeFilter(field_name="started_at",
                                                       lookup_expr="lt")
@@ -92,10 +92,8 @@ class TaskListView(APIView):
         query = TaskListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         options = query.validated_data
-        visible = selectors.visible_workflows(roles=roles_for(request.user),
-                                              user=request.user).values("pk")
-        tasks = TaskFilter(request.query_params,
-                           queryset=Task.objects.filter(workflow__in=visible))
+        tasks = TaskFilter(request.query_params, queryset=selectors.visible_tasks(
+            roles=roles_for(request.user), user=request.user))
         if not tasks.is_valid():
             raise RequestInvalid(tasks.errors)
         tasks = tasks.qs

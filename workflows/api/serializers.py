@@ -11,6 +11,7 @@ from django.urls import get_script_prefix, reverse
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
+from osmo.pagination import COUNT_BOUND
 from osmo.serializers import (
     QueryBooleanField,
     RequestSerializer,
@@ -68,7 +69,8 @@ def task_object(task) -> dict:
 def group_object(group) -> dict:
     return {"name": group.name, "status": group.status, "reason": group.reason,
             "podgroup": group.podgroup, "depends_on": list(group.depends_on),
-            "gpus": group.gpus, "tasks": [task_object(t) for t in group.tasks.all()]}
+            "gpus": group.gpus, "backend": group.backend,
+            "tasks": [task_object(t) for t in group.tasks.all()]}
 
 
 def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None) -> dict:
@@ -80,7 +82,7 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None
     else:
         group_bodies = [{
             "name": g.name, "status": g.status, "reason": g.reason, "podgroup": g.podgroup,
-            "depends_on": list(g.depends_on), "gpus": g.gpus,
+            "depends_on": list(g.depends_on), "gpus": g.gpus, "backend": g.backend,
             "tasks": [task_object(t) for t in tasks if t.group is g]} for g in groups]
     return {
         "name": workflow.name,
@@ -214,6 +216,8 @@ class GroupSerializer(serializers.Serializer):
     podgroup = serializers.CharField()
     depends_on = serializers.ListField(child=serializers.CharField())
     gpus = serializers.IntegerField()
+    backend = serializers.CharField(allow_null=True,
+                                    help_text="Where the group was dispatched (null until then).")
     tasks = TaskSerializer(many=True)
 
 
@@ -276,7 +280,11 @@ class ListEntrySerializer(serializers.Serializer):
 
 @extend_schema_serializer(many=False)  # already the page: not to be wrapped in another one
 class WorkflowPageSerializer(serializers.Serializer):
-    count = serializers.IntegerField()
+    count = serializers.IntegerField(
+        help_text=f"Exact up to {COUNT_BOUND:,} workflows; above, an estimate "
+                  "(`count_is_estimate`).")
+    count_is_estimate = serializers.BooleanField(
+        help_text="`count` is the database's estimate, not an exact count.")
     next = serializers.CharField(allow_null=True)
     previous = serializers.CharField(allow_null=True)
     results = WorkflowSerializer(many=True)

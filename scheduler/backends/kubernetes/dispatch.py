@@ -41,7 +41,12 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from scheduler.core.kai_names import MANAGED_BY, MANAGED_BY_LABEL, WORKFLOW_NAME_ANNOTATION
+from scheduler.core.kai_names import (
+    DEFAULT_BACKEND,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    WORKFLOW_NAME_ANNOTATION,
+)
 from scheduler.kai.sync import KaiSyncError, needs_update, sync_namespace
 from scheduler.kai.workflow_manifests import stored_spec
 from scheduler.models import GroupDispatch
@@ -159,6 +164,8 @@ class Dispatcher:
                  workers: int = POOL_SIZE):
         self.kube = kube
         self.namespace = namespace or settings.OSMO_NAMESPACE
+        # The runner follows the settings, which describe the `default` backend's cluster.
+        self.backend = DEFAULT_BACKEND
         self.batch = batch
         self.max_batch = max(batch, max_batch)
         self.workers = workers
@@ -297,6 +304,9 @@ class Dispatcher:
             now = timezone.now()
             GroupDispatch.objects.filter(pk__in=applied).update(
                 applied_at=now, last_error="", next_attempt_at=None)
+            lifecycle.groups_dispatched([group.pk for row, group, objects in batch.prepared
+                                         if row.pk in applied and objects is not None],
+                                        self.backend)
             # Lag of the groups runnable from their submission (not those that waited for
             # inputs).
             metrics.record_dispatched([
@@ -341,6 +351,7 @@ class Dispatcher:
         if objects is not None:
             for obj in objects.in_create_order():
                 self.apply(obj)
+            lifecycle.groups_dispatched([group.pk], self.backend)
 
     # --- queue ordering --------------------------------------------------------------------
     def _queue_exists(self, name: str) -> bool:

@@ -1,0 +1,34 @@
+"""Each backend's health for `GET /api/health` (`osmo.ports.backends`): its derived status,
+whether it is reachable, and the seconds since its last heartbeat. A backend OFFLINE does not
+make the service unhealthy: the service still admits and queues work for it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from .liveness import backend_status, is_online
+from .selectors import backends_live
+
+
+def heartbeat_age(last_heartbeat: datetime | None, now: datetime) -> float | None:
+    """Seconds since the last heartbeat (None without one: an embedded backend needs none)."""
+    if last_heartbeat is None:
+        return None
+    return round(max((now - last_heartbeat).total_seconds(), 0.0), 1)
+
+
+def backends_health(now: datetime | None = None) -> dict[str, dict]:
+    """Backend name → {status, online, heartbeat_age}, by name."""
+    now = now or timezone.now()
+    lease = settings.OSMO_BACKEND_LEASE
+    return {backend.name: {
+        "status": backend_status(kind=backend.kind, maintenance=backend.maintenance,
+                                 last_heartbeat=backend.last_heartbeat, now=now,
+                                 lease_seconds=lease),
+        "online": is_online(kind=backend.kind, last_heartbeat=backend.last_heartbeat, now=now,
+                            lease_seconds=lease),
+        "heartbeat_age": heartbeat_age(backend.last_heartbeat, now),
+    } for backend in backends_live()}

@@ -1,0 +1,138 @@
+"""The list pages read an index, not the whole history: with a few thousand ended workflows
+and ANALYZE, page 1 of each list has no Seq Scan and no de-duplication over the big tables,
+and the count reads at most COUNT_BOUND + 1 rows."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from osmo.pagination import COUNT_BOUND
+from tests import factories
+from tests.conftest import make_client
+from workflows.models import Task, TaskStatus, Workflow, WorkflowGroup, WorkflowStatus
+
+pytestmark = pytest.mark.django_db
+
+HISTORY = 4000
+POOLS = 20
+BIG_TABLES = {Workflow._meta.db_table, WorkflowGroup._meta.db_table, Task._meta.db_table}
+
+
+@pytest.fixture
+def history(db):
+    """HISTORY ended workflows (one group, one task each) over POOLS pools, one a minute."""
+    pools = [factories.pool(name, 10) for name in ["team", *(f"p{i}" for i in range(1, POOLS))]]
+    owner = make_client("owner", "osmo-team-user").user
+    now = timezone.now()
+    workflows = Workflow.objects.bulk_create(
+        Workflow(name=f"old-{i}", pool=pools[i % POOLS], user=owner,
+                 status=WorkflowStatus.COMPLETED if i % 3 else WorkflowStatus.FAILED)
+        for i in range(HISTORY))
+    groups = WorkflowGroup.objects.bulk_create(
+        WorkflowGroup(workflow=w, name="main", status=TaskStatus.COMPLETED) for w in workflows)
+    Task.objects.bulk_create(
+        Task(group=g, workflow=w, pool=w.pool, priority="NORMAL", name="main",
+             status=TaskStatus.COMPLETED, started_at=now - timedelta(minutes=i))
+        for i, (w, g) in enumerate(zip(workflows, groups, strict=True)))
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {Workflow._meta.db_table} SET submitted_at = %s - id * "
+                       "interval '1 minute'", [now])
+        for table in BIG_TABLES:
+            cursor.execute(f"ANALYZE {table}")
+    return pools
+
+
+def plan_of(sql: str) -> dict:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+        plan = cursor.fetchone()[0]
+    return (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+
+
+def nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from nodes(child)
+
+
+def outline(plan: dict, depth: int = 0) -> str:
+    line = "  " * depth + f"{plan['Node Type']} {plan.get('Relation Name', '')} " \
+        f"{plan.get('Index Name', '')} {plan.get('Index Cond', '')} {plan.get('Filter', '')}"
+    return "\n".join([line, *(outline(c, depth + 1) for c in plan.get("Plans", ()))])
+
+
+def whole_history_reads(plan: dict) -> list[str]:
+    """Seq Scans of the big tables, and Unique / hashed aggregates anywhere above them."""
+    found = []
+    for node in nodes(plan):
+        below = {n.get("Relation Name") for n in nodes(node)} & BIG_TABLES
+        if node["Node Type"] == "Seq Scan" and node.get("Relation Name") in BIG_TABLES:
+            found.append(f"Seq Scan on {node['Relation Name']}")
+        if below and (node["Node Type"] == "Unique" or node.get("Strategy") == "Hashed"
+                      and node["Node Type"] == "Aggregate"):
+            found.append(f"{node['Node Type']} over {sorted(below)}")
+    return found
+
+
+def page_queries(client, path: str) -> list[str]:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(path)
+    assert response.status_code == 200, response.content
+    return [q["sql"] for q in queries.captured_queries
+            if q["sql"].startswith("SELECT") and any(t in q["sql"] for t in BIG_TABLES)]
+
+
+def check_page(client, path: str) -> None:
+    sqls = page_queries(client, path)
+    assert sqls
+    for sql in sqls:
+        plan = plan_of(sql)
+        if "COUNT(" in sql:  # bounded: a Limit of COUNT_BOUND + 1 under the count
+            limits = [n for n in nodes(plan) if n["Node Type"] == "Limit"]
+            assert limits and f"LIMIT {COUNT_BOUND + 1}" in sql, sql
+            continue
+        assert whole_history_reads(plan) == [], (path, sql, outline(plan))
+
+
+@pytest.mark.parametrize("who", ["admin", "pool user"])
+def test_list_pages_read_an_index(history, who):
+    client = (make_client("platform-admin", "osmo-admin") if who == "admin"
+              else make_client("viewer", "osmo-team-user"))
+    check_page(client, "/api/workflow")
+    check_page(client, "/api/workflow?pool=team&status=COMPLETED")
+    check_page(client, "/api/workflow?pools=team&statuses=COMPLETED&statuses=FAILED")
+    check_page(client, "/api/task?all_users=true&limit=20")
+    check_page(client, "/api/task?all_users=true&limit=20&order=DESC")
+
+
+def test_page_and_count_stay_exact_below_the_bound(history):
+    viewer = make_client("viewer", "osmo-team-user")
+    body = viewer.get("/api/workflow?pool=team&status=COMPLETED&limit=5").json()
+    expected = Workflow.objects.filter(pool__name="team", status="COMPLETED")
+    assert (body["count"], body["count_is_estimate"]) == (expected.count(), False)
+    assert [w["name"] for w in body["results"]] == list(
+        expected.order_by("-submitted_at", "-id").values_list("name", flat=True)[:5])
+    tasks = viewer.get("/api/task?all_users=true&limit=3").json()["tasks"]
+    assert [t["workflow_id"] for t in tasks] == list(
+        Task.objects.filter(pool__name="team").order_by("started_at", "id")
+        .values_list("workflow__name", flat=True)[:3])
+
+
+def test_count_above_the_bound_is_an_estimate(history, monkeypatch):
+    monkeypatch.setattr("osmo.pagination.COUNT_BOUND", 100)
+    admin = make_client("platform-admin", "osmo-admin")
+    body = admin.get("/api/workflow?limit=10").json()
+    assert body["count_is_estimate"] is True
+    assert body["count"] > 100 and abs(body["count"] - HISTORY) < HISTORY / 2
+    assert body["next"] and len(body["results"]) == 10
+    last = admin.get(f"/api/workflow?limit=10&offset={HISTORY - 5}").json()
+    assert (len(last["results"]), last["next"], last["count"] >= HISTORY) == (5, None, True)
+    small = admin.get("/api/workflow?pool=team&status=FAILED").json()
+    assert (small["count"], small["count_is_estimate"]) == (
+        Workflow.objects.filter(pool__name="team", status="FAILED").count(), False)

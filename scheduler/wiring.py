@@ -20,7 +20,8 @@ from . import backends, podgrouper, selectors, tasks
 from .backends import health as backend_health
 from .backends.default import backend_names_missing, default_backend_ensure
 from .backends.kubernetes import health
-from .kai.selectors import StoredTopologies
+from .kai.podgroups import resolve_constraints
+from .kai.selectors import StoredTopologies, cluster_topology
 from .kai.workflow_manifests import manifests_for
 
 
@@ -37,9 +38,15 @@ class Scheduling:
 
     def group_workload(self, manifest: Any, **options) -> podgrouper.WorkloadGrouping:
         try:
-            return podgrouper.group_workload(manifest, **options)
+            grouping = podgrouper.group_workload(manifest, **options)
         except podgrouper.WorkloadError as error:
             raise OsmoError(error.code, error.detail, errors=error.errors) from error
+        levels = cluster_topology()
+        for group in grouping.groups:  # kept and dispatched with constraints KAI reads
+            spec = group.manifests.podgroup.get("spec")
+            if isinstance(spec, dict):
+                resolve_constraints(spec, levels)
+        return grouping
 
     def largest_node_gpus(self, node_selector: Mapping[str, str]) -> int | None:
         return selectors.largest_node_gpus(node_selector)

@@ -545,11 +545,14 @@ def tasks_observed(observations: Sequence[TaskObservation]) -> int:
     changed = _tasks_bound_observed(bound, now) + _tasks_started_observed(started, now)
     by_id = {w.pk: w for w in Workflow.objects.filter(
         pk__in={task.workflow_id for task, _ in ends})} if ends else {}
-    for task, seen in ends:
+    for index, (task, seen) in enumerate(ends):
+        if index and Task.objects.filter(pk=task.pk, status__in=FINAL_TASK_STATUSES).exists():
+            continue  # an earlier end of the batch ended it (a lead's end ends its group)
+        changed += 1
         task_report_status(workflow=by_id[task.workflow_id], task_name=task.name,
                            status=seen.status, exit_code=seen.exit_code,
                            node=seen.node or None, reason=seen.reason)
-    return changed + len(ends)
+    return changed
 
 
 def _tasks_bound_observed(bound: Mapping[int, str], now: datetime) -> int:

@@ -23,7 +23,7 @@ Decisions where the documents are silent:
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ from scheduler.core.kai_names import (  # noqa: F401 - also this module's public
     pod_name,
     podgroup_name,
 )
+from scheduler.core.kai_topology import constraint_for_kai
 from workflows.spec.model import GroupSpec, TaskSpec, WorkflowSpec
 from workflows.spec.units import format_bytes, format_cpu
 
@@ -94,8 +95,10 @@ def build_podgroup(
     queue: str,
     priority: str = "NORMAL",
     labels: Mapping[str, str] | None = None,
+    topology: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The PodGroup manifest of one workflow group."""
+    """The PodGroup manifest of one workflow group. ``topology``: the cluster Topology's levels;
+    given, the constraints name it and their levels by node label, as KAI reads them."""
     pclass = priority_class(priority)
     name = podgroup_name(workflow_name, group.name)
     spec: dict[str, Any] = {
@@ -104,6 +107,8 @@ def build_podgroup(
         "preemptibility": pclass.preemptibility,
     }
     spec.update(group.podgroup_spec_fields())
+    if topology is not None:
+        resolve_constraints(spec, topology)
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": PODGROUP_KIND,
@@ -123,6 +128,15 @@ def build_podgroup(
         },
         "spec": spec,
     }
+
+
+def resolve_constraints(spec: dict[str, Any], levels: Sequence[Mapping[str, Any]]) -> None:
+    """A PodGroup spec's constraints (its own and its subgroups'), in place, as KAI reads them
+    (:func:`scheduler.core.kai_topology.constraint_for_kai`)."""
+    for holder in [spec, *(spec.get("subGroups") or [])]:
+        if holder.get("topologyConstraint"):
+            holder["topologyConstraint"] = constraint_for_kai(holder["topologyConstraint"],
+                                                              levels)
 
 
 def _resources(task: TaskSpec) -> dict[str, dict[str, str]]:
@@ -241,11 +255,13 @@ def build_group_manifests(
     scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     platforms: Mapping[str, Any] | None = None,
     labels: Mapping[str, str] | None = None,
+    topology: Sequence[Mapping[str, Any]] | None = None,
 ) -> GroupManifests:
     """The PodGroup and Pods of one workflow group."""
     return GroupManifests(
         podgroup=build_podgroup(group, workflow_name=workflow_name, namespace=namespace,
-                                queue=queue, priority=priority, labels=labels),
+                                queue=queue, priority=priority, labels=labels,
+                                topology=topology),
         pods=build_pods(group, workflow_name=workflow_name, namespace=namespace, queue=queue,
                         priority=priority, scheduler_name=scheduler_name, platforms=platforms,
                         labels=labels),
@@ -262,11 +278,12 @@ def build_workflow_manifests(
     scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     platforms: Mapping[str, Any] | None = None,
     labels: Mapping[str, str] | None = None,
+    topology: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[GroupManifests]:
     """One GroupManifests per group, in spec order. ``workflow_name``: the unique run name."""
     return [
         build_group_manifests(group, workflow_name=workflow_name, namespace=namespace,
                               queue=queue, priority=priority, scheduler_name=scheduler_name,
-                              platforms=platforms, labels=labels)
+                              platforms=platforms, labels=labels, topology=topology)
         for group in workflow.groups
     ]

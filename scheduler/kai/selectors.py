@@ -15,8 +15,8 @@ from django.db.models import Q
 
 from osmo.accounts.roles import Roles
 from pools.models import Pool, SubpoolState
-from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME
-from scheduler.models import DEFAULT_TOPOLOGY_LEVELS, ClusterTopology
+from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME, HOSTNAME_LABEL
+from scheduler.models import DEFAULT_TOPOLOGY_LEVELS, ClusterTopology, Node
 
 from .queues import KaiQueue, PoolData, SubpoolData, build_topology, queue_manifest, queue_tree
 
@@ -99,9 +99,24 @@ class StoredTopologies(Mapping):
         return len(self._topologies())
 
 
+def carried_levels(levels: list[dict]) -> list[dict]:
+    """The levels some known node carries the label of (all of them while no node is known).
+    KAI leaves a node that lacks one level's label out of every domain of a constrained gang,
+    so a level no node carries (the default's ``block`` on a cluster without blocks) would
+    leave every node out; the hostname level is kept (every node has it)."""
+    carried: set[str] = set()
+    for labels in Node.objects.values_list("labels", flat=True):
+        carried.update(labels or {})
+    if not carried:
+        return levels
+    return [level for level in levels
+            if level["nodeLabel"] in carried or level["nodeLabel"] == HOSTNAME_LABEL]
+
+
 def topology_manifest(*, namespace: str) -> dict[str, Any]:
-    """The cluster Topology (the same levels the embedded loop schedules with)."""
-    return build_topology(namespace, levels=cluster_topology())
+    """The cluster Topology for KAI: the levels the embedded loop schedules with that the
+    nodes carry (:func:`carried_levels`)."""
+    return build_topology(namespace, levels=carried_levels(cluster_topology()))
 
 
 def desired_cluster_objects(*, namespace: str) -> list[dict[str, Any]]:

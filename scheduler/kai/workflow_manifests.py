@@ -9,6 +9,7 @@ from osmo.bounded import SAFE_LOADER
 from osmo.text_keyed import TextKeyed
 from scheduler.core.kai_names import POOL_LABEL, WORKFLOW_LABEL, label_value, queue_name_for
 from scheduler.kai.podgroups import build_workflow_manifests
+from scheduler.kai.selectors import cluster_topology
 from workflows.spec import WorkflowSpec, parse_workflow_spec
 
 # Stored specs are kept parsed, by their text (the model is immutable): a workflow submitted
@@ -44,5 +45,6 @@ def manifests_for(*, spec: WorkflowSpec, workflow_name: str, pool, priority: str
         scheduler_name=settings.OSMO_SCHEDULER_NAME,
         platforms=settings_pool.platforms or {},
         labels={WORKFLOW_LABEL: label_value(workflow_name), POOL_LABEL: label_value(pool.name)},
+        topology=cluster_topology(),
     )
     return [manifest for group in groups for manifest in group.all()]

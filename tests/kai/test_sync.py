@@ -14,10 +14,12 @@ from django.core.management.base import CommandError
 
 from pools import services as pool_services
 from scheduler import tasks
+from scheduler.core.kai_names import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, ZONE_LABEL
 from scheduler.kai import sync
 from scheduler.kai.queues import build_queue_hierarchy, build_topology
-from scheduler.kai.selectors import desired_cluster_objects
+from scheduler.kai.selectors import desired_cluster_objects, topology_manifest
 from scheduler.kai.sync import KaiSyncError, sync_namespace, sync_objects
+from scheduler.models import Node
 from tests import factories
 
 from .emulator import KubeEmulator
@@ -287,6 +289,21 @@ def test_on_commit_dispatch_survives_a_broker_outage(settings, monkeypatch,
 
 
 def test_desired_objects_come_from_one_pool_query(team, django_assert_num_queries) -> None:
-    with django_assert_num_queries(2):  # the pool tree, and the stored cluster topology
+    # the pool tree, the stored cluster topology and the labels the nodes carry
+    with django_assert_num_queries(3):
         objects = desired_cluster_objects(namespace="osmo")
     assert [o["kind"] for o in objects] == ["Queue"] * 5 + ["Topology"]
+
+
+def test_the_topology_lists_only_the_levels_the_nodes_carry(db) -> None:
+    """KAI leaves a node lacking one level's label out of every domain of a constrained gang:
+    the default's ``block`` level, which these nodes do not carry, is left out."""
+    assert [level["nodeLabel"] for level in
+            topology_manifest(namespace="osmo")["spec"]["levels"]] == [
+        ZONE_LABEL, BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL]  # no node known yet: all
+    Node.objects.create(name="n1", gpus=8, labels={RACK_LABEL: "r1", ZONE_LABEL: "z",
+                                                   HOSTNAME_LABEL: "n1"})
+    Node.objects.create(name="n2", gpus=8, labels={RACK_LABEL: "r2"})
+    assert [level["nodeLabel"] for level in
+            topology_manifest(namespace="osmo")["spec"]["levels"]] == [
+        ZONE_LABEL, RACK_LABEL, HOSTNAME_LABEL]

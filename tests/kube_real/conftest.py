@@ -269,3 +269,37 @@ def sched(apiserver, namespace, osmo_settings, kubelet):
     scheduler.stop()
     delete_all_nodes(apiserver)
     uninstall_cluster_rbac(apiserver)  # the session's other tests hold the base RBAC only
+
+
+# --- OSMO_PLACEMENT=kai on the real KAI Scheduler --------------------------------------------
+
+@pytest.fixture(scope="module")
+def kai(apiserver, tmp_path_factory):
+    """The real KAI scheduler and binder, one per test module, stopped by PID at its end."""
+    from .kai import Kai
+    from .kai import unavailable_reason as kai_unavailable
+
+    reason = kai_unavailable()
+    if reason:
+        missing(reason)  # in CI: a failure
+    delete_all_nodes(apiserver)  # nodes are cluster-wide: KAI starts on an empty cluster
+    scheduler = Kai(apiserver, tmp_path_factory.mktemp("kai"))
+    try:
+        scheduler.start()
+    except Exception:
+        scheduler.stop()
+        raise
+    yield scheduler
+    scheduler.stop()
+    delete_all_nodes(apiserver)
+
+
+@pytest.fixture
+def kai_cluster(kai, apiserver, namespace, k8s_settings, kubelet):
+    """A test's namespace as KAI needs it (the root CA's ConfigMap), the kubelet stand-in
+    running; the test fails if a KAI process ended meanwhile."""
+    from .kai import prepare_namespace
+
+    prepare_namespace(apiserver, namespace)
+    yield kai
+    kai.check()

@@ -108,10 +108,13 @@ def test_a_given_podgroup_s_plural_constraints_reach_the_cluster(backend, cluste
     assert backend.dispatch().failed == []
     spec = cluster.get("podgroups", "pg")["spec"]
     assert "topologyConstraints" not in spec
-    assert spec["topologyConstraint"] == {"preferredTopologyLevel": "zone"}
+    # As KAI reads them: naming the cluster Topology, levels by node label.
+    assert spec["topologyConstraint"] == {"preferredTopologyLevel": "topology.osmo/zone",
+                                          "topology": "osmo-topology"}
     assert {s["name"]: s.get("topologyConstraint") for s in spec["subGroups"]} == {
-        "workers": {"requiredTopologyLevel": "rack"},
-        "leaders": {"preferredTopologyLevel": "hostname"}}
+        "workers": {"requiredTopologyLevel": "topology.osmo/rack", "topology": "osmo-topology"},
+        "leaders": {"preferredTopologyLevel": "kubernetes.io/hostname",
+                    "topology": "osmo-topology"}}
     assert spec == alice.get("/api/podgroups/pg").json()["manifest"]["spec"]
 
 

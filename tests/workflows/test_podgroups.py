@@ -98,12 +98,14 @@ def test_a_given_podgroup_s_plural_constraints_are_stored_in_the_crd_s_form(team
     assert response.status_code == 201, response.json()
     spec = user.get("/api/podgroups/pg").json()["manifest"]["spec"]
     assert "topologyConstraints" not in spec
-    assert spec["topologyConstraint"] == {"preferredTopologyLevel": "zone"}
+    # ... and as KAI reads them: naming the cluster Topology, levels by node label
+    assert spec["topologyConstraint"] == {"preferredTopologyLevel": "topology.osmo/zone",
+                                          "topology": "osmo-topology"}
     assert spec["subGroups"] == [
         {"name": "workers", "minMember": 1, "topologyConstraint": {
-            "requiredTopologyLevel": "rack"}},
+            "requiredTopologyLevel": "topology.osmo/rack", "topology": "osmo-topology"}},
         {"name": "leaders", "minMember": 1, "topologyConstraint": {
-            "preferredTopologyLevel": "hostname"}}]
+            "preferredTopologyLevel": "kubernetes.io/hostname", "topology": "osmo-topology"}}]
     kai = user.get(f"/api/workflow/{response.json()['name']}/kai").json()["manifests"]
     assert kai[0]["spec"] == spec  # what the cluster is sent
     gang = Workflow.objects.get(name=response.json()["name"]).groups.get().gang

@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler.core.kai_names import PODGROUP_ANNOTATION
 from workflows import lifecycle, selectors
 from workflows.models import ALIVE_TASK_STATUSES, FINAL_TASK_STATUSES, Task
 
@@ -67,10 +68,17 @@ class PodListener(ListWatch):
                 observed = []
                 changed += self._left(pod, *key, deleted=deleted)
                 continue
-            observation = status.observe(pod, deleted=deleted) if key else None
+            eviction = self._eviction(pod, *key) if key and deleted else None
+            observation = status.observe(pod, deleted=deleted, eviction=eviction) \
+                if key else None
             if observation is None:
                 continue
             workflow_name, task_name = key
+            if eviction is not None:
+                changed += lifecycle.tasks_observed(observed)  # in order, before the end
+                observed = []
+                changed += self._preempted(pod, workflow_name, task_name, observation)
+                continue
             if observation.node and moves.is_replacement(pod) and \
                     observation.status in ALIVE_TASK_STATUSES:
                 changed += lifecycle.tasks_observed(observed)  # in order, before the move
@@ -93,6 +101,42 @@ class PodListener(ListWatch):
                 workflow_name, task_name, observation.status, observation.node,
                 observation.exit_code, observation.reason))
         return changed + lifecycle.tasks_observed(observed)
+
+    def _eviction(self, pod: dict[str, Any], workflow_name: str,
+                  task_name: str) -> status.Eviction | None:
+        """KAI's eviction of a deleted pod's PodGroup, read from its Events — only for a pod
+        that ended without saying why (no final phase, no preemption condition) under KAI,
+        while its task is alive (a canceled group's pods cost no read)."""
+        if settings.OSMO_PLACEMENT == "osmo":
+            return None
+        probe = status.observe(pod, deleted=True)
+        if probe is None or probe.reason != "pod_deleted" or not selectors.task_alive(
+                workflow_name=workflow_name, task_name=task_name):
+            return None
+        group = ((pod.get("metadata") or {}).get("annotations") or {}).get(PODGROUP_ANNOTATION)
+        if not group:
+            return None
+        try:
+            body = raw(self.kube.core.list_namespaced_event(
+                self.namespace, field_selector=f"involvedObject.kind=PodGroup,"
+                                               f"involvedObject.name={group}",
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
+        except Exception as exc:  # noqa: BLE001 - then it ends as a deleted pod
+            logger.warning("k8s backend: reading the Events of %s failed: %s", group, exc)
+            return None
+        return status.kai_eviction(pod, body.get("items") or [])
+
+    def _preempted(self, pod: dict[str, Any], workflow_name: str, task_name: str,
+                   observation: status.Observation) -> int:
+        """The task ends FAILED_PREEMPTED; its events say who preempted it, as KAI says."""
+        self.logs.archive(pod)
+        changed = lifecycle.tasks_observed([lifecycle.TaskObservation(
+            workflow_name, task_name, observation.status, observation.node, None,
+            observation.reason)])
+        if changed:
+            reasons.preempted_event(workflow_name=workflow_name, task_name=task_name,
+                                    eviction=observation.eviction)
+        return changed
 
     def _left(self, pod: dict[str, Any], workflow_name: str, task_name: str, *,
               deleted: bool) -> bool:

@@ -38,6 +38,16 @@ def unschedulable_event(*, workflow_name: str, task_name: str,
         logstore.events_record([logstore.Event(task[1], task[0], reason, message)])
 
 
+def preempted_event(*, workflow_name: str, task_name: str, eviction) -> None:
+    """Who took a preempted task's place, as KAI named it (its PodGroup), as a task event."""
+    task = Task.objects.filter(workflow__name=workflow_name, name=task_name).values_list(
+        "id", "workflow_id").first()
+    if task is not None:
+        by = f" for PodGroup {eviction.preemptor}" if eviction.preemptor else ""
+        logstore.events_record([logstore.Event(task[1], task[0], "PreemptedBy",
+                                               f"KAI {eviction.action}{by}")])
+
+
 def pending_publish(*, previous: tuple | None = None) -> tuple[PendingGang, ...]:
     """Write KAI's reasons of the still-pending groups where ``explain`` and
     ``GET /api/scheduler/status`` read the scheduler's: the ``SchedulerCycle`` row (on this

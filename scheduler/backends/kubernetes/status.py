@@ -20,7 +20,12 @@ Mapping (OSMO's backend listener; decisions where the documents are silent are m
   as in the embedded cluster; unbound with ``PodScheduled=False`` → SCHEDULING, and KAI's
   message is kept as the group's unschedulable reason (``explain``);
 - the pod was deleted: its last known state if that was final, else FAILED_EVICTED
-  (* reason ``pod_deleted``) — or FAILED_PREEMPTED when it carried the condition above.
+  (* reason ``pod_deleted``) — or FAILED_PREEMPTED when it carried the condition above, or
+  when KAI evicted it for a reclaim or a preemption (:func:`kai_eviction`). KAI v0.17 sets the
+  condition only with ``--update-pod-eviction-condition`` (off by default); what it always
+  leaves is a Normal Event ``Evict`` on the pod's PodGroup, annotated
+  ``evictor-action-type`` (``reclaim``, ``preempt``, ``consolidation``, ...) and, for a reclaim
+  or a preemption, the preemptor's ``evictor-pod-group-namespace``/``-name``.
 - phase Unknown (node lost contact): * nothing; the node controller's later deletion decides.
 
 The writes are the workflow lifecycle's (:func:`workflows.lifecycle.task_observed`,
@@ -43,6 +48,21 @@ from .moves import PREEMPTION_REASON, is_leaving, moved_by_kai
 KUBELET_REJECTED = "kubelet_rejected"
 
 
+KAI_EVICT_REASON = "Evict"
+KAI_ACTION_ANNOTATION = "evictor-action-type"
+KAI_PREEMPTOR_NAME_ANNOTATION = "evictor-pod-group-name"
+KAI_PREEMPTOR_NAMESPACE_ANNOTATION = "evictor-pod-group-namespace"
+KAI_PREEMPTING_ACTIONS = ("reclaim", "preempt")
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """KAI's eviction of a PodGroup's pods for another gang (a reclaim or a preemption)."""
+
+    action: str
+    preemptor: str = ""  # "namespace/name" of the preemptor's PodGroup, when KAI names it
+
+
 @dataclass(frozen=True)
 class Observation:
     status: str
@@ -51,6 +71,7 @@ class Observation:
     reason: str | None = None
     message: str = ""  # KAI's unschedulable message (Pending, unbound)
     message_reason: str = ""
+    eviction: Eviction | None = None  # KAI's reclaim or preemption that ended it
 
 
 def _exit_code(pod: dict[str, Any]) -> int | None:
@@ -64,8 +85,32 @@ def _snake(text: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", text).lower() if text else "unschedulable"
 
 
-def observe(pod: dict[str, Any], *, deleted: bool = False) -> Observation | None:
-    """What ``pod`` says about its task; None when it says nothing new."""
+def _event_time(event: dict[str, Any]) -> str:
+    return (event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+            or (event.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def kai_eviction(pod: dict[str, Any], events: list[dict[str, Any]]) -> Eviction | None:
+    """The latest of KAI's ``Evict`` Events on the pod's PodGroup (``events``: that
+    PodGroup's) since the pod was made, when it was for a reclaim or a preemption."""
+    created = (pod.get("metadata") or {}).get("creationTimestamp") or ""
+    evictions = sorted((e for e in events if e.get("reason") == KAI_EVICT_REASON
+                        and _event_time(e) >= created), key=_event_time)
+    if not evictions:
+        return None
+    annotations = (evictions[-1].get("metadata") or {}).get("annotations") or {}
+    action = annotations.get(KAI_ACTION_ANNOTATION, "")
+    if action not in KAI_PREEMPTING_ACTIONS:
+        return None
+    name = annotations.get(KAI_PREEMPTOR_NAME_ANNOTATION, "")
+    namespace = annotations.get(KAI_PREEMPTOR_NAMESPACE_ANNOTATION, "")
+    return Eviction(action, f"{namespace}/{name}" if name else "")
+
+
+def observe(pod: dict[str, Any], *, deleted: bool = False,
+            eviction: Eviction | None = None) -> Observation | None:
+    """What ``pod`` says about its task; None when it says nothing new. ``eviction``: KAI's
+    eviction of the pod's PodGroup (:func:`kai_eviction`), read for a deleted pod."""
     status = pod.get("status") or {}
     spec = pod.get("spec") or {}
     node = spec.get("nodeName") or ""
@@ -87,6 +132,9 @@ def observe(pod: dict[str, Any], *, deleted: bool = False) -> Observation | None
             # no container ran, so no exit code tells the user why
             return Observation(TaskStatus.FAILED, node, reason=KUBELET_REJECTED)
         return Observation(TaskStatus.FAILED, node, exit_code=_exit_code(pod))
+    if deleted and eviction is not None:
+        return Observation(TaskStatus.FAILED_PREEMPTED, node, reason="preempted",
+                           eviction=eviction)
     if deleted:
         return Observation(TaskStatus.FAILED_EVICTED, node, reason="pod_deleted")
     if phase == "Running":

@@ -247,3 +247,36 @@ def test_queue_and_topology_manifests() -> None:
     topology["spec"]["levels"] = []
     assert validate_manifest(topology, crds_dir=kai_crds()) == [
         "spec.levels: [] should be non-empty"]
+
+
+RACK_GANG = """
+workflow:
+  name: ranks
+  groups:
+  - name: g
+    scheduling:
+      topologyConstraint: {requiredTopologyLevel: rack, preferredTopologyLevel: hostname}
+      subGroups:
+      - {name: a, minMember: 1, topologyConstraint: {requiredTopologyLevel: hostname}}
+    tasks:
+    - {name: w, image: nvcr.io/x:1, command: [train], resource: r, subGroup: a, lead: true}
+  resources:
+    r: {gpu: 8}
+"""
+
+
+def test_constraints_on_the_cluster_topology_are_emitted_as_kai_reads_them() -> None:
+    """KAI v0.17 drops a constraint that names no Topology and matches levels by node label."""
+    from scheduler.models import DEFAULT_TOPOLOGY_LEVELS
+
+    group = parse_workflow_spec(RACK_GANG).groups[0]
+    manifests = build_group_manifests(group, workflow_name="ranks-1", namespace="osmo",
+                                      queue="q", topology=DEFAULT_TOPOLOGY_LEVELS)
+    spec = manifests.podgroup["spec"]
+    assert spec["topologyConstraint"] == {"preferredTopologyLevel": "kubernetes.io/hostname",
+                                          "requiredTopologyLevel": "topology.osmo/rack",
+                                          "topology": "osmo-topology"}
+    assert spec["subGroups"][0]["topologyConstraint"] == {
+        "requiredTopologyLevel": "kubernetes.io/hostname", "topology": "osmo-topology"}
+    assert validate_manifest(manifests.podgroup, crds_dir=kai_crds()) == []
+    assert validate_podgroup(manifests.podgroup).errors == ()

@@ -104,27 +104,40 @@ def event_lines(alice, name: str) -> list[str]:
     return b"".join(response.streaming_content).decode().splitlines()
 
 
-def test_kai_preempts_low_work_for_a_normal_workflow_and_the_tasks_say_so(
-        kai_cluster, backend, cluster, alice, team, namespace) -> None:
+def low_gang_then_normal(backend, cluster, low_client, low_pool: str, alice) -> tuple[str, str]:
+    """Two 4-GPU LOW pods fill the one 8-GPU node; then an 8-GPU NORMAL workflow of alice's
+    in `team` runs there. Both names, once the NORMAL one runs."""
     add_node(cluster, "n1", gpus=8)
-    low = submit(alice, "team", spec("filler", gpus=4, tasks=2), priority="LOW")
+    low = submit(low_client, low_pool, spec("filler", gpus=4, tasks=2), priority="LOW")
     assert backend.dispatch().applied == [f"{low}-g"]
-    settle(backend, alice, low, ("RUNNING", ["RUNNING", "RUNNING"]), cluster)
+    settle(backend, low_client, low, ("RUNNING", ["RUNNING", "RUNNING"]), cluster)
     normal = submit(alice, "team", spec("train", gpus=8))
     assert backend.dispatch().applied == [f"{normal}-g"]
     settle(backend, alice, normal, ("RUNNING", ["RUNNING"]), cluster)
-    # KAI deletes both LOW pods (no condition on them: only its Evict Event on the PodGroup);
-    # the first one the listener sees ends preempted, and the gang's other task is canceled.
+    return low, normal
+
+
+def wait_preempted(backend, client, low: str) -> list[str]:
+    """The LOW gang ends preempted (its first task seen, the other canceled); the task
+    events that name the preemptor."""
     def ended():
         backend.listen()
-        status, tasks = statuses(alice, low)
+        status, tasks = statuses(client, low)
         return status == "FAILED_PREEMPTED" and sorted(tasks) == ["FAILED_CANCELED",
                                                                   "FAILED_PREEMPTED"]
     wait_for(ended, 30, what=f"{low} preempted")
-    body = alice.get(f"/api/workflow/{low}").json()
-    assert body["reason"] == "preempted"
-    preempted = [line for line in event_lines(alice, low) if "PreemptedBy" in line]
-    assert len(preempted) == 1, event_lines(alice, low)
+    preempted = [line for line in event_lines(client, low) if "PreemptedBy" in line]
+    assert len(preempted) == 1, event_lines(client, low)
+    return preempted
+
+
+def test_kai_preempts_low_work_for_a_normal_workflow_and_the_tasks_say_so(
+        kai_cluster, backend, cluster, alice, team, namespace) -> None:
+    # KAI deletes both LOW pods (no condition on them: only its Evict Event on the PodGroup);
+    # the first one the listener sees ends preempted, and the gang's other task is canceled.
+    low, normal = low_gang_then_normal(backend, cluster, alice, "team", alice)
+    preempted = wait_preempted(backend, alice, low)
+    assert alice.get(f"/api/workflow/{low}").json()["reason"] == "preempted"
     assert f"KAI preempt for PodGroup {namespace}/{normal}-g" in preempted[0]
 
 
@@ -147,20 +160,6 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_it_does(kai_cluster, backe
 def test_kai_reclaims_another_pool_s_low_work_for_a_workflow_within_quota(
         kai_cluster, backend, cluster, alice, admin, team, namespace) -> None:
     factories.pool("spare", 0)  # LOW work runs there on what nobody else uses
-    add_node(cluster, "n1", gpus=8)
-    low = submit(admin, "spare", spec("borrower", gpus=4, tasks=2), priority="LOW")
-    assert backend.dispatch().applied == [f"{low}-g"]
-    settle(backend, admin, low, ("RUNNING", ["RUNNING", "RUNNING"]), cluster)
-    normal = submit(alice, "team", spec("train", gpus=8))
-    assert backend.dispatch().applied == [f"{normal}-g"]
-    settle(backend, alice, normal, ("RUNNING", ["RUNNING"]), cluster)
-
-    def ended():
-        backend.listen()
-        status, tasks = statuses(admin, low)
-        return status == "FAILED_PREEMPTED" and sorted(tasks) == ["FAILED_CANCELED",
-                                                                  "FAILED_PREEMPTED"]
-    wait_for(ended, 30, what=f"{low} reclaimed")
-    preempted = [line for line in event_lines(admin, low) if "PreemptedBy" in line]
-    assert len(preempted) == 1, event_lines(admin, low)
+    low, normal = low_gang_then_normal(backend, cluster, admin, "spare", alice)
+    preempted = wait_preempted(backend, admin, low)
     assert f"KAI reclaim for PodGroup {namespace}/{normal}-g" in preempted[0]

@@ -104,9 +104,9 @@ def check_page(client, path: str) -> None:
 def test_list_pages_read_an_index(history, who):
     client = (make_client("platform-admin", "osmo-admin") if who == "admin"
               else make_client("viewer", "osmo-team-user"))
-    check_page(client, "/api/workflow")
-    check_page(client, "/api/workflow?pool=team&status=COMPLETED")
-    check_page(client, "/api/workflow?pools=team&statuses=COMPLETED&statuses=FAILED")
+    check_page(client, "/api/workflow?limit=20")
+    check_page(client, "/api/workflow?pool=team&status=COMPLETED&limit=20")
+    check_page(client, "/api/workflow?pools=team&statuses=COMPLETED&statuses=FAILED&limit=20")
     check_page(client, "/api/task?all_users=true&limit=20")
     check_page(client, "/api/task?all_users=true&limit=20&order=DESC")
 

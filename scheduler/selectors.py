@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import IntegerField, Max, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 
@@ -46,6 +47,26 @@ def largest_node_gpus(node_selector: Mapping[str, str]) -> int | None:
 
 def last_cycle() -> SchedulerCycle | None:
     return SchedulerCycle.objects.filter(pk=1).first()
+
+
+def pending_reasons(workflow_names: list[str]) -> dict[str, dict]:
+    """The first reason the last cycles give for a pending gang of each of these workflows
+    (`{group, code, message}`): what `explain` and `osmo workflow query` say first, for a page
+    of a list. Filtered inside PostgreSQL, so a page never decodes every pending gang."""
+    if not workflow_names:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT gang->>'workflow', gang->>'group', gang->'reasons'->0->>'code', "
+            f"gang->'reasons'->0->>'message' FROM {SchedulerCycle._meta.db_table}, "
+            "jsonb_array_elements(pending_gangs) AS gang "
+            "WHERE gang->>'workflow' = ANY(%s) AND jsonb_array_length(gang->'reasons') > 0",
+            [list(workflow_names)])
+        rows = cursor.fetchall()
+    found: dict[str, dict] = {}
+    for workflow, group, code, message in rows:
+        found.setdefault(workflow, {"group": group, "code": code, "message": message})
+    return found
 
 
 def visible_queue_names(*, roles) -> set[str]:

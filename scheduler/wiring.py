@@ -51,6 +51,9 @@ class Scheduling:
     def largest_node_gpus(self, node_selector: Mapping[str, str]) -> int | None:
         return selectors.largest_node_gpus(node_selector)
 
+    def pending_reasons(self, workflow_names: list[str]) -> dict[str, dict]:
+        return selectors.pending_reasons(workflow_names)
+
 
 class BackendNames:
     """`pools.ports.backends`: which backend names exist."""

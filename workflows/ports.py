@@ -56,5 +56,9 @@ class Scheduling(Protocol):
         """The most GPUs one schedulable node with these labels has; None when no
         schedulable node has them."""
 
+    def pending_reasons(self, workflow_names: list[str]) -> Mapping[str, Mapping[str, str]]:
+        """The first reason the scheduler gives for a pending gang of each workflow named:
+        `{group, code, message}`; a workflow with none is left out."""
+
 
 scheduling: Port[Scheduling] = Port("workflows.ports.scheduling")

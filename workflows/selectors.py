@@ -12,6 +12,7 @@ from osmo.errors import NotFound
 from pools.models import Pool
 from pools.quota import Usage
 
+from . import ports
 from .models import (
     ALIVE_TASK_STATUSES,
     ALIVE_WORKFLOW_STATUSES,
@@ -138,3 +139,10 @@ def gangs_by_backend() -> dict[str | None, dict[str, int]]:
         entry = counts.setdefault(backend, {"pending": 0, "running": 0})
         entry["running" if status == TaskStatus.RUNNING else "pending"] += count
     return counts
+
+
+def pending_reasons(workflows: Iterable[Workflow]) -> dict[str, dict]:
+    """Why each alive workflow with no reason of its own still waits: the scheduler's first
+    reason for a pending gang of it (`{group, code, message}`; one query for a whole page)."""
+    names = [w.name for w in workflows if w.status in ALIVE_WORKFLOW_STATUSES and not w.reason]
+    return dict(ports.scheduling().pending_reasons(names)) if names else {}

@@ -80,9 +80,11 @@ def list_workflows(args) -> int:
     with connect(args) as api:
         page = api.get("api/workflow", pool=args.pool, status=args.status, user=args.user,
                        limit=args.limit)
-    rows = [[w["name"], w["pool"], w["priority"], w["status"], w["gpus_requested"],
-             dash(w["user"]), dash(w["submitted_at"])] for w in page["results"]]
-    text = table(("Name", "Pool", "Priority", "Status", "GPUs", "User", "Submitted"), rows)
+    rows = [[w["name"], w["pool"], w["priority"], w["status"], dash(w["reason"]),
+             w["gpus_requested"], dash(w["user"]), dash(w["submitted_at"])]
+            for w in page["results"]]
+    text = table(("Name", "Pool", "Priority", "Status", "Reason", "GPUs", "User", "Submitted"),
+                 rows)
     if not page["count"]:
         filtered = args.pool or args.status or args.user
         text = ("No workflow visible to you matches these filters.\n" if filtered
@@ -116,7 +118,9 @@ def expected_start(explanation: dict | None) -> str | None:
 
 
 def describe(workflow: dict, explanation: dict | None = None) -> str:
-    reason = workflow["reason"] or pending_reason(explanation)
+    pending = workflow.get("pending_reason")
+    reason = (f"{pending['group']}: {pending['message']}" if pending
+              else workflow["reason"] or pending_reason(explanation))
     fields = [("Name", workflow["name"]), ("Kind", workflow["kind"]), ("Pool", workflow["pool"]),
               ("Priority", workflow["priority"]), ("User", workflow["user"]),
               ("Status", workflow["status"]), ("Reason", reason),

@@ -113,10 +113,12 @@ def test_list_query_cancel(user, spec_file, monkeypatch):
     code, out, _ = user("workflow", "list", "--user", "ml-user")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["Name", "Pool", "Priority", "Status", "GPUs", "User",
+    assert lines[0].split() == ["Name", "Pool", "Priority", "Status", "Reason", "GPUs", "User",
                                 "Submitted"]
     assert set(lines[1]) == {"-", " "} and len(lines) == 3
-    assert lines[2].split()[:6] == [mine.name, "team--a", "NORMAL", "PENDING", "2", "ml-user"]
+    # No cycle has run yet: the scheduler gives no reason, and the column says so.
+    assert lines[2].split()[:7] == [mine.name, "team--a", "NORMAL", "PENDING", "-", "2",
+                                    "ml-user"]
     code, out, _ = user("workflow", "list", "--pool", "team--b", "--status", "RUNNING",
                         "-t", "json")
     page = json.loads(out)

@@ -93,6 +93,25 @@ def test_normal_work_never_exceeds_quota(admin, alice):
     assert "osmo-pool-osmo-small.shared" in reasons[0]["message"] or reasons[0].get("queue")
 
 
+def test_a_waiting_workflow_gives_one_reason_in_lists_and_detail(admin, alice):
+    factories.pool("small", 16)
+    client = make_client("s", "osmo-small-user")
+    add_nodes(admin, 4)
+    names = [submit(client, "small", spec(f"n{i}", 8)) for i in range(3)]
+    before = {w["name"]: w for w in client.get("/api/workflow").json()["results"]}
+    assert before[names[2]]["reason"] is None  # no cycle yet: nothing to say
+    cycle(admin)
+    first = client.get(f"/api/workflow/{names[2]}/explain").json()["groups"][0]["reasons"][0]
+    expected = {"group": "g", "code": first["code"], "message": first["message"]}
+    listed = {w["name"]: w for w in client.get("/api/workflow").json()["results"]}
+    detail = client.get(f"/api/workflow/{names[2]}").json()
+    for body in (listed[names[2]], detail):
+        assert (body["reason"], body["pending_reason"]) == ("queue_over_quota", expected)
+    # The running ones wait for nothing.
+    assert [(listed[n]["reason"], listed[n]["pending_reason"]) for n in names[:2]] == [
+        (None, None), (None, None)]
+
+
 def test_low_borrows_idle_quota_and_is_reclaimed(admin):
     factories.pool("owner", 16)
     factories.pool("borrower", 16)

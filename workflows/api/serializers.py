@@ -21,6 +21,7 @@ from osmo.serializers import (
 )
 from pools.api.serializers import _iso
 
+from .. import selectors
 from ..models import Priority, Workflow
 
 
@@ -73,10 +74,12 @@ def group_object(group) -> dict:
             "tasks": [task_object(t) for t in group.tasks.all()]}
 
 
-def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None) -> dict:
+def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None,
+                    waiting: dict | None = None) -> dict:
     """The Workflow object; `groups`/`tasks` pass unsaved rows (a dry run). It also carries
     the fields the OSMO client reads (docs/API-OSMO-CLIENT.md); `request` makes `overview`
-    absolute."""
+    absolute. `waiting`: the page's `selectors.pending_reasons` (read here for one workflow),
+    so a list and the detail give a waiting workflow the same `reason`."""
     if groups is None:
         group_bodies = [group_object(g) for g in workflow.groups.all()]
     else:
@@ -84,6 +87,9 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None
             "name": g.name, "status": g.status, "reason": g.reason, "podgroup": g.podgroup,
             "depends_on": list(g.depends_on), "gpus": g.gpus, "backend": g.backend,
             "tasks": [task_object(t) for t in tasks if t.group is g]} for g in groups]
+    if waiting is None and groups is None:
+        waiting = selectors.pending_reasons([workflow])
+    pending = (waiting or {}).get(workflow.name)
     return {
         "name": workflow.name,
         "kind": workflow.kind,
@@ -91,7 +97,8 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None
         "priority": workflow.priority,
         "user": workflow.user.get_username() if workflow.user else None,
         "status": workflow.status,
-        "reason": workflow.reason,
+        "reason": workflow.reason or (pending and pending["code"]),
+        "pending_reason": pending,
         "gpus_requested": workflow.gpus_requested,
         "exec_timeout_seconds": workflow.exec_timeout_seconds,
         "queue_timeout_seconds": workflow.queue_timeout_seconds,
@@ -221,6 +228,12 @@ class GroupSerializer(serializers.Serializer):
     tasks = TaskSerializer(many=True)
 
 
+class PendingReasonSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
 class WorkflowSerializer(serializers.Serializer):
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=["workflow", "workload"])
@@ -228,7 +241,12 @@ class WorkflowSerializer(serializers.Serializer):
     priority = serializers.ChoiceField(choices=["HIGH", "NORMAL", "LOW"])
     user = serializers.CharField(allow_null=True)
     status = serializers.CharField()
-    reason = serializers.CharField(allow_null=True)
+    reason = serializers.CharField(
+        allow_null=True, help_text="A snake_case code: why it ended, or the scheduler's first "
+                                   "reason while a group waits (`pending_reason`).")
+    pending_reason = PendingReasonSerializer(
+        allow_null=True, help_text="While a group waits: the scheduler's first reason, as "
+                                   "`explain` gives it; null otherwise.")
     gpus_requested = serializers.IntegerField()
     exec_timeout_seconds = serializers.IntegerField(
         allow_null=True, help_text="Each group's exec_timeout (from its RUNNING transition); "

@@ -93,8 +93,9 @@ class WorkflowListView(generics.ListAPIView):
     def list(self, request, *args, **kwargs):
         queryset = self.filter_queryset(self.get_queryset())
         page = self.paginate_queryset(queryset)
+        waiting = selectors.pending_reasons(page)
         response = self.get_paginated_response(
-            [s.workflow_object(w, request=request) for w in page])
+            [s.workflow_object(w, request=request, waiting=waiting) for w in page])
         # The OSMO client's reading of the same page.
         response.data["workflows"] = [s.list_entry(w, request) for w in page]
         response.data["more_entries"] = response.data["next"] is not None

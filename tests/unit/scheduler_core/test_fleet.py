@@ -1,0 +1,133 @@
+"""The fleet choice: which backend a gang goes to, and why each other one was passed over."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.core.fleet import BackendOption, choose, judge, move_target
+from scheduler.core.model import Node, Topology
+from tests.unit.scheduler_core.builders import gang, leaf, nodes, pods, topology
+
+NONE = Topology()
+
+
+def busy(node_list, gpus_each: int, until: float = float("inf")) -> tuple[Node, ...]:
+    """Each node with `gpus_each` GPUs held by work that ends at `until`."""
+    return tuple(replace(n, bound=(gpus_each, 0, 0),
+                         releases=((until, gpus_each, 0, 0, "other"),) if gpus_each else ())
+                 for n in node_list)
+
+
+def whole_nodes_gang(count: int, gpus: int = 8):
+    return gang("big", pod_list=pods("p", count, gpus=gpus), min_member=count)
+
+
+def test_a_gang_goes_where_it_starts_now_over_the_pools_first_backend():
+    options = [BackendOption("a", busy(nodes(16, prefix="a"), 4), NONE),
+               BackendOption("b", busy(nodes(16, prefix="b"), 0), NONE)]
+    choice = choose(whole_nodes_gang(16), options, now=0.0)
+    assert choice.backend == "b"
+    a = choice.verdict("a")
+    assert (a.eligible, a.starts_now, a.start, a.free_gpus) == (True, False, None, 64)
+    assert a.reason.code == "insufficient_gpus"
+    assert choice.verdict("b").reason is None
+
+
+def test_whole_nodes_are_needed_not_a_sum_of_free_gpus():
+    # 16 × 8 GPUs: 32 nodes half free have 128 free GPUs, and still no room.
+    half = BackendOption("half", busy(nodes(32, prefix="h"), 4), NONE)
+    assert judge(whole_nodes_gang(16), half, 0.0).starts_now is False
+    assert judge(whole_nodes_gang(16), half, 0.0).free_gpus == 128
+
+
+def test_a_backend_that_could_never_hold_it_is_filtered_out():
+    small = BackendOption("small", nodes(8, prefix="s"), NONE)  # 8 nodes: never 16 of them
+    later = BackendOption("later", busy(nodes(16, prefix="l"), 8, until=100.0), NONE)
+    choice = choose(whole_nodes_gang(16), [small, later], now=0.0)
+    assert choice.backend == "later"
+    s = choice.verdict("small")
+    assert (s.eligible, s.start) == (False, None)
+    assert s.reason.message.startswith("its nodes could never hold the gang, even empty")
+    assert choice.verdict("later").start == 100.0  # the work there ends at 100
+
+
+def test_the_soonest_start_wins_among_backends_that_cannot_start_it_now():
+    options = [BackendOption("slow", busy(nodes(4, prefix="s"), 8, until=900.0), NONE),
+               BackendOption("soon", busy(nodes(4, prefix="q"), 8, until=60.0), NONE),
+               BackendOption("never", busy(nodes(4, prefix="n"), 8), NONE)]
+    choice = choose(whole_nodes_gang(4), options, now=0.0)
+    assert choice.backend == "soon"
+    assert [(v.backend, v.start) for v in choice.verdicts] == [
+        ("slow", 900.0), ("soon", 60.0), ("never", None)]
+
+
+def test_ties_go_to_more_free_gpus_then_the_pools_order():
+    g = gang("one", pod_list=pods("p", 1, gpus=8), min_member=1)
+    options = [BackendOption("first", nodes(2, prefix="f"), NONE),
+               BackendOption("roomier", nodes(3, prefix="r"), NONE),
+               BackendOption("twin", nodes(3, prefix="t"), NONE)]
+    choice = choose(g, options, now=0.0)
+    assert choice.backend == "roomier"
+    assert choice.verdict("twin").reason.code == "backend_ranked_lower"
+    assert choose(g, options[:1] + options[2:], now=0.0).backend == "twin"
+
+
+def test_an_unusable_backend_takes_nothing_and_says_why():
+    options = [BackendOption("a", nodes(4, prefix="a"), NONE, unusable="offline: no heartbeat "
+                                                                       "for 45 s"),
+               BackendOption("b", busy(nodes(4, prefix="b"), 8, until=10.0), NONE)]
+    choice = choose(whole_nodes_gang(1), options, now=0.0)
+    assert choice.backend == "b"
+    assert choice.verdict("a").reason.message == "offline: no heartbeat for 45 s"
+    assert choose(whole_nodes_gang(1), options[:1], now=0.0).backend is None
+
+
+def test_topology_constraints_are_met_within_one_backend():
+    racks = topology("rack")
+    # a: 4 racks of 2 nodes (no rack holds 4 whole nodes); b: one rack of 4 nodes.
+    a = nodes(8, prefix="a", labels=lambda i: {"rack": f"ra{i // 2}"})
+    b = nodes(4, prefix="b", labels=lambda i: {"rack": "rb"})
+    g = gang("r", pod_list=pods("p", 4, gpus=8, subgroup="w"),
+             subgroups=(leaf("w", 4, required="rack"),), min_member=4)
+    choice = choose(g, [BackendOption("a", a, racks), BackendOption("b", b, racks)], now=0.0)
+    assert choice.backend == "b"
+    assert choice.verdict("a").eligible is False
+    # A Topology without the level: the constraint cannot be met there.
+    assert judge(g, BackendOption("flat", b, NONE), 0.0).reason.code == "topology_unknown_level"
+
+
+def test_a_waiting_gang_moves_once_per_interval_and_never_after_running():
+    g = whole_nodes_gang(2)
+    options = [BackendOption("a", busy(nodes(2, prefix="a"), 8), NONE),
+               BackendOption("b", nodes(2, prefix="b"), NONE)]
+    assert move_target(g, "a", options, 100.0, ran=False, last_moved=None, interval=60) == "b"
+    assert move_target(g, "a", options, 100.0, ran=False, last_moved=50.0, interval=60) is None
+    assert move_target(g, "a", options, 100.0, ran=True, last_moved=None, interval=60) is None
+    # It starts where it is: it stays.
+    assert move_target(g, "b", options, 100.0, ran=False, last_moved=None, interval=60) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes=st.lists(st.tuples(st.integers(1, 6), st.integers(0, 8),
+                                 st.sampled_from([10.0, 50.0, float("inf")])),
+                       min_size=1, max_size=4),
+       size=st.integers(1, 5), gpus=st.sampled_from([1, 4, 8]))
+def test_the_choice_is_sound(shapes, size, gpus):
+    """The chosen backend could hold the gang; if any backend starts it now, the chosen one
+    does; the choice never falls on an ineligible backend."""
+    options = [BackendOption(f"b{i}", busy(nodes(count, prefix=f"b{i}"), held, until), NONE)
+               for i, (count, held, until) in enumerate(shapes)]
+    g = whole_nodes_gang(size, gpus)
+    choice = choose(g, options, now=0.0)
+    verdicts = {v.backend: v for v in choice.verdicts}
+    if choice.backend is None:
+        assert not any(v.eligible for v in verdicts.values())
+        return
+    chosen = verdicts[choice.backend]
+    assert chosen.eligible and chosen.reason is None
+    assert chosen.starts_now == any(v.starts_now for v in verdicts.values())
+    if not chosen.starts_now and chosen.start is not None:
+        assert all(v.start is None or v.start >= chosen.start for v in verdicts.values())

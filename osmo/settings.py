@@ -251,6 +251,8 @@ OSMO_SCHEDULER_NAME = os.environ.get(
 # is OFFLINE, and seconds OFFLINE before its running tasks end FAILED_BACKEND_ERROR.
 OSMO_BACKEND_LEASE = env_int("OSMO_BACKEND_LEASE", 30)
 OSMO_BACKEND_LOST_TIMEOUT = env_int("OSMO_BACKEND_LOST_TIMEOUT", 600)
+# How often the started work of lost backends is ended (scheduler/backends/lost.py).
+OSMO_BACKEND_LOST_CHECK_INTERVAL = env_int("OSMO_BACKEND_LOST_CHECK_INTERVAL", 15)
 # Kubernetes backend: seconds between dispatch/cleanup passes (a NOTIFY wakes it sooner),
 # between full re-lists + node inventory, and the server-side timeout of one watch request.
 OSMO_K8S_INTERVAL = float(os.environ.get("OSMO_K8S_INTERVAL", "1"))
@@ -328,4 +330,6 @@ CELERY_BEAT_SCHEDULE.update({
     "kai-queue-sync": {"task": "scheduler.tasks.kai_queue_sync",
                        "schedule": float(OSMO_KAI_SYNC_INTERVAL)},
     "task-logs-purge": {"task": "workflows.tasks.logs_purge", "schedule": 3600.0},
+    "backends-lost": {"task": "scheduler.tasks.backends_lost",
+                      "schedule": float(OSMO_BACKEND_LOST_CHECK_INTERVAL)},
 })

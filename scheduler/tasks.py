@@ -15,6 +15,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 
+from scheduler.backends.lost import backends_lost_pass
 from scheduler.kai.sync import KaiSyncError, sync_enabled, sync_namespace
 
 logger = logging.getLogger(__name__)
@@ -47,3 +48,9 @@ def queue_sync_on_commit(namespace: str | None = None) -> None:
             logger.warning("kai queue sync not queued: broker unavailable")
 
     transaction.on_commit(dispatch)
+
+
+@shared_task
+def backends_lost() -> dict:
+    """The started groups of lost backends end FAILED_BACKEND_ERROR (`backends/lost.py`)."""
+    return backends_lost_pass()

@@ -23,7 +23,8 @@ Rules (OSMO's, where the contract is silent):
   (`FAILED_CANCELED`, reason `group_failed`); when every replica of its lead task has completed,
   the others are stopped as `COMPLETED` (reason `lead_completed`).
 - A group's final status takes the worst of its tasks': FAILED_EXEC_TIMEOUT, FAILED_QUEUE_TIMEOUT,
-  FAILED_PREEMPTED, FAILED_EVICTED, FAILED, FAILED_CANCELED, then COMPLETED. The workflow's takes
+  FAILED_PREEMPTED, FAILED_EVICTED, FAILED_BACKEND_ERROR, FAILED, FAILED_CANCELED, then
+  COMPLETED. The workflow's takes
   the worst of its groups' (so a workflow that timed out says so, as OSMO's does).
 - When a group fails, the workflow's other alive groups are canceled (reason `upstream_failed`)
   - except when it timed out: then, as in OSMO 6.3, only the groups that wait for its output
@@ -40,6 +41,9 @@ Rules (OSMO's, where the contract is silent):
   run again later, as KAI re-queues them; a task moved by consolidation keeps running on its
   new node (reason `consolidated`); a task whose pod the scheduler released before it ran
   waits for a node again (SCHEDULING, unbound).
+- A lost cluster: the groups that started on a backend silent past its lost timeout end
+  FAILED_BACKEND_ERROR as a gang (`groups_end_backend_lost`), as they do when the backend is
+  deleted with `force`.
 """
 
 from __future__ import annotations
@@ -456,6 +460,27 @@ def groups_time_out(*, now: datetime) -> int:
             ended += len(groups)
     settle_workflows({workflow_id for _, workflow_id, _ in due}, now)
     return ended  # the Kubernetes backend's cleanup, in the same pass, deletes their pods
+
+
+@transaction.atomic
+def groups_end_backend_lost(*, backend: str, reason: str, now: datetime) -> int:
+    """The groups dispatched to `backend` with a task that started or holds a node there end
+    as a gang: their alive tasks FAILED_BACKEND_ERROR (`reason`: `backend_lost`,
+    `backend_deleted`); the workflows settle as for any failed gang. Returns how many groups
+    ended. Groups that never reached a node there are left alone."""
+    started = Task.objects.filter(group_id=OuterRef("pk"), status__in=(
+        TaskStatus.SCHEDULING, TaskStatus.RUNNING)).exclude(node_name="")
+    due = list(WorkflowGroup.objects.filter(backend=backend, status__in=ALIVE_TASK_STATUSES)
+               .filter(Exists(started)).values_list("pk", "workflow_id"))
+    if not due:
+        return 0
+    workflow_ids = {workflow_id for _, workflow_id in due}
+    lock_workflows(workflow_ids)
+    groups = [pk for pk, _ in due]
+    _end_tasks(Task.objects.filter(group_id__in=groups), TaskStatus.FAILED_BACKEND_ERROR,
+               reason, now)
+    settle_workflows(workflow_ids, now)
+    return len(groups)
 
 
 def tasks_evict_from_node(*, node_name: str, reason: str, now: datetime) -> int:

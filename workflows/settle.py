@@ -30,7 +30,8 @@ from .models import (
 
 TIMED_OUT = (TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT)
 SEVERITY = [TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT,
-            TaskStatus.FAILED_PREEMPTED, TaskStatus.FAILED_EVICTED, TaskStatus.FAILED,
+            TaskStatus.FAILED_PREEMPTED, TaskStatus.FAILED_EVICTED,
+            TaskStatus.FAILED_BACKEND_ERROR, TaskStatus.FAILED,
             TaskStatus.FAILED_CANCELED, TaskStatus.COMPLETED]
 
 # Events in words (GET /api/workflow/{name}/events) for the reasons tasks end with.
@@ -41,6 +42,8 @@ REASON_WORDS = {"group_failed": "another task of its group failed",
                 "subpool_deleted": "its subpool was deleted",
                 "submission_failed": "the cluster refused the group's objects",
                 "pod_deleted": "its pod was deleted", "node_deleted": "its node was removed",
+                "backend_lost": "its cluster sent nothing for longer than the lost timeout",
+                "backend_deleted": "its cluster was deleted",
                 "evicted": "evicted by the kubelet", "stale_gang": "its gang stayed below its "
                 "minimum", "preempted": "its GPUs went to another workload"}
 
@@ -66,6 +69,8 @@ def final_event(task_id: int, workflow_id: int, status: str, *, exit_code: int |
         reason_word, message = "Preempted", words(reason or "preempted")
     elif status == TaskStatus.FAILED_EVICTED:
         reason_word, message = "Evicted", words(reason or "evicted")
+    elif status == TaskStatus.FAILED_BACKEND_ERROR:
+        reason_word, message = "BackendError", words(reason)
     else:
         reason_word, message = "Canceled", words(reason)
     if status == TaskStatus.COMPLETED and reason:

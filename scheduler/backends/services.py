@@ -11,11 +11,13 @@ import re
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
 from pools.selectors import pools_naming_backends
 from pools.services import pools_forget_backend
 from scheduler.core.kai_names import DNS_LABEL_PATTERN
+from workflows import lifecycle
 from workflows.selectors import bound_tasks_on_nodes
 
 from ..models import Backend, BackendPlacement, Node
@@ -83,8 +85,8 @@ def backend_set_maintenance(*, backend: Backend, maintenance: bool) -> Backend:
 @transaction.atomic
 def backend_delete(*, actor, backend: Backend, force: bool = False) -> None:
     """Delete a backend: 409 `backend_in_use` while a live pool names it or tasks are bound on
-    its nodes, unless `force` — then the pools forget its name and its nodes are removed (their
-    bound tasks evicted)."""
+    its nodes, unless `force` — then the pools forget its name, the groups that started there
+    end FAILED_BACKEND_ERROR (reason `backend_deleted`) and its nodes are removed."""
     backend = Backend.objects.select_for_update().get(pk=backend.pk)
     pools = pools_naming_backends([backend.name]).get(backend.name, [])
     nodes = list(Node.objects.filter(backend=backend.name))
@@ -95,6 +97,8 @@ def backend_delete(*, actor, backend: Backend, force: bool = False) -> None:
         raise Conflict("backend_in_use", f"Backend '{backend.name}' is in use: "
                                          f"{' and '.join(parts)}; delete with ?force=true.")
     pools_forget_backend(actor=actor, backend=backend.name)
+    lifecycle.groups_end_backend_lost(backend=backend.name, reason="backend_deleted",
+                                      now=timezone.now())
     for node in nodes:
         node_delete(node=node, force=True)
     backend.delete()

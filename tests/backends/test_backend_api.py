@@ -238,19 +238,26 @@ def test_nodes_refuse_an_unknown_or_kubernetes_backend(admin_client, backend, co
     assert db_state() == before
 
 
-def test_delete_is_refused_while_tasks_are_bound_on_its_nodes_and_force_evicts(admin_client):
+def test_delete_is_refused_while_tasks_are_bound_on_its_nodes_and_force_ends_them(
+        admin_client):
     create(admin_client, "lab", kind="embedded")
     admin_client.post("/api/cluster/nodes", {"name": "l1", "gpus": 8, "backend": "lab"},
                       format="json")
     workflow = factories.running_workflow(factories.pool("team", 10), 2)
     workflow.tasks.update(node_name="l1")
+    workflow.groups.update(backend="lab")  # as the loop records it at the bind
+    elsewhere = factories.running_workflow(Pool.objects.get(name="team"), 2)
     before = db_state()
     response = admin_client.delete("/api/configs/backend/lab")
     assert (response.status_code, response.json()["code"]) == (409, "backend_in_use")
     assert "1 task(s) are bound on its nodes" in response.json()["detail"]
     assert db_state() == before
     assert admin_client.delete("/api/configs/backend/lab?force=true").status_code == 204
-    assert list(workflow.tasks.values_list("status", flat=True)) == ["FAILED_EVICTED"]
+    assert list(workflow.tasks.values_list("status", "reason")) == [
+        ("FAILED_BACKEND_ERROR", "backend_deleted")]
+    workflow.refresh_from_db()
+    assert workflow.status == "FAILED_BACKEND_ERROR"
+    assert list(elsewhere.tasks.values_list("status", flat=True)) == ["RUNNING"]
     assert not Backend.objects.filter(name="lab").exists()
     assert not Node.objects.filter(backend="lab").exists()
 

@@ -147,7 +147,8 @@ class WorkflowRestartView(APIView):
         workflow = _workflow(request, name)
         if workflow.status not in (WorkflowStatus.FAILED, WorkflowStatus.FAILED_CANCELED,
                                    WorkflowStatus.FAILED_PREEMPTED,
-                                   WorkflowStatus.FAILED_EVICTED):
+                                   WorkflowStatus.FAILED_EVICTED,
+                                   WorkflowStatus.FAILED_BACKEND_ERROR):
             raise Conflict("invalid_transition", f"Restart can only be used on FAILED "
                            f"workflows: workflow {workflow.name} has status {workflow.status}.")
         if workflow.manifests is not None:

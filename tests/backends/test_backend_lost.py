@@ -1,0 +1,71 @@
+"""A lost cluster (API.md "Backends", OSMO_BACKEND_LOST_TIMEOUT): the groups that started on a
+kubernetes backend silent past its lease and lost timeout end FAILED_BACKEND_ERROR; nothing
+else changes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from scheduler.backends.lost import backends_lost_pass
+from scheduler.models import Backend
+from tests import factories
+from workflows.models import Task, TaskEvent
+
+pytestmark = pytest.mark.django_db
+
+LEASE, LOST = 30, 600
+
+
+def on(backend: str, workflow):
+    workflow.groups.update(backend=backend)
+    return workflow
+
+
+@pytest.fixture
+def fleet():
+    now = timezone.now()
+    Backend.objects.create(name="gone", kind="kubernetes",
+                           last_heartbeat=now - timedelta(seconds=LEASE + LOST + 1))
+    Backend.objects.create(name="late", kind="kubernetes",  # offline, not yet lost
+                           last_heartbeat=now - timedelta(seconds=LEASE + LOST - 60))
+    Backend.objects.create(name="new", kind="kubernetes")  # never connected
+    Backend.objects.create(name="sim", kind="embedded")
+    return now
+
+
+@override_settings(OSMO_BACKEND_LEASE=LEASE, OSMO_BACKEND_LOST_TIMEOUT=LOST)
+def test_started_groups_of_a_lost_backend_end_and_nothing_else_changes(fleet):
+    team = factories.pool("team", 64)
+    lost = on("gone", factories.running_workflow(team, 4, tasks=2))
+    waiting = on("gone", factories.pending_workflow(team, 2))  # dispatched, not on a node
+    late = on("late", factories.running_workflow(team, 2))
+    sim = on("sim", factories.running_workflow(team, 2))
+    untouched = [(w.pk, list(w.tasks.values_list("status", "reason", "finished_at")))
+                 for w in (waiting, late, sim)]
+
+    assert backends_lost_pass(fleet) == {"gone": 1}
+    assert sorted(lost.tasks.values_list("name", "status", "reason")) == [
+        ("task-0", "FAILED_BACKEND_ERROR", "backend_lost"),
+        ("task-1", "FAILED_BACKEND_ERROR", "backend_lost")]
+    lost.refresh_from_db()
+    assert (lost.status, lost.reason) == ("FAILED_BACKEND_ERROR", "backend_lost")
+    assert sorted(TaskEvent.objects.filter(workflow=lost).values_list("reason", "message")) == [
+        ("BackendError", "its cluster sent nothing for longer than the lost timeout")] * 2
+    assert [(w.pk, list(w.tasks.values_list("status", "reason", "finished_at")))
+            for w in (waiting, late, sim)] == untouched
+    # Idempotent: a second pass finds nothing more to end.
+    assert backends_lost_pass(fleet) == {}
+    assert Task.objects.filter(status="FAILED_BACKEND_ERROR").count() == 2
+
+
+@override_settings(OSMO_BACKEND_LEASE=LEASE, OSMO_BACKEND_LOST_TIMEOUT=LOST)
+def test_a_heartbeat_in_time_keeps_the_work(fleet):
+    team = factories.pool("team", 8)
+    lost = on("gone", factories.running_workflow(team, 2))
+    Backend.objects.filter(name="gone").update(last_heartbeat=fleet)
+    assert backends_lost_pass(fleet) == {}
+    assert list(lost.tasks.values_list("status", flat=True)) == ["RUNNING"]

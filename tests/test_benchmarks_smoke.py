@@ -31,6 +31,7 @@ SMOKE: dict[str, tuple[list[str], str, str | None]] = {
     "end_to_end.py": (["--nodes", "2", "--workflows", "8", "--clients", "2",
                        "--web-workers", "1", "--limit", "60"],
                       r"^all RUNNING after [\d.]+ s \(8 running\)", None),
+    "fleet_quality.py": (["--quick"], r"^  utilization fleet / one cluster: [\d.]+", None),
     "gang_start.py": (["--nodes", "2", "--gang", "1", "--gang-seconds", "3", "--warmup", "2",
                        "--after", "12", "--limit", "60"],
                       r"^gang start: [\d.]+ s after submission", None),

@@ -107,11 +107,17 @@ def scheduler_status(*, roles, user) -> dict:
 def explain(workflow) -> dict:
     """Per group: the last cycle's reasons, or why it is not (yet) in the scheduler, and the
     start estimate of a group that holds a reservation (`estimate`: null otherwise; see
-    `scheduler.cycle_record.estimate_row`)."""
+    `scheduler.cycle_record.estimate_row`). A group that waits while none of its pool's
+    backends can take work says that first."""
     cycle = last_cycle()
     by_podgroup = {p["podgroup"]: p for p in (cycle.pending_gangs if cycle else [])}
+    from .backends.health import backends_unavailable  # it reads these selectors
+
+    rows = list(workflow.groups.all())
+    unavailable = (backends_unavailable(workflow.pool)
+                   if any(g.status == TaskStatus.SCHEDULING for g in rows) else None)
     groups = []
-    for group in workflow.groups.all():
+    for group in rows:
         estimate = None
         if group.status == TaskStatus.WAITING:
             reasons = [{"code": "waiting_for_inputs",
@@ -123,6 +129,8 @@ def explain(workflow) -> dict:
             reasons = pending.get("reasons") or [{
                 "code": "not_yet_scheduled",
                 "message": "Admitted; waiting for the next scheduling cycle."}]
+            if unavailable is not None and not any(t.node_name for t in group.tasks.all()):
+                reasons = [unavailable, *reasons]
         else:
             reasons = []
         groups.append({"name": group.name, "podgroup": group.podgroup, "status": group.status,

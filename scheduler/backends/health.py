@@ -9,7 +9,7 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
-from .liveness import backend_status, is_online
+from .liveness import OFFLINE, ONLINE, backend_status, is_online
 from .selectors import backends_live
 
 
@@ -32,3 +32,27 @@ def backends_health(now: datetime | None = None) -> dict[str, dict]:
                             lease_seconds=lease),
         "heartbeat_age": heartbeat_age(backend.last_heartbeat, now),
     } for backend in backends_live()}
+
+
+def backends_unavailable(pool) -> dict | None:
+    """The reason a pool's work waits whatever its quota: none of the backends it names (a
+    subpool: its parent's) can take work now. None while one can."""
+    names = list((pool.parent if pool.parent_id else pool).backends or [])
+    health = backends_health()
+    if any(health.get(name, {}).get("status") == ONLINE for name in names):
+        return None
+    states = []
+    for name in names:
+        entry = health.get(name)
+        if entry is None:
+            states.append(f"{name} does not exist")
+        elif entry["status"] == OFFLINE and entry["heartbeat_age"] is not None:
+            states.append(f"{name} is OFFLINE (no heartbeat for {entry['heartbeat_age']:.0f} s)")
+        elif entry["status"] == OFFLINE:
+            states.append(f"{name} is OFFLINE (its agent never connected)")
+        else:
+            states.append(f"{name} is {entry['status']}")
+    return {"code": "backends_unavailable",
+            "message": f"No backend of pool {pool.name} can take work now: "
+                       f"{'; '.join(states) or 'it names none'}. The workflow stays admitted "
+                       "and starts once one is back."}

@@ -10,9 +10,11 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from pools.models import Pool
 from scheduler.backends.lost import backends_lost_pass
 from scheduler.models import Backend
 from tests import factories
+from tests.conftest import make_client
 from workflows.models import Task, TaskEvent
 
 pytestmark = pytest.mark.django_db
@@ -69,3 +71,26 @@ def test_a_heartbeat_in_time_keeps_the_work(fleet):
     Backend.objects.filter(name="gone").update(last_heartbeat=fleet)
     assert backends_lost_pass(fleet) == {}
     assert list(lost.tasks.values_list("status", flat=True)) == ["RUNNING"]
+
+
+@override_settings(OSMO_BACKEND_LEASE=LEASE, OSMO_BACKEND_LOST_TIMEOUT=LOST)
+def test_work_of_a_pool_whose_backends_are_all_down_is_admitted_and_says_why(fleet, admin_client):
+    team = factories.pool("team", 16)
+    Pool.objects.filter(pk=team.pk).update(backends=["gone", "new"])
+    Backend.objects.filter(name="gone").update(maintenance=False)
+    client = make_client("ann", "osmo-team-user")
+    spec = ("workflow:\n  name: w\n  tasks:\n  - {name: t, image: x, command: [a], "
+            "resource: r}\n  resources:\n    r: {gpu: 1}\n")
+    answer = client.post("/api/pool/team/workflow", {"file": spec}, format="json")
+    assert answer.status_code == 201
+    name = answer.json()["name"]
+    reasons = client.get(f"/api/workflow/{name}/explain").json()["groups"][0]["reasons"]
+    assert reasons[0] == {
+        "code": "backends_unavailable",
+        "message": f"No backend of pool team can take work now: gone is OFFLINE (no heartbeat "
+                   f"for {LEASE + LOST + 1} s); new is OFFLINE (its agent never connected). The "
+                   "workflow stays admitted and starts once one is back."}
+    # One backend back: the reason goes.
+    Backend.objects.filter(name="new").update(last_heartbeat=timezone.now())
+    reasons = client.get(f"/api/workflow/{name}/explain").json()["groups"][0]["reasons"]
+    assert [r["code"] for r in reasons] == ["not_yet_scheduled"]

@@ -12,12 +12,15 @@ judged from its own node inventory, Topology and the release times of the work i
 
 A gang waiting in one backend moves to another that would start it now (`move_target`): at most
 once per interval, and only while none of its pods has run.
+
+Each cluster's KAI queues get a share of every quota (`split_quota`), so that KAI, as the
+backstop, never lets a pool's guaranteed GPUs across clusters exceed its quota.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scheduler.core.cluster import Cluster
@@ -196,3 +199,20 @@ def move_target(gang: Gang, current: str, options: Sequence[BackendOption], now:
     if choice.backend is None or not choice.verdict(choice.backend).starts_now:
         return None
     return choice.backend
+
+
+def split_quota(quota: int, held: Mapping[str, int], order: Sequence[str]) -> dict[str, int]:
+    """One queue's quota shared among the backends of its pool (`order`: the pool's order):
+    each backend gets what the queue's guaranteed work dispatched there holds (`held`, in the
+    pool's order while the quota lasts), and the first backend the rest. The shares always sum
+    to `quota` and none is negative; each covers its backend's `held` while their sum stays
+    within the quota (admission sees to it; a quota lowered below what runs gives the later
+    backends less)."""
+    if not order:
+        return {}
+    shares, left = {}, max(0, quota)
+    for backend in order:
+        shares[backend] = min(max(0, held.get(backend, 0)), left)
+        left -= shares[backend]
+    shares[order[0]] += left
+    return shares

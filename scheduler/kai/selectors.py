@@ -9,25 +9,39 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from django.db.models import Q
 
 from osmo.accounts.roles import Roles
 from pools.models import Pool, SubpoolState
+from scheduler.core.fleet import split_quota
 from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME, HOSTNAME_LABEL
 from scheduler.models import DEFAULT_TOPOLOGY_LEVELS, ClusterTopology, Node
+from workflows.selectors import guaranteed_gpus_by_backend
 
-from .queues import KaiQueue, PoolData, SubpoolData, build_topology, queue_manifest, queue_tree
+from .queues import (
+    ACTIVE,
+    KaiQueue,
+    PoolData,
+    SubpoolData,
+    build_topology,
+    queue_manifest,
+    queue_tree,
+)
 
 _FIELDS = ("name", "parent_id", "subpool_state", "quota_gpus", "limit_gpus", "weight",
            "priority")
 
 
-def queue_pool_data(*, roles: Roles | None = None) -> list[PoolData]:
+def queue_pool_data(*, roles: Roles | None = None, backend: str | None = None
+                    ) -> list[PoolData]:
     """Live top-level pools with their ACTIVE/DELETING subpools, as plain data.
 
     ``roles``: only the pools the caller can view (and their subpools); ``None`` = all.
+    ``backend``: only the pools that name this backend, each quota as its share on that cluster
+    (:func:`on_backend`); ``None``: every pool with its whole quotas, as one cluster.
     """
     queryset = (
         Pool.objects.filter(archived_at__isnull=True)
@@ -40,30 +54,56 @@ def queue_pool_data(*, roles: Roles | None = None) -> list[PoolData]:
         if visible is not None:
             queryset = queryset.filter(Q(parent__isnull=True) & visible
                                        | Q(parent__isnull=False) & parent_visible)
-    rows = list(queryset.order_by("parent_id", "name").values_list(*_FIELDS))
+    if backend is not None:
+        queryset = queryset.filter(Q(parent__isnull=True, backends__contains=[backend])
+                                   | Q(parent__backends__contains=[backend]))
+    rows = list(queryset.order_by("parent_id", "name").values_list(*_FIELDS, "backends"))
     subpools: dict[str, list[SubpoolData]] = defaultdict(list)
     parents = []
-    for name, parent, state, quota, limit, weight, priority in rows:
+    for name, parent, state, quota, limit, weight, priority, backends in rows:
         if parent is None:
-            parents.append((name, quota, limit, weight, priority))
+            parents.append((name, quota, limit, weight, priority, backends))
         else:
             subpools[parent].append(SubpoolData(name=name, state=state, quota_gpus=quota))
-    return [
-        PoolData(name=name, quota_gpus=quota, limit_gpus=limit, weight=weight,
-                 priority=priority, subpools=tuple(subpools.get(name, ())))
-        for name, quota, limit, weight, priority in parents
-    ]
+    pools = [(PoolData(name=name, quota_gpus=quota, limit_gpus=limit, weight=weight,
+                       priority=priority, subpools=tuple(subpools.get(name, ()))), backends)
+             for name, quota, limit, weight, priority, backends in parents]
+    if backend is None:
+        return [pool for pool, _ in pools]
+    held = guaranteed_gpus_by_backend()
+    return [on_backend(pool, backend, list(backends), held) for pool, backends in pools]
 
 
-def queues(*, namespace: str, roles: Roles | None = None) -> list[KaiQueue]:
-    """The Queue hierarchy of ``namespace`` (the pools ``roles`` may view; None = all)."""
-    return queue_tree(queue_pool_data(roles=roles), namespace)
+def on_backend(pool: PoolData, backend: str, order: list[str],
+               held: Mapping[tuple[str, str], int]) -> PoolData:
+    """The pool as one of its clusters' queues see it: each leaf queue's quota (the `.shared`
+    queue's, each ACTIVE subpool's) is split among the pool's backends by
+    `scheduler.core.fleet.split_quota`, and the pool's own quota is the sum of its leaves'
+    shares there. Summed over the clusters, every quota is the pool's: KAI, the backstop,
+    never guarantees a pool more GPUs across clusters than its quota."""
+    def share(leaf: str, quota: int) -> int:
+        return split_quota(quota, {b: held.get((leaf, b), 0) for b in order}, order)[backend]
+
+    subpools = tuple(SubpoolData(name=s.name, state=s.state,
+                                 quota_gpus=share(s.name, s.quota_gpus) if s.state == ACTIVE
+                                 else 0) for s in pool.subpools)
+    shared = share(pool.name, pool.unallocated_gpus)
+    quota = shared + sum(s.quota_gpus for s in subpools if s.state == ACTIVE)
+    return replace(pool, quota_gpus=quota, subpools=subpools)
 
 
-def queue_manifests(*, namespace: str, roles: Roles | None = None) -> list[dict[str, Any]]:
+def queues(*, namespace: str, roles: Roles | None = None, backend: str | None = None
+           ) -> list[KaiQueue]:
+    """The Queue hierarchy of ``namespace`` (the pools ``roles`` may view; None = all), on
+    ``backend``'s cluster when given (:func:`queue_pool_data`)."""
+    return queue_tree(queue_pool_data(roles=roles, backend=backend), namespace)
+
+
+def queue_manifests(*, namespace: str, roles: Roles | None = None, backend: str | None = None
+                    ) -> list[dict[str, Any]]:
     """The Queue manifests of :func:`queues`."""
     return [queue_manifest(queue, namespace)
-            for queue in queues(namespace=namespace, roles=roles)]
+            for queue in queues(namespace=namespace, roles=roles, backend=backend)]
 
 
 def cluster_topology() -> list[dict]:
@@ -119,6 +159,9 @@ def topology_manifest(*, namespace: str) -> dict[str, Any]:
     return build_topology(namespace, levels=carried_levels(cluster_topology()))
 
 
-def desired_cluster_objects(*, namespace: str) -> list[dict[str, Any]]:
-    """Everything the sync keeps in step: the whole Queue hierarchy and the Topology."""
-    return [*queue_manifests(namespace=namespace), topology_manifest(namespace=namespace)]
+def desired_cluster_objects(*, namespace: str, backend: str | None = None
+                            ) -> list[dict[str, Any]]:
+    """Everything the sync keeps in step: the whole Queue hierarchy (of the pools `backend`
+    serves, with their shares there, when given) and the Topology."""
+    return [*queue_manifests(namespace=namespace, backend=backend),
+            topology_manifest(namespace=namespace)]

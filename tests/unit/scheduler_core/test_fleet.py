@@ -7,7 +7,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.fleet import BackendOption, choose, judge, move_target
+from scheduler.core.fleet import BackendOption, choose, judge, move_target, split_quota
 from scheduler.core.model import Node, Topology
 from tests.unit.scheduler_core.builders import gang, leaf, nodes, pods, topology
 
@@ -131,3 +131,24 @@ def test_the_choice_is_sound(shapes, size, gpus):
     assert chosen.starts_now == any(v.starts_now for v in verdicts.values())
     if not chosen.starts_now and chosen.start is not None:
         assert all(v.start is None or v.start >= chosen.start for v in verdicts.values())
+
+
+def test_a_quota_is_shared_by_what_each_cluster_holds_and_the_rest_goes_first():
+    assert split_quota(64, {"b": 16}, ["a", "b"]) == {"a": 48, "b": 16}
+    assert split_quota(64, {}, ["a", "b", "c"]) == {"a": 64, "b": 0, "c": 0}
+    assert split_quota(64, {"x": 8}, ["a"]) == {"a": 64}  # one backend: the whole quota
+    # A quota lowered below what runs: the shares still sum to it.
+    assert split_quota(10, {"a": 8, "b": 8}, ["a", "b"]) == {"a": 8, "b": 2}
+    assert split_quota(0, {"a": 3}, ["a", "b"]) == {"a": 0, "b": 0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(quota=st.integers(0, 512),
+       held=st.dictionaries(st.sampled_from("abcd"), st.integers(0, 256), max_size=4),
+       order=st.lists(st.sampled_from("abcd"), min_size=1, max_size=4, unique=True))
+def test_the_clusters_quotas_never_sum_above_the_pools(quota, held, order):
+    shares = split_quota(quota, held, order)
+    assert set(shares) == set(order) and sum(shares.values()) == quota
+    assert all(share >= 0 for share in shares.values())
+    if sum(held.get(b, 0) for b in order) <= quota:
+        assert all(shares[b] >= held.get(b, 0) for b in order)

@@ -45,7 +45,8 @@ class BackendDetailView(APIView):
         services.validate_name(name)  # the path's name is refused before the body's fields
         body = s.BackendUpsertSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        backend, created = services.backend_upsert(name=name, **body.validated_data)
+        backend, created = services.backend_upsert(actor=request.user, name=name,
+                                                   **body.validated_data)
         return Response(_body(backend.name), status=201 if created else 200)
 
     @extend_schema(request=s.BackendPatchSerializer, responses=s.BackendSerializer,
@@ -55,7 +56,7 @@ class BackendDetailView(APIView):
         backend = selectors.backend_get(name)
         body = s.BackendPatchSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        services.backend_set_maintenance(backend=backend,
+        services.backend_set_maintenance(actor=request.user, backend=backend,
                                          maintenance=body.validated_data["maintenance"])
         return Response(_body(name))
 

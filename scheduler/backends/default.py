@@ -27,8 +27,12 @@ def default_backend_fields() -> dict[str, Any]:
 def default_backend_ensure(using: str = "default") -> None:
     """The `default` backend exists: made from the settings when its row is missing (a
     database flushed since the migration)."""
-    Backend.objects.using(using).get_or_create(name=DEFAULT_BACKEND,
-                                               defaults=default_backend_fields())
+    from .services import backend_created  # the services import this module's port provider
+
+    backend, created = Backend.objects.using(using).get_or_create(
+        name=DEFAULT_BACKEND, defaults=default_backend_fields())
+    if created:
+        backend_created(backend=backend, using=using)
 
 
 def backend_names_missing(names: list[str]) -> list[str]:

@@ -12,18 +12,47 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from osmo import config_history
 from osmo.errors import Conflict, OsmoError
 from pools.selectors import pools_naming_backends
 from pools.services import pools_forget_backend
 from scheduler.core.kai_names import DNS_LABEL_PATTERN
 from workflows.selectors import bound_tasks_on_nodes
 
-from ..models import Backend, BackendPlacement, Node
+from ..models import Backend, BackendEvent, BackendPlacement, Node
 from ..services import node_delete
 from .default import backend_names_missing  # noqa: F401 - the port's provider
 
 _DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
-_FIELDS = ("kind", "placement", "k8s_namespace", "description", "scheduler_name")
+_FIELDS = ("kind", "placement", "k8s_namespace", "description", "scheduler_name", "maintenance")
+# A backend's configuration, as its revisions record it (what the agent reports is not).
+CONFIG_FIELDS = ("name", *_FIELDS)
+
+
+def backend_snapshot(backend: Backend) -> dict[str, Any]:
+    return {field: getattr(backend, field) for field in CONFIG_FIELDS}
+
+
+def backend_created(*, backend: Backend, using: str = "default") -> None:
+    """The first revision of a backend made outside the API (the `default` row, made again
+    after a flush)."""
+    with transaction.atomic(using=using):
+        backend_audit(name=backend.name, action="backend_created", actor=None, before=None,
+                      after=backend_snapshot(backend), using=using)
+
+
+def backend_audit(*, name: str, action: str, actor, before: dict | None,
+                  after: dict | None, using: str = "default") -> BackendEvent:
+    """The audit event, which is also the BACKEND config's next revision (taken last: the
+    change's row locks are held by now)."""
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    note = config_history.current_note(f"{action.replace('_', ' ').capitalize()}: {name}")
+    return BackendEvent.objects.using(using).create(
+        backend_name=name, action=action, actor=user,
+        actor_name=user.get_username() if user else None, before=before, after=after,
+        revision=config_history.next_revision(BackendEvent, config_history.BACKEND,
+                                              using=using),
+        description=note.description, tags=list(note.tags))
 
 
 def _invalid(field: str, message: str) -> OsmoError:
@@ -42,10 +71,10 @@ def default_scheduler_name(placement: str) -> str:
 
 
 @transaction.atomic
-def backend_upsert(*, name: str, **changes: Any) -> tuple[Backend, bool]:
+def backend_upsert(*, name: str, actor=None, **changes: Any) -> tuple[Backend, bool]:
     """Create or update a backend. Returns (backend, created). `changes` are validated fields
-    (kind, placement, k8s_namespace, description, scheduler_name); absent ones keep their
-    value, an empty scheduler_name is the placement's. Creating takes a `kind`."""
+    (kind, placement, k8s_namespace, description, scheduler_name, maintenance); absent ones
+    keep their value, an empty scheduler_name is the placement's. Creating takes a `kind`."""
     validate_name(name)
     backend = Backend.objects.select_for_update().filter(name=name).first()
     if backend is None:
@@ -56,27 +85,38 @@ def backend_upsert(*, name: str, **changes: Any) -> tuple[Backend, bool]:
                                     or default_scheduler_name(fields["placement"]))
         try:
             with transaction.atomic():
-                return Backend.objects.create(name=name, **fields), True
+                backend = Backend.objects.create(name=name, **fields)
         except IntegrityError:
             # A concurrent creator won: this request updates its row.
             backend = Backend.objects.select_for_update().get(name=name)
+        else:
+            backend_audit(name=name, action="backend_created", actor=actor, before=None,
+                          after=backend_snapshot(backend))
+            return backend, True
     if changes.get("scheduler_name") == "":  # cleared: the scheduler of its placement
         changes["scheduler_name"] = default_scheduler_name(changes.get("placement",
                                                                        backend.placement))
+    before = backend_snapshot(backend)
     changed = [f for f in _FIELDS if f in changes and getattr(backend, f) != changes[f]]
     for field in changed:
         setattr(backend, field, changes[field])
     if changed:
         backend.save(update_fields=changed)
+        backend_audit(name=name, action="backend_updated", actor=actor, before=before,
+                      after=backend_snapshot(backend))
     return backend, False
 
 
 @transaction.atomic
-def backend_set_maintenance(*, backend: Backend, maintenance: bool) -> Backend:
+def backend_set_maintenance(*, backend: Backend, maintenance: bool, actor=None) -> Backend:
     backend = Backend.objects.select_for_update().get(pk=backend.pk)
     if backend.maintenance != maintenance:
+        before = backend_snapshot(backend)
         backend.maintenance = maintenance
         backend.save(update_fields=["maintenance"])
+        backend_audit(name=backend.name, action="backend_maintenance_set" if maintenance
+                      else "backend_maintenance_lifted", actor=actor, before=before,
+                      after=backend_snapshot(backend))
     return backend
 
 
@@ -97,4 +137,20 @@ def backend_delete(*, actor, backend: Backend, force: bool = False) -> None:
     pools_forget_backend(actor=actor, backend=backend.name)
     for node in nodes:
         node_delete(node=node, force=True)
+    before = backend_snapshot(backend)
     backend.delete()
+    backend_audit(name=before["name"], action="backend_deleted", actor=actor, before=before,
+                  after=None)
+
+
+@transaction.atomic
+def backend_revision_restore(*, actor, event: BackendEvent) -> Backend | None:
+    """Roll one backend back to the config its revision recorded, through the services: a
+    revision that deleted it deletes it again (refused while in use, as any delete is)."""
+    if event.after is None:
+        backend = Backend.objects.filter(name=event.backend_name).first()
+        if backend is not None:
+            backend_delete(actor=actor, backend=backend)
+        return None
+    fields = {field: event.after[field] for field in _FIELDS if field in event.after}
+    return backend_upsert(actor=actor, name=event.backend_name, **fields)[0]

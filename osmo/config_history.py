@@ -21,6 +21,10 @@ from django.db import connections
 POOL = "POOL"
 BACKEND = "BACKEND"
 CONFIG_TYPES = (BACKEND, POOL)
+# OSMO's other config types: a filter may name them (its client lists every type); no
+# revision is kept of them here.
+OSMO_CONFIG_TYPES = ("BACKEND_TEST", "DATASET", "GROUP_TEMPLATE", "POD_TEMPLATE",
+                     "RESOURCE_VALIDATION", "ROLE", "SERVICE", "WORKFLOW")
 
 REVISION_LOCK = 0x05_0012  # advisory lock class: one key per config type
 _LOCK_KEYS = {POOL: 1, BACKEND: 2}

@@ -4,6 +4,7 @@ built here, described for the OpenAPI document by the serializers below."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from rest_framework import serializers
@@ -29,15 +30,18 @@ _TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 class ConfigTypeField(serializers.ChoiceField):
-    """POOL or BACKEND, in any case (OSMO's client sends them upper-case)."""
+    """POOL or BACKEND, in any case (OSMO's client sends them upper-case); as a filter, OSMO's
+    other type names too (`also_osmo`), which match no revision here."""
 
-    def __init__(self, **kwargs):
-        super().__init__(choices=config_history.CONFIG_TYPES, **kwargs)
+    def __init__(self, *, also_osmo: bool = False, **kwargs):
+        self.accepted = config_history.CONFIG_TYPES + (
+            config_history.OSMO_CONFIG_TYPES if also_osmo else ())
+        super().__init__(choices=self.accepted, **kwargs)
 
     def to_internal_value(self, data):
         if isinstance(data, str):
             data = data.upper()
-        if data not in config_history.CONFIG_TYPES:
+        if data not in self.accepted:
             raise serializers.ValidationError(
                 f"Config history is kept for {' and '.join(config_history.CONFIG_TYPES)} "
                 f"here, not {str(data)[:40]!r}.")
@@ -55,9 +59,9 @@ def _tags_valid(tags: list[str]) -> list[str]:
 
 
 class HistoryQuerySerializer(RequestSerializer):
-    config_types = serializers.ListField(child=ConfigTypeField(), required=False,
-                                         max_length=len(config_history.CONFIG_TYPES) * 2,
-                                         help_text="POOL, BACKEND (repeat it); none: both.")
+    config_types = serializers.ListField(
+        child=ConfigTypeField(also_osmo=True), required=False, max_length=20,
+        help_text="POOL, BACKEND (repeat it); none: both. OSMO's other types match nothing.")
     name = StrictCharField(required=False, max_length=82,
                            help_text="Only the revisions of this pool, subpool or backend.")
     revision = QueryIntegerField(required=False, min_value=1)
@@ -91,7 +95,8 @@ class HistoryQuerySerializer(RequestSerializer):
 
     def query(self) -> HistoryQuery:
         data = self.validated_data
-        types = tuple(dict.fromkeys(data.get("config_types") or config_history.CONFIG_TYPES))
+        asked = data.get("config_types") or config_history.CONFIG_TYPES
+        types = tuple(t for t in config_history.CONFIG_TYPES if t in asked)
         return HistoryQuery(
             config_types=types, name=data.get("name"), revision=data.get("revision"),
             tags=tuple(data.get("tags") or ()), created_before=data.get("created_before"),
@@ -122,12 +127,17 @@ class RollbackSerializer(RequestSerializer):
 
 # --- responses -------------------------------------------------------------------------------
 
+def utc_text(value: dt.datetime) -> str:
+    """UTC without an offset, as OSMO writes times (its client parses no other form)."""
+    return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat()
+
+
 def revision_object(row: dict, data=None) -> dict:
     """One revision as OSMO's history lists it, with what changed (`after`: the item's whole
     config after the change, null when it was deleted; `diff`: field by field)."""
     return {"config_type": row["config_type"], "name": row["item"],
             "revision": row["revision"], "username": row["actor_name"] or SYSTEM,
-            "created_at": row["at"].isoformat(), "description": row["description"],
+            "created_at": utc_text(row["at"]), "description": row["description"],
             "tags": list(row["tags"]), "action": row["action"], "after": row["after"],
             "diff": config_history.diff(row["before"], row["after"]), "data": data}
 
@@ -142,7 +152,7 @@ class RevisionSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="The pool, subpool or backend that changed.")
     revision = serializers.IntegerField(help_text="Counted per config type, from 1.")
     username = serializers.CharField(help_text=f"Who changed it; {SYSTEM} for the service.")
-    created_at = serializers.DateTimeField()
+    created_at = serializers.CharField(help_text="UTC, ISO 8601 without an offset.")
     description = serializers.CharField()
     tags = serializers.ListField(child=serializers.CharField())
     action = serializers.CharField(help_text="e.g. pool_updated, subpool_quota_changed, "

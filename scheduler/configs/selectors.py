@@ -63,6 +63,8 @@ def revisions(query: HistoryQuery) -> list[dict[str, Any]]:
     """One page of revisions, newest first before `descending` orders the page (OSMO's rule:
     `offset` and `limit` count from the newest). With `at_timestamp`: each type's revision in
     force then (one row a type)."""
+    if not query.config_types:
+        return []
     if query.at_timestamp is not None:
         rows = []
         for config_type in query.config_types:

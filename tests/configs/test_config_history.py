@@ -192,7 +192,7 @@ def test_history_is_paginated_and_bounded(admin_client):
     assert len(history(admin_client, config_types="POOL")) == 20  # the default page
     for params, field in (({"limit": 1001, "omit_data": "true"}, "limit"),
                           ({"limit": 21}, "limit"), ({"limit": 0}, "limit"),
-                          ({"offset": -1}, "offset"), ({"config_types": "SERVICE"},
+                          ({"offset": -1}, "offset"), ({"config_types": "NOPE"},
                                                        "config_types"),
                           ({"at_timestamp": "2026-01-01T00:00:00Z",
                             "created_after": "2025-01-01T00:00:00Z"}, "at_timestamp")):
@@ -201,6 +201,12 @@ def test_history_is_paginated_and_bounded(admin_client):
         body = response.json()
         assert body["code"] == "invalid_request"
         assert [key.split(".")[0] for key in body["errors"]] == [field], body
+
+
+def test_osmos_other_config_types_filter_to_nothing(admin_client, team):
+    assert history(admin_client, config_types=["SERVICE", "ROLE"]) == []
+    rows = history(admin_client, config_types=["SERVICE", "POOL"], omit_data="true")
+    assert {r["config_type"] for r in rows} == {"POOL"}
 
 
 def test_at_timestamp_gives_each_types_revision_in_force(admin_client, team):

@@ -18,6 +18,8 @@ from typing import Any
 
 from django.db import connections
 
+from osmo.errors import OsmoError
+
 POOL = "POOL"
 BACKEND = "BACKEND"
 CONFIG_TYPES = (BACKEND, POOL)
@@ -86,3 +88,12 @@ def diff(before: Any, after: Any) -> dict[str, dict[str, Any]]:
     new = after if isinstance(after, dict) else {}
     return {key: {"before": old.get(key), "after": new.get(key)}
             for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)}
+
+
+def retagged(tags: list[str], *, add: list[str], remove: list[str]) -> list[str]:
+    """A revision's tags with `add` added and `remove` taken away, sorted; at most TAGS_MAX."""
+    result = sorted((set(tags) | set(add)) - set(remove))
+    if len(result) > TAGS_MAX:
+        raise OsmoError("invalid_request", f"A revision carries at most {TAGS_MAX} tags.",
+                        errors={"set_tags": [f"At most {TAGS_MAX} tags in all."]})
+    return result

@@ -400,3 +400,13 @@ def pool_revision_restore(*, actor, event: PoolEvent) -> Pool:
         return subpool_create(actor=actor, parent=parent, subpool_name=subpool.subpool_name,
                               quota_gpus=target["quota_gpus"])[0]
     return subpool_update(actor=actor, subpool=subpool, quota_gpus=target["quota_gpus"])
+
+
+@transaction.atomic
+def pool_revision_tag(*, revision: int, add: list[str], remove: list[str]) -> PoolEvent:
+    """Tags added to and taken from a POOL revision (OSMO's `config tag`); nothing else of a
+    revision ever changes."""
+    event = PoolEvent.objects.select_for_update().get(revision=revision)
+    event.tags = config_history.retagged(event.tags, add=add, remove=remove)
+    event.save(update_fields=["tags"])
+    return event

@@ -125,6 +125,22 @@ class RollbackSerializer(RequestSerializer):
         return _tags_valid(tags)
 
 
+class TagsSerializer(RequestSerializer):
+    set_tags = serializers.ListField(child=StrictCharField(), required=False, default=list,
+                                     max_length=config_history.TAGS_MAX)
+    delete_tags = serializers.ListField(child=StrictCharField(), required=False, default=list,
+                                        max_length=config_history.TAGS_MAX)
+
+    def validate_set_tags(self, tags: list[str]) -> list[str]:
+        return _tags_valid(tags)
+
+    def validate(self, attrs):
+        if not attrs["set_tags"] and not attrs["delete_tags"]:
+            raise serializers.ValidationError(
+                {"set_tags": ["Give set_tags or delete_tags (or both)."]})
+        return attrs
+
+
 # --- responses -------------------------------------------------------------------------------
 
 def utc_text(value: dt.datetime) -> str:

@@ -7,8 +7,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from osmo import config_history
 from osmo.accounts.roles import roles_for
-from osmo.errors import Forbidden
+from osmo.errors import Forbidden, OsmoError
 
 from ..configs import selectors, services
 from . import config_serializers as s
@@ -68,3 +69,23 @@ class ConfigRollbackView(APIView):
                 for row in selectors.revisions(selectors.HistoryQuery(
                     config_types=(config_type,), revision=revision, limit=1))]
         return Response({"configs": [s.revision_object(row) for row in rows]})
+
+
+class ConfigRevisionTagsView(APIView):
+    @extend_schema(request=s.TagsSerializer, responses=s.RevisionSerializer,
+                   summary="Add tags to a revision, or take them away")
+    def post(self, request, config_type: str, revision: int):
+        _platform_admin(request)
+        kind = config_type.upper()
+        if kind not in config_history.CONFIG_TYPES:
+            raise OsmoError("invalid_request", f"Config history is kept for "
+                                               f"{' and '.join(config_history.CONFIG_TYPES)} "
+                                               f"here, not {config_type[:40]!r}.")
+        body = s.TagsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.config_tag(config_type=kind, revision=revision,
+                            add=body.validated_data["set_tags"],
+                            remove=body.validated_data["delete_tags"])
+        [row] = selectors.revisions(selectors.HistoryQuery(config_types=(kind,),
+                                                           revision=revision, limit=1))
+        return Response(s.revision_object(row))

@@ -16,6 +16,8 @@ urlpatterns = [
     path("configs/history", config_views.ConfigHistoryView.as_view(), name="config-history"),
     path("configs/history/rollback", config_views.ConfigRollbackView.as_view(),
          name="config-rollback"),
+    path("configs/history/<str:config_type>/revision/<int:revision>/tags",
+         config_views.ConfigRevisionTagsView.as_view(), name="config-revision-tags"),
     path("configs/diff", config_views.ConfigDiffView.as_view(), name="config-diff"),
     path("cluster/nodes", cluster_views.NodeListView.as_view(), name="cluster-nodes"),
     path("cluster/nodes/<str:name>", cluster_views.NodeDetailView.as_view(),

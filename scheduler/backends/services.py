@@ -154,3 +154,12 @@ def backend_revision_restore(*, actor, event: BackendEvent) -> Backend | None:
         return None
     fields = {field: event.after[field] for field in _FIELDS if field in event.after}
     return backend_upsert(actor=actor, name=event.backend_name, **fields)[0]
+
+
+@transaction.atomic
+def backend_revision_tag(*, revision: int, add: list[str], remove: list[str]) -> BackendEvent:
+    """Tags added to and taken from a BACKEND revision (OSMO's `config tag`)."""
+    event = BackendEvent.objects.select_for_update().get(revision=revision)
+    event.tags = config_history.retagged(event.tags, add=add, remove=remove)
+    event.save(update_fields=["tags"])
+    return event

@@ -83,7 +83,7 @@ def revisions(query: HistoryQuery) -> list[dict[str, Any]]:
 def revision_get(config_type: str, revision: int):
     """The event that is this revision, else 404 `revision_not_found`."""
     model = PoolEvent if config_type == config_history.POOL else BackendEvent
-    event = model.objects.filter(revision=revision).first()
+    event = model.objects.filter(revision=revision).first() if revision < 2**31 else None
     if event is None:
         raise NotFound("revision_not_found",
                        f"{config_type} has no revision {revision}.")

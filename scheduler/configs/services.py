@@ -6,9 +6,9 @@ from __future__ import annotations
 from django.db import transaction
 
 from osmo import config_history
-from pools.services import pool_revision_restore
+from pools.services import pool_revision_restore, pool_revision_tag
 
-from ..backends.services import backend_revision_restore
+from ..backends.services import backend_revision_restore, backend_revision_tag
 from . import selectors
 
 
@@ -27,3 +27,11 @@ def config_rollback(*, actor, config_type: str, revision: int, description: str 
         else:
             backend_revision_restore(actor=actor, event=event)
     return list(note.written)
+
+
+def config_tag(*, config_type: str, revision: int, add: list[str], remove: list[str]) -> None:
+    selectors.revision_get(config_type, revision)  # 404 revision_not_found
+    if config_type == config_history.POOL:
+        pool_revision_tag(revision=revision, add=add, remove=remove)
+    else:
+        backend_revision_tag(revision=revision, add=add, remove=remove)

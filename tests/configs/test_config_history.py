@@ -262,3 +262,28 @@ def test_admin_edits_are_revisions_too(team):
     [event] = BackendEvent.objects.filter(backend_name="west")
     assert event.action == "backend_created" and event.actor_name == "root"
     assert event.after["maintenance"] is True
+
+
+def test_tags_are_set_and_deleted_on_a_revision(admin_client, team):
+    url = "/api/configs/history/pool/revision/2/tags"
+    response = admin_client.post(url, {"set_tags": ["stable", "q4"]}, format="json")
+    assert response.status_code == 200
+    assert response.json()["tags"] == ["q4", "stable"]
+    response = admin_client.post(url, {"delete_tags": ["q4"]}, format="json")
+    assert response.json()["tags"] == ["stable"]
+    assert PoolEvent.objects.get(revision=2).tags == ["stable"]
+    before = db_state()
+    for path, body, status, code in (
+            (url, {}, 400, "invalid_request"),
+            (url, {"set_tags": ["bad tag"]}, 400, "invalid_request"),
+            (url, {"set_tags": [f"t{i}" for i in range(16)]}, 400, "invalid_request"),
+            ("/api/configs/history/service/revision/2/tags", {"set_tags": ["x"]}, 400,
+             "invalid_request"),
+            ("/api/configs/history/pool/revision/99/tags", {"set_tags": ["x"]}, 404,
+             "revision_not_found"),
+            ("/api/configs/history/pool/revision/99999999999999999999/tags",
+             {"set_tags": ["x"]}, 404, "revision_not_found")):
+        response = admin_client.post(path, body, format="json")
+        assert (response.status_code, response.json()["code"]) == (status, code), path
+    assert db_state() == before
+    assert PoolEvent.objects.get(revision=2).tags == ["stable"]

@@ -22,39 +22,10 @@ from workflows.selectors import bound_tasks_on_nodes
 from ..models import Backend, BackendEvent, BackendPlacement, Node
 from ..services import node_delete
 from .default import backend_names_missing  # noqa: F401 - the port's provider
+from .revisions import FIELDS as _FIELDS
+from .revisions import backend_audit, backend_snapshot
 
 _DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
-_FIELDS = ("kind", "placement", "k8s_namespace", "description", "scheduler_name", "maintenance")
-# A backend's configuration, as its revisions record it (what the agent reports is not).
-CONFIG_FIELDS = ("name", *_FIELDS)
-
-
-def backend_snapshot(backend: Backend) -> dict[str, Any]:
-    return {field: getattr(backend, field) for field in CONFIG_FIELDS}
-
-
-def backend_created(*, backend: Backend, using: str = "default") -> None:
-    """The first revision of a backend made outside the API (the `default` row, made again
-    after a flush)."""
-    with transaction.atomic(using=using):
-        backend_audit(name=backend.name, action="backend_created", actor=None, before=None,
-                      after=backend_snapshot(backend), using=using)
-
-
-def backend_audit(*, name: str, action: str, actor, before: dict | None,
-                  after: dict | None, using: str = "default") -> BackendEvent:
-    """The audit event, which is also the BACKEND config's next revision (taken last: the
-    change's row locks are held by now)."""
-    user = actor if getattr(actor, "is_authenticated", False) else None
-    note = config_history.current_note(f"{action.replace('_', ' ').capitalize()}: {name}")
-    return BackendEvent.objects.using(using).create(
-        backend_name=name, action=action, actor=user,
-        actor_name=user.get_username() if user else None, before=before, after=after,
-        revision=config_history.next_revision(BackendEvent, config_history.BACKEND,
-                                              using=using),
-        description=note.description, tags=list(note.tags))
-
-
 def _invalid(field: str, message: str) -> OsmoError:
     return OsmoError("invalid_backend", message, errors={field: [message]})
 

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from pools import services
-from pools.models import Pool
+from pools.models import Pool, PoolEvent
 from tests import factories
 
 from .replay import user_zone_time
@@ -115,3 +115,20 @@ def test_config_rollback_and_its_refusal(osmo_as, team):
     assert refused.status_code == 409  # the client prints the body and exits
     assert refused.json()["code"] == "quota_exceeds_parent"
     assert Pool.objects.get(name="team--a").quota_gpus == 3
+
+
+def test_config_tag_a_revision_or_the_latest(osmo_as, team):
+    osmo = osmo_as("root", "osmo-admin")
+    assert osmo.raw("POST", "api/configs/history/pool/revision/2/tags", payload={
+        "set_tags": ["stable", "q4"], "delete_tags": ["old"]}).status_code == 200
+    body = osmo.request("GET", "api/configs/history", params={
+        "omit_data": True, "offset": 0, "limit": 20, "order": "ASC",
+        "config_types": ["POOL"], "revision": 2})
+    assert history_table(body)[0][-1] == "q4, stable"
+    # `config tag POOL --set latest`: the latest revision first, then its tags.
+    latest = osmo.request("GET", "api/configs/history", params={
+        "config_types": ["POOL"], "order": "DESC", "limit": 1})["configs"][0]["revision"]
+    assert latest == 3
+    assert osmo.raw("POST", f"api/configs/history/pool/revision/{latest}/tags",
+                    payload={"set_tags": ["latest"]}).status_code == 200
+    assert PoolEvent.objects.get(revision=3).tags == ["latest"]

@@ -88,3 +88,14 @@ def test_bad_revisions_are_usage_errors(cli, monkeypatch, team):
                                                           "'SERVICE': one of BACKEND, POOL\n")
     assert cli("config", "diff", "POOL:x")[0:3:2] == (2, "error: 'x' is not a revision "
                                                          "number (1, 2, ...)\n")
+
+
+def test_a_change_made_with_the_cli_is_a_revision_of_its_user(cli, monkeypatch, team):
+    cli.as_user(monkeypatch, "root", "osmo-admin")
+    assert cli("pool", "subpool", "update", "team", "a", "--quota", "5")[0] == 0
+    code, out, _ = cli("config", "history", "POOL", "--name", "team--a", "--order", "desc",
+                       "--count", "1", "-t", "json")
+    [revision] = json.loads(out)["configs"]
+    assert (revision["revision"], revision["username"], revision["action"],
+            revision["diff"]) == (4, "root", "subpool_quota_changed",
+                                  {"quota_gpus": {"before": 3, "after": 5}})

@@ -1,5 +1,5 @@
 """Pool events become the POOL config's revisions: the events there are numbered in the order
-they were written."""
+they were written, and described as the services describe new ones ("Pool created: team")."""
 
 import django.contrib.postgres.fields
 from django.db import migrations, models
@@ -49,5 +49,12 @@ class Migration(migrations.Migration):
             constraint=models.CheckConstraint(condition=models.Q(revision__gte=1),
                                               name="pool_events_revision_1",
                                               violation_error_message="Revisions count from 1."),
+        ),
+        # Last: an index cannot be built while the rows' deferred checks are pending.
+        migrations.RunSQL(
+            "UPDATE pool_events SET description = upper(left(replace(action, '_', ' '), 1)) "
+            "|| substr(replace(action, '_', ' '), 2) || ': ' || pools.name "
+            "FROM pools WHERE pools.id = pool_events.pool_id",
+            reverse_sql=migrations.RunSQL.noop,
         ),
     ]

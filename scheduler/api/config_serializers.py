@@ -5,11 +5,11 @@ built here, described for the OpenAPI document by the serializers below."""
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 from rest_framework import serializers
 
 from osmo import config_history
+from osmo.config_changes import tags_valid
 from osmo.serializers import (
     QueryBooleanField,
     QueryIntegerField,
@@ -26,7 +26,6 @@ MAX_LIMIT = 1000
 MAX_LIMIT_WITH_DATA = 20
 MAX_OFFSET = 1_000_000
 SYSTEM = "(system)"  # the author of a change no user made (no username has parentheses)
-_TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 class ConfigTypeField(serializers.ChoiceField):
@@ -46,16 +45,6 @@ class ConfigTypeField(serializers.ChoiceField):
                 f"Config history is kept for {' and '.join(config_history.CONFIG_TYPES)} "
                 f"here, not {str(data)[:40]!r}.")
         return data
-
-
-def _tags_valid(tags: list[str]) -> list[str]:
-    if len(tags) > config_history.TAGS_MAX:
-        raise serializers.ValidationError(f"At most {config_history.TAGS_MAX} tags.")
-    bad = [tag[:70] for tag in tags if not _TAG_RE.match(tag)]
-    if bad:
-        raise serializers.ValidationError(
-            f"Tags are 1-63 letters, digits, '.', '_' or '-': not {', '.join(bad)}.")
-    return tags
 
 
 class HistoryQuerySerializer(RequestSerializer):
@@ -122,7 +111,7 @@ class RollbackSerializer(RequestSerializer):
                                  max_length=config_history.TAGS_MAX)
 
     def validate_tags(self, tags: list[str]) -> list[str]:
-        return _tags_valid(tags)
+        return tags_valid(tags)
 
 
 class TagsSerializer(RequestSerializer):
@@ -132,7 +121,7 @@ class TagsSerializer(RequestSerializer):
                                         max_length=config_history.TAGS_MAX)
 
     def validate_set_tags(self, tags: list[str]) -> list[str]:
-        return _tags_valid(tags)
+        return tags_valid(tags)
 
     def validate(self, attrs):
         if not attrs["set_tags"] and not attrs["delete_tags"]:

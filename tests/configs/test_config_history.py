@@ -287,3 +287,54 @@ def test_tags_are_set_and_deleted_on_a_revision(admin_client, team):
         assert (response.status_code, response.json()["code"]) == (status, code), path
     assert db_state() == before
     assert PoolEvent.objects.get(revision=2).tags == ["stable"]
+
+
+def test_osmos_config_update_shapes_change_with_their_description(admin_client, team):
+    response = admin_client.patch("/api/configs/pool/team", {
+        "configs_dict": {"quota_gpus": 12, "weight": 3}, "description": "grow",
+        "tags": ["q4"]}, format="json")
+    assert response.status_code == 200, response.content
+    assert (response.json()["quota_gpus"], response.json()["weight"]) == (12, 3)
+    [revision] = history(admin_client, config_types="POOL", order="DESC", limit=1,
+                         omit_data="true")
+    assert (revision["description"], revision["tags"], revision["diff"]) == (
+        "grow", ["q4"], {"quota_gpus": {"before": 10, "after": 12},
+                         "weight": {"before": 1, "after": 3}})
+    admin_client.post("/api/configs/backend/east", {"kind": "kubernetes"}, format="json")
+    response = admin_client.post("/api/configs/backend/east", {
+        "configs": {"description": "the east cluster"}, "description": "say what it is"},
+        format="json")
+    assert response.status_code == 200, response.content
+    assert Backend.objects.get(name="east").description == "the east cluster"
+    [revision] = history(admin_client, config_types="BACKEND", order="DESC", limit=1,
+                         omit_data="true")
+    assert (revision["description"], revision["diff"]) == (
+        "say what it is", {"description": {"before": "", "after": "the east cluster"}})
+
+
+def test_osmos_config_update_refusals_change_nothing(admin_client, team):
+    before = db_state()
+    for method, path, body, status, code in (
+            ("patch", "/api/configs/pool/team", {"configs_dict": {"used_gpus": 3}}, 400,
+             "invalid_request"),
+            ("patch", "/api/configs/pool/team", {"configs_dict": {"quota_gpus": 9}}, 409,
+             "quota_exceeds_parent"),
+            ("patch", "/api/configs/pool/team", {"configs_dict": {"quota_gpus": -1}}, 400,
+             "invalid_quota"),
+            ("patch", "/api/configs/pool/team", {"quota_gpus": 12}, 400, "invalid_request"),
+            ("patch", "/api/configs/pool/team--a", {"configs_dict": {"quota_gpus": 1}}, 400,
+             "invalid_request"),
+            ("patch", "/api/configs/pool/nope", {"configs_dict": {"quota_gpus": 1}}, 404,
+             "pool_not_found"),
+            ("post", "/api/configs/backend/default", {"configs": {"status": "x"}}, 400,
+             "invalid_backend"),
+            ("post", "/api/configs/backend/default", {"configs": {}, "tags": ["a b"]}, 400,
+             "invalid_backend")):
+        response = getattr(admin_client, method)(path, body, format="json")
+        assert (response.status_code, response.json()["code"]) == (status, code), (path, body)
+    assert db_state() == before
+    pool_admin = make_client("team-admin", "osmo-team-admin")
+    response = pool_admin.patch("/api/configs/pool/team", {"configs_dict": {"weight": 2}},
+                                format="json")
+    assert response.status_code == 403
+    assert db_state() == before

@@ -132,3 +132,24 @@ def test_config_tag_a_revision_or_the_latest(osmo_as, team):
     assert osmo.raw("POST", f"api/configs/history/pool/revision/{latest}/tags",
                     payload={"set_tags": ["latest"]}).status_code == 200
     assert PoolEvent.objects.get(revision=3).tags == ["latest"]
+
+
+def test_config_update_of_a_pool_and_of_a_backend(osmo_as, team):
+    osmo = osmo_as("root", "osmo-admin")
+    # The client reads the live config, diffs the edited one against it, sends the change.
+    current = fetch_data(osmo.request("GET", "api/configs/pool"))["team"]
+    assert current["quota_gpus"] == 10
+    osmo.request("PATCH", "api/configs/pool/team", payload={
+        "configs_dict": {"quota_gpus": 110, "weight": 2}, "description": "grow team"})
+    assert (Pool.objects.get(name="team").quota_gpus, Pool.objects.get(name="team").weight) == (
+        110, 2)
+    backend = fetch_data(osmo.request("GET", "api/configs/backend"))["default"]
+    assert backend["description"] == ""
+    osmo.request("POST", "api/configs/backend/default", payload={
+        "configs": {"description": "edited"}, "description": "say what it is",
+        "tags": ["doc"]})
+    body = osmo.request("GET", "api/configs/history", params={
+        "omit_data": True, "offset": 0, "limit": 2, "order": "DESC"})
+    assert [row[:3] + row[5:] for row in history_table(body)] == [
+        ["BACKEND", "default", "2", "say what it is", "doc"],
+        ["POOL", "team", "4", "grow team", "-"]]

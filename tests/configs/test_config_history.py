@@ -338,3 +338,35 @@ def test_osmos_config_update_refusals_change_nothing(admin_client, team):
                                 format="json")
     assert response.status_code == 403
     assert db_state() == before
+
+
+def test_a_forced_backend_delete_is_a_revision_of_each_pool_it_leaves_and_of_itself(
+        admin_client):
+    admin_client.post("/api/configs/backend/east", {"kind": "kubernetes"}, format="json")
+    factories.pool("lab", 4, backends=["east", "default"])
+    factories.pool("team", 4, backends=["east"])
+    response = admin_client.delete("/api/configs/backend/east?force=true")
+    assert response.status_code == 204
+    pools = history(admin_client, config_types="POOL", order="DESC", limit=2, omit_data="true")
+    assert sorted((r["name"], r["action"], r["username"]) for r in pools) == [
+        ("lab", "pool_updated", "platform-admin"), ("team", "pool_updated", "platform-admin")]
+    assert {r["name"]: r["diff"]["backends"]["after"] for r in pools} == {
+        "lab": ["default"], "team": []}
+    [deleted] = history(admin_client, config_types="BACKEND", order="DESC", limit=1)
+    assert (deleted["name"], deleted["action"], deleted["after"]) == (
+        "east", "backend_deleted", None)
+    assert [b["name"] for b in deleted["data"]] == ["default"]
+    # Rolled back, the backend comes back; the pools keep what they have now.
+    response = admin_client.post("/api/configs/history/rollback",
+                                 {"config_type": "BACKEND", "revision": 2}, format="json")
+    assert [r["action"] for r in response.json()["configs"]] == ["backend_created"]
+    assert Pool.objects.get(name="lab").backends == ["default"]
+
+
+def test_history_query_values_out_of_shape_are_400(admin_client):
+    for params in ({"created_before": "yesterday"}, {"name": "x" * 83},
+                   {"tags": "t" * 64}, {"revision": "0"}, {"order": "sideways"},
+                   {"omit_data": "maybe"}, {"limit": "٣"}):
+        response = admin_client.get("/api/configs/history", params)
+        assert (response.status_code, response.json()["code"]) == (400, "invalid_request"), \
+            params

@@ -370,3 +370,19 @@ def test_history_query_values_out_of_shape_are_400(admin_client):
         response = admin_client.get("/api/configs/history", params)
         assert (response.status_code, response.json()["code"]) == (400, "invalid_request"), \
             params
+
+
+def test_a_history_page_costs_the_same_queries_for_10_or_100_revisions(admin_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for quota in range(1, 101):
+        factories.pool("team", quota)
+
+    def statements(limit: int) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            rows = history(admin_client, omit_data="true", limit=limit)
+        assert len(rows) == limit
+        return len(captured.captured_queries)
+
+    assert statements(10) == statements(100)

@@ -18,6 +18,8 @@ AREAS: tuple[tuple[str, str, str], ...] = (
     ("cluster", "Nodes, the Topology and the resources pools see", r"^/api/(cluster|resources)"),
     ("backends", "The clusters that run pods, their status and figures",
      r"^/api/configs/backend"),
+    ("configs", "Config history of pools and backends: revisions, diffs, rollbacks",
+     r"^/api/configs/(history|diff)"),
     ("scheduler", "Scheduling cycles and their status", r"^/api/scheduler/"),
     ("auth", "Access tokens, users and login tokens", r"^/api/auth/"),
     ("profile", "Who the caller is and their settings", r"^/api/(whoami|profile/)"),

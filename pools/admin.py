@@ -195,7 +195,7 @@ class SubpoolInline(admin.TabularInline):
 
 class PoolEventInline(admin.TabularInline):
     model = PoolEvent
-    fields = ["at", "actor_name", "action", "changes"]
+    fields = ["revision", "at", "actor_name", "action", "changes"]
     readonly_fields = fields
     extra = 0
     can_delete = False

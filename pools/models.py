@@ -140,12 +140,20 @@ class PoolEvent(models.Model):
     action = models.CharField(max_length=40)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+    # The event is also the POOL config's revision (osmo/config_history.py): numbered without
+    # gaps across every pool, with what its author said of it.
+    revision = models.PositiveIntegerField(unique=True)
+    description = models.TextField(blank=True, default="")
+    tags = ArrayField(models.CharField(max_length=63), default=list, blank=True)
 
     class Meta:
         db_table = "pool_events"
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["pool", "-at"], name="pool_events_pool_at")]
+        indexes = [models.Index(fields=["pool", "-at"], name="pool_events_pool_at"),
+                   models.Index(fields=["pool", "-revision"], name="pool_events_pool_revision")]
         constraints = [
+            models.CheckConstraint(condition=Q(revision__gte=1), name="pool_events_revision_1",
+                                   violation_error_message="Revisions count from 1."),
             models.CheckConstraint(condition=Q(action__regex=r"^[a-z][a-z_]*$"),
                                    name="pool_events_action_snake_case",
                                    violation_error_message="Actions are snake_case verbs."),

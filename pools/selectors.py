@@ -168,3 +168,25 @@ def pools_naming_backends(names: list[str] | None = None) -> dict[str, list[str]
             if names is None or backend in names:
                 by_backend[backend].append(pool_name)
     return dict(by_backend)
+
+
+# --- the POOL config's revisions (its audit events) ------------------------------------------
+
+def pool_revisions():
+    """Every pool's and subpool's revisions (osmo/config_history.py), for history lists."""
+    return PoolEvent.objects.select_related("pool")
+
+
+def pool_config_at(revision: int) -> dict:
+    """The POOL config as it stood at `revision`: each pool's and subpool's last recorded
+    config up to it, archived ones left out (as OSMO's data of a POOL revision, keyed by
+    canonical name)."""
+    latest = (PoolEvent.objects.filter(revision__lte=revision)
+              .order_by("pool_id", "-revision").distinct("pool_id")
+              .values_list("after", flat=True))
+    pools = {}
+    for after in latest:
+        if not after or after.get("archived") or after.get("state") == SubpoolState.ARCHIVED:
+            continue
+        pools[after["name"]] = after
+    return {"pools": dict(sorted(pools.items()))}

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from osmo import events
+from osmo import config_history, events
 from osmo.errors import Conflict, OsmoError
 
 from . import ports
@@ -95,10 +95,16 @@ def pool_snapshot(pool: Pool) -> dict[str, Any]:
 
 
 def _audit(pool: Pool, action: str, actor, before: dict | None, after: dict | None) -> None:
+    """The audit event, which is also the POOL config's next revision (taken last: every row
+    lock of the change is held by now)."""
     user = actor if getattr(actor, "is_authenticated", False) else None
+    note = config_history.current_note(f"{action.replace('_', ' ').capitalize()}: {pool.name}")
     PoolEvent.objects.create(pool=pool, action=action, actor=user,
                              actor_name=user.get_username() if user else None,
-                             before=before, after=after)
+                             before=before, after=after,
+                             revision=config_history.next_revision(PoolEvent,
+                                                                   config_history.POOL),
+                             description=note.description, tags=list(note.tags))
 
 
 def _changed(pool: Pool) -> None:
@@ -355,9 +361,11 @@ def pools_forget_backend(*, actor, backend: str) -> list[str]:
     """Take a deleted backend's name out of every pool that lists it (a forced delete of the
     backend, in its transaction); returns those pools' names."""
     names = []
-    for pk in (Pool.objects.filter(parent__isnull=True, backends__contains=[backend])
-               .order_by("pk").values_list("pk", flat=True)):
-        pool = _lock(pk)
+    # Every pool locked before the first revision is written (the revision lock comes last).
+    pools = [_lock(pk) for pk in (Pool.objects.filter(parent__isnull=True,
+                                                      backends__contains=[backend])
+                                  .order_by("pk").values_list("pk", flat=True))]
+    for pool in pools:
         before = pool_snapshot(pool)
         pool.backends = [name for name in pool.backends if name != backend]
         pool.save(update_fields=["backends", "updated_at"])
@@ -365,3 +373,40 @@ def pools_forget_backend(*, actor, backend: str) -> list[str]:
         _changed(pool)
         names.append(pool.name)
     return names
+
+
+@transaction.atomic
+def pool_revision_restore(*, actor, event: PoolEvent) -> Pool:
+    """Roll one pool or subpool back to the config its revision recorded, through the service
+    that change would take, so every rule holds as it would for that update (a subpool quota
+    above the parent's unallocated share is refused, a pool in use is not archived)."""
+    pool, target = event.pool, event.after or {}
+    if not pool.is_subpool:
+        if target.get("archived"):
+            current = _lock(pool.pk)
+            return current if current.archived_at else pool_delete(actor=actor, pool=current)
+        fields = {f: target[f] for f in _TOP_LEVEL_FIELDS if f in target and f != "quota_gpus"}
+        return pool_upsert(actor=actor, name=pool.name, quota_gpus=target["quota_gpus"],
+                           **fields)[0]
+    parent, subpool = _lock_family(pool)
+    if parent.archived_at is not None:
+        raise Conflict("pool_archived", f"Pool '{parent.name}' is archived: restore it before "
+                                        f"its subpool '{subpool.name}'.")
+    if target.get("state") != SubpoolState.ACTIVE:
+        if subpool.subpool_state == SubpoolState.ACTIVE:
+            return subpool_delete(actor=actor, subpool=subpool)
+        return subpool
+    if subpool.subpool_state == SubpoolState.ARCHIVED:
+        return subpool_create(actor=actor, parent=parent, subpool_name=subpool.subpool_name,
+                              quota_gpus=target["quota_gpus"])[0]
+    return subpool_update(actor=actor, subpool=subpool, quota_gpus=target["quota_gpus"])
+
+
+@transaction.atomic
+def pool_revision_tag(*, revision: int, add: list[str], remove: list[str]) -> PoolEvent:
+    """Tags added to and taken from a POOL revision (OSMO's `config tag`); nothing else of a
+    revision ever changes."""
+    event = PoolEvent.objects.select_for_update().get(revision=revision)
+    event.tags = config_history.retagged(event.tags, add=add, remove=remove)
+    event.save(update_fields=["tags"])
+    return event

@@ -61,9 +61,9 @@ class BackendAdmin(admin.ModelAdmin):
         data = dict(form.cleaned_data)
         name = obj.name if change else data.pop("name")
         data.pop("name", None)
-        maintenance = data.pop("maintenance", False)
-        saved, _ = services.backend_upsert(name=name, **data)
-        saved = services.backend_set_maintenance(backend=saved, maintenance=maintenance)
+        # One change, one revision: the maintenance flag goes with the other fields.
+        saved, _ = services.backend_upsert(actor=request.user, name=name,
+                                           maintenance=data.pop("maintenance", False), **data)
         obj.pk, obj.name = saved.pk, saved.name
 
     def delete_model(self, request, obj):

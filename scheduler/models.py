@@ -4,6 +4,8 @@ Pods are the workflow tasks themselves: a task bound to a node holds its GPUs (`
 so bindings and usage are one table and can never disagree.
 """
 
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
@@ -164,3 +166,39 @@ class Backend(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class BackendEvent(models.Model):
+    """A backend's audit trail and the BACKEND config's revisions (osmo/config_history.py): one
+    row per change, written in the change's transaction. A deleted backend's rows stay, so
+    the backend is named, not referenced."""
+
+    backend_name = models.CharField(max_length=63)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.SET_NULL, related_name="+")
+    actor_name = models.CharField(max_length=150, null=True, blank=True,
+                                  help_text="Kept even if the user is removed; null = system.")
+    action = models.CharField(max_length=40)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True, help_text="null: the backend was deleted.")
+    revision = models.PositiveIntegerField(unique=True)
+    description = models.TextField(blank=True, default="")
+    tags = ArrayField(models.CharField(max_length=63), default=list, blank=True)
+
+    class Meta:
+        db_table = "backend_events"
+        ordering = ["-revision"]
+        indexes = [models.Index(fields=["backend_name", "-revision"],
+                                name="backend_events_name_revision")]
+        constraints = [
+            models.CheckConstraint(condition=Q(revision__gte=1),
+                                   name="backend_events_revision_1",
+                                   violation_error_message="Revisions count from 1."),
+            models.CheckConstraint(condition=Q(action__regex=r"^[a-z][a-z_]*$"),
+                                   name="backend_events_action_snake_case",
+                                   violation_error_message="Actions are snake_case verbs."),
+        ]
+
+    def __str__(self) -> str:
+        return f"r{self.revision} {self.backend_name} {self.action}"

@@ -90,6 +90,11 @@ PATH_VALUES = {
     "/api/resources/{name}": {"name": "n1"},
 }
 
+# Query parameters a read requires.
+QUERY_VALUES = {
+    "/api/configs/diff": {"config_type": "POOL", "first_revision": 1, "second_revision": 2},
+}
+
 
 def test_every_read_answers_as_its_schema_says_with_data_in_every_list(transactional_db,
                                                                          broker_url):
@@ -120,7 +125,8 @@ def test_every_read_answers_as_its_schema_says_with_data_in_every_list(transacti
         parameters = {key: values.get(value, value)
                       for key, value in PATH_VALUES.get(operation.path, {}).items()}
         # a log is followed while its task runs: read what is there
-        query = {"follow": "false"} if operation.path.endswith("/logs") else None
+        query = {"follow": "false"} if operation.path.endswith("/logs") else QUERY_VALUES.get(
+            operation.path)
         case = operation.Case(path_parameters=parameters, query=query)
         response = case.call(headers=auth)
         json_body = response.headers.get("Content-Type", "").startswith("application/json")

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from rest_framework import serializers
 
+from osmo.config_changes import ConfigChangeSerializer
 from osmo.serializers import (
     QueryBooleanField,
     QueryIntegerField,
@@ -95,6 +96,21 @@ class PoolUpsertSerializer(RequestSerializer):
         if bad:
             raise serializers.ValidationError(bad)
         return platforms
+
+
+class PoolChangeSerializer(ConfigChangeSerializer):
+    """OSMO's body of `PATCH /api/configs/pool/{name}` (`osmo config update POOL NAME`):
+    `configs_dict` holds some fields of PoolUpsertSerializer (the others keep their value),
+    `description` and `tags` are the revision's."""
+
+    configs_dict = serializers.DictField(help_text="Fields of the PUT body to change.")
+
+    def validate_configs_dict(self, changes: dict) -> dict:
+        unknown = sorted(set(changes) - set(PoolUpsertSerializer().fields))
+        if unknown:
+            raise serializers.ValidationError(
+                f"Not a setting of a pool: {', '.join(k[:40] for k in unknown[:10])}.")
+        return changes
 
 
 class SubpoolCreateSerializer(RequestSerializer):

@@ -8,6 +8,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from osmo import config_history
 from osmo.accounts.roles import roles_for
 from osmo.errors import Forbidden, OsmoError
 
@@ -70,6 +71,27 @@ class PoolDetailView(APIView):
         tree = selectors.pool_tree(roles=roles, only=pool.name)
         return Response(s.pool_object(pool, tree),
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=s.PoolChangeSerializer, responses=s.PoolSerializer,
+                   summary="Change some settings of a top-level pool (OSMO's config update)")
+    def patch(self, request, name: str):
+        roles = roles_for(request.user)
+        _require_platform_admin(roles)
+        pool = selectors.pool_get(name=name, roles=roles)
+        if pool.is_subpool:
+            raise OsmoError("invalid_request",
+                            f"'{name}' is a subpool: change its quota with PUT "
+                            f"/api/configs/pool/{pool.parent_id}/subpool/{pool.subpool_name}.")
+        change = s.PoolChangeSerializer(data=request.data)
+        change.is_valid(raise_exception=True)
+        body = s.PoolUpsertSerializer(data={"quota_gpus": pool.quota_gpus,
+                                            **change.validated_data["configs_dict"]})
+        body.is_valid(raise_exception=True)
+        with config_history.noted(change.note()):
+            pool, _ = services.pool_upsert(actor=request.user, name=name,
+                                           **body.validated_data)
+        tree = selectors.pool_tree(roles=roles, only=pool.name)
+        return Response(s.pool_object(pool, tree))
 
     @extend_schema(responses={204: None}, summary="Archive a top-level pool")
     def delete(self, request, name: str):

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.utils import timezone
 from rest_framework import serializers
 
+from osmo.config_changes import ConfigChangeSerializer
 from osmo.serializers import (
     QueryBooleanField,
     RequestSerializer,
@@ -47,6 +48,15 @@ class BackendUpsertSerializer(RequestSerializer):
         if scheduler_settings:
             attrs["scheduler_name"] = scheduler_settings["scheduler_name"]
         return attrs
+
+
+class BackendChangeSerializer(ConfigChangeSerializer):
+    """OSMO's body (`osmo config update BACKEND NAME`): `configs` holds the fields of
+    BackendUpsertSerializer, `description` and `tags` are the revision's."""
+
+    error_code = "invalid_backend"
+
+    configs = serializers.DictField(help_text="The fields of the contract's body.")
 
 
 class BackendPatchSerializer(RequestSerializer):

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from osmo import config_history
 from osmo.accounts.roles import roles_for
+from osmo.config_changes import is_osmo_change
 from osmo.errors import Forbidden
 
 from ..backends import selectors, services
@@ -43,9 +47,17 @@ class BackendDetailView(APIView):
     def post(self, request, name: str):
         _platform_admin(request)
         services.validate_name(name)  # the path's name is refused before the body's fields
-        body = s.BackendUpsertSerializer(data=request.data)
+        note = None
+        data = request.data
+        if is_osmo_change(data, "configs"):  # OSMO's client: {configs, description, tags}
+            change = s.BackendChangeSerializer(data=data)
+            change.is_valid(raise_exception=True)
+            note, data = change.note(), change.validated_data["configs"]
+        body = s.BackendUpsertSerializer(data=data)
         body.is_valid(raise_exception=True)
-        backend, created = services.backend_upsert(name=name, **body.validated_data)
+        with config_history.noted(note) if note else nullcontext():
+            backend, created = services.backend_upsert(actor=request.user, name=name,
+                                                       **body.validated_data)
         return Response(_body(backend.name), status=201 if created else 200)
 
     @extend_schema(request=s.BackendPatchSerializer, responses=s.BackendSerializer,
@@ -55,7 +67,7 @@ class BackendDetailView(APIView):
         backend = selectors.backend_get(name)
         body = s.BackendPatchSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        services.backend_set_maintenance(backend=backend,
+        services.backend_set_maintenance(actor=request.user, backend=backend,
                                          maintenance=body.validated_data["maintenance"])
         return Response(_body(name))
 

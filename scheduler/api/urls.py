@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import backend_views, cluster_views, resource_views, views
+from . import backend_views, cluster_views, config_views, resource_views, views
 
 urlpatterns = [
     path("kai/queues", views.KaiQueuesView.as_view(), name="kai-queues"),
@@ -13,6 +13,12 @@ urlpatterns = [
     path("configs/backend", backend_views.BackendListView.as_view(), name="backend-list"),
     path("configs/backend/<str:name>", backend_views.BackendDetailView.as_view(),
          name="backend-detail"),
+    path("configs/history", config_views.ConfigHistoryView.as_view(), name="config-history"),
+    path("configs/history/rollback", config_views.ConfigRollbackView.as_view(),
+         name="config-rollback"),
+    path("configs/history/<str:config_type>/revision/<int:revision>/tags",
+         config_views.ConfigRevisionTagsView.as_view(), name="config-revision-tags"),
+    path("configs/diff", config_views.ConfigDiffView.as_view(), name="config-diff"),
     path("cluster/nodes", cluster_views.NodeListView.as_view(), name="cluster-nodes"),
     path("cluster/nodes/<str:name>", cluster_views.NodeDetailView.as_view(),
          name="cluster-node"),

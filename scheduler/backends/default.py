@@ -13,6 +13,7 @@ from osmo.errors import OsmoError
 from scheduler.core.kai_names import DEFAULT_BACKEND
 
 from ..models import Backend, BackendKind
+from .revisions import backend_created
 from .selectors import missing_backends
 
 
@@ -27,8 +28,10 @@ def default_backend_fields() -> dict[str, Any]:
 def default_backend_ensure(using: str = "default") -> None:
     """The `default` backend exists: made from the settings when its row is missing (a
     database flushed since the migration)."""
-    Backend.objects.using(using).get_or_create(name=DEFAULT_BACKEND,
-                                               defaults=default_backend_fields())
+    backend, created = Backend.objects.using(using).get_or_create(
+        name=DEFAULT_BACKEND, defaults=default_backend_fields())
+    if created:
+        backend_created(backend=backend, using=using)
 
 
 def backend_names_missing(names: list[str]) -> list[str]:

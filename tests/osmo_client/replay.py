@@ -4,7 +4,7 @@ What this is: a replay written by hand from the client's public source (``src/cl
 ``src/lib/utils/client.py`` of NVIDIA/OSMO, version 6.4.0) — the method, path, query encoding,
 headers and body shape each command builds there, and the fields it reads from the answer. No
 test runs NVIDIA's client. ``transcripts/osmo-6.4.0.json`` holds what the real client sent for
-24 commands (recorded once, by hand, against ``osmo standalone``); ``test_transcripts.py`` checks
+34 commands (recorded by hand, against ``osmo standalone``); ``test_transcripts.py`` checks
 that the replays send each of those requests (method, path, query keys, body keys). What the
 client does with the answers is the replay's reading of its source, not recorded.
 

@@ -20,7 +20,8 @@ TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts" / "osmo-6.4.0.json
 # The path words of the API; any other segment is a name (a workflow, pool, node, token, user).
 WORDS = {"api", "auth", "jwt", "access_token", "version", "pool_quota", "pool", "profile",
          "settings", "workflow", "logs", "error_logs", "events", "spec", "task", "resources",
-         "user", "cancel", "restart", "tag", "roles"}
+         "user", "cancel", "restart", "tag", "roles", "configs", "history",
+         "diff", "rollback", "revision", "tags", "backend"}
 
 
 def shape(method: str, path: str, query: list[tuple[str, str]] | str, body) -> tuple:
@@ -44,7 +45,9 @@ def test_the_transcripts_hold_the_commands_the_replays_cover() -> None:
     assert {"workflow submit", "workflow list", "workflow query", "workflow cancel",
             "workflow logs", "workflow events", "workflow spec", "workflow restart",
             "pool list", "profile list", "task list", "resource list", "resource info",
-            "token set", "token list", "token delete", "user list", "user get"} <= commands
+            "token set", "token list", "token delete", "user list", "user get",
+            "config list", "config history", "config show", "config diff",
+            "config rollback", "config tag", "config update"} <= commands
 
 
 def test_every_recorded_request_is_one_the_replays_send() -> None:

@@ -1,0 +1,32 @@
+"""Reads of credentials. Only `payloads_for_dispatch` opens a sealed payload: the Kubernetes
+backend's, to write the task's Secrets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db.models import Q
+
+from . import crypto
+from .models import Credential
+
+
+def credentials_of(*, user):
+    return Credential.objects.filter(user=user).order_by("-cred_type", "name")
+
+
+def credentials_named(*, user_id: int, names: Iterable[str]) -> dict[str, Credential]:
+    """The user's credentials among ``names``, by name (a missing name is absent)."""
+    return {c.name: c for c in Credential.objects.filter(user_id=user_id, name__in=set(names))
+            .only("name", "cred_type", "profile", "keys")}
+
+
+def payloads_for_dispatch(*, user_id: int, names: Iterable[str] = (),
+                          registries: bool = False) -> dict[str, tuple[Credential, dict]]:
+    """name → (credential, opened payload) of the user's credentials among ``names``, plus
+    every REGISTRY credential of the user with ``registries`` (a task's image host picks)."""
+    wanted = Q(name__in=set(names))
+    if registries:
+        wanted |= Q(cred_type="REGISTRY")
+    return {c.name: (c, crypto.open_sealed(c.sealed))
+            for c in Credential.objects.filter(wanted, user_id=user_id)}

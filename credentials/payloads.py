@@ -31,15 +31,6 @@ def registry_host(registry: str) -> str:
             "registry-1.docker.io": DOCKER_HUB}.get(text, text)
 
 
-def image_registry(image: str) -> str:
-    """The registry host of an image reference (Docker's rule: the first part is a host only
-    when it has a dot or a colon, or is localhost)."""
-    first, _, rest = image.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return registry_host(first)
-    return DOCKER_HUB
-
-
 def problems(field: str, body: object) -> tuple[str, dict[str, str], str, dict[str, list[str]]]:
     """(type, payload, profile, errors) of one typed body; errors name keys, never values."""
     cred_type, required, optional = SHAPES[field]

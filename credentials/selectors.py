@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import Q
-
 from . import crypto
 from .models import Credential
 
@@ -21,12 +19,8 @@ def credentials_named(*, user_id: int, names: Iterable[str]) -> dict[str, Creden
             .only("name", "cred_type", "profile", "keys")}
 
 
-def payloads_for_dispatch(*, user_id: int, names: Iterable[str] = (),
-                          registries: bool = False) -> dict[str, tuple[Credential, dict]]:
-    """name → (credential, opened payload) of the user's credentials among ``names``, plus
-    every REGISTRY credential of the user with ``registries`` (a task's image host picks)."""
-    wanted = Q(name__in=set(names))
-    if registries:
-        wanted |= Q(cred_type="REGISTRY")
+def payloads_for_dispatch(*, user_id: int, names: Iterable[str]
+                          ) -> dict[str, tuple[Credential, dict]]:
+    """name → (credential, opened payload) of the user's credentials among ``names``."""
     return {c.name: (c, crypto.open_sealed(c.sealed))
-            for c in Credential.objects.filter(wanted, user_id=user_id)}
+            for c in Credential.objects.filter(user_id=user_id, name__in=set(names))}

@@ -41,7 +41,8 @@ def _typed_body(data: object) -> tuple[str, dict[str, str], str]:
             or {"body": ["exactly one credential type"]})
     cred_type, payload, profile, errors = payloads.problems(given[0], data[given[0]])
     if errors:
-        raise OsmoError("invalid_request", f"The {cred_type} credential is not valid.",
+        raise OsmoError("invalid_request", f"The {cred_type} credential is not valid: "
+                        + "; ".join(f"{path}: {m[0]}" for path, m in list(errors.items())[:3]),
                         errors=errors)
     return cred_type, payload, profile
 

@@ -339,7 +339,7 @@ def prepare_local_environment() -> None:
         os.environ["DATABASE_URL"] = start_postgres(data_dir())
         if not os.environ.get("SECRET_KEY"):
             os.environ["SECRET_KEY"] = local_secret_key()
-        if not os.environ.get("OSMO_CREDENTIAL_KEYS"):
+        if not bootstrap.credential_keys():
             os.environ["OSMO_CREDENTIAL_KEYS"] = local_credential_key()
         if not (os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")):
             broker = running_broker_url(data_dir())

@@ -10,6 +10,7 @@ import json
 import logging
 
 import pytest
+from django.test import Client
 
 from tests.k8s.conftest import submit
 
@@ -121,6 +122,12 @@ def test_credentials_become_secrets_owned_by_the_pods(backend, cluster, alice_cr
         response = alice.get(path)
         outputs.append(b"".join(response.streaming_content) if response.streaming
                        else response.content)
+    browser = Client()
+    browser.force_login(alice.user)
+    for page in (f"/workflows/{name}/", "/workflows/"):
+        answer = browser.get(page)
+        assert answer.status_code == 200
+        outputs.append(answer.content)
     assert alice.post(f"/api/workflow/{name}/cancel").status_code == 200
     assert backend.cleanup() == 1
     assert cluster.names("secrets") == []  # deleted with the group's pods

@@ -152,3 +152,14 @@ def test_no_key_is_a_503_and_nothing_stored(alice):
     assert response.status_code == 503
     assert response.json()["code"] == "credentials_unavailable"
     assert Credential.objects.count() == 0
+
+
+def test_the_standalone_keeps_one_key_in_its_data_folder(tmp_path, monkeypatch):
+    from osmo import embedded
+
+    monkeypatch.setenv("OSMO_DATA_DIR", str(tmp_path))
+    key = embedded.local_credential_key()
+    assert embedded.local_credential_key() == key  # the same at every start
+    path = tmp_path / "credential_key"
+    assert path.stat().st_mode & 0o777 == 0o600
+    Fernet(key.encode())  # a valid Fernet key

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.test import Client
 
 from tests import factories
 from tests.conftest import make_client
@@ -149,6 +150,10 @@ def test_submit_an_app_version_records_it(alice, team):
     workflow = Workflow.objects.get(name=response.json()["name"])
     assert (workflow.app_name, workflow.app_version) == ("train", 1)
     assert alice.get(f"/api/workflow/{workflow.name}").json()["app"]["version"] == 1
+    browser = Client()
+    browser.force_login(alice.user)
+    page = browser.get(f"/workflows/{workflow.name}/").content.decode()
+    assert "App: <code>train</code> version 1" in page
 
 
 def test_an_app_submission_meets_the_same_quota(alice, team):

@@ -83,6 +83,9 @@ def test_another_users_credential_is_403_and_nothing_written(team, alice, bob):
     ("      omni: {1BAD: omni_user}\n", "workflow.tasks[0].credentials.omni.1BAD"),
     ("      omni: 7\n", "workflow.tasks[0].credentials.omni"),
     ("      'bad name!': /x\n", "workflow.tasks[0].credentials"),
+    ("      omni: {" + ", ".join(f"V{i}: omni_user" for i in range(65)) + "}\n",
+     "workflow.tasks[0].credentials.omni"),
+    ("".join(f"      c{i}: /m{i}\n" for i in range(17)), "workflow.tasks[0].credentials"),
 ])
 def test_a_wrong_use_is_400_and_nothing_written(team, alice, uses, field):
     before = stored()

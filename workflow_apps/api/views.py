@@ -9,7 +9,6 @@ import re
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -166,7 +165,7 @@ class AppSpecView(APIView):
 
 
 class AppRenameView(APIView):
-    parser_classes = [BoundedJSONParser, JSONParser, PlainTextParser]
+    parser_classes = [BoundedJSONParser, PlainTextParser]
 
     @extend_schema(request={"application/json": str}, responses=str,
                    summary="Rename your app; answers the new name")

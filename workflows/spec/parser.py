@@ -76,6 +76,7 @@ from workflows.spec.units import (
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 NAME_MAX = 63
 MAX_TASK_CREDENTIALS = 16
+MAX_CREDENTIAL_VARIABLES = 64  # a credential holds at most 64 keys
 TOP_LEVEL_KEYS = ("version", "workflow", "default-values")
 RESOURCE_KEYS = ("cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded")
 TASK_KEYS = ("name", "image", "command", "args", "lead", "resource", "inputs", "outputs",
@@ -829,6 +830,8 @@ class _Parser:
                                            "be unique)")
                 mounts.append(mount)
                 out[name] = mount
+            elif isinstance(use, Mapping) and len(use) > MAX_CREDENTIAL_VARIABLES:
+                self.errors.add(where, f"at most {MAX_CREDENTIAL_VARIABLES} variables")
             elif isinstance(use, Mapping):
                 variables: dict[str, str] = {}
                 for variable, key in use.items():

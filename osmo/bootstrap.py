@@ -36,3 +36,8 @@ def metrics() -> bool:
 def kai_crds_dir() -> str:
     """``OSMO_KAI_CRDS_DIR`` ('' when unset)."""
     return os.environ.get(KAI_CRDS_DIR, "")
+
+
+def credential_keys() -> str:
+    """`OSMO_CREDENTIAL_KEYS` as set, for the standalone to keep a key when it is not."""
+    return os.environ.get("OSMO_CREDENTIAL_KEYS", "")

@@ -314,6 +314,20 @@ def local_secret_key() -> str:
     return path.read_text().strip()
 
 
+def local_credential_key() -> str:
+    """A Fernet key kept in the data folder: the standalone's credentials stay readable
+    across its restarts (OSMO_CREDENTIAL_KEYS, when set, is used instead)."""
+    import base64
+    import secrets
+
+    path = data_dir() / "credential_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii"))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
 def prepare_local_environment() -> None:
     """Without `DATABASE_URL`: start (or join) the embedded PostgreSQL under `OSMO_DATA_DIR`
     and export its URL, and keep a local `SECRET_KEY` beside it. A no-op when both are set.
@@ -325,6 +339,8 @@ def prepare_local_environment() -> None:
         os.environ["DATABASE_URL"] = start_postgres(data_dir())
         if not os.environ.get("SECRET_KEY"):
             os.environ["SECRET_KEY"] = local_secret_key()
+        if not bootstrap.credential_keys():
+            os.environ["OSMO_CREDENTIAL_KEYS"] = local_credential_key()
         if not (os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL")):
             broker = running_broker_url(data_dir())
             if broker:

@@ -17,6 +17,8 @@ are (events, the other way of speaking upward, are in `osmo.events`):
 - `workflows.ports.scheduling` (`workflows/ports.py`): the cluster Topology a spec may name, a
   workflow's KAI manifests (dry runs), the pod grouper (workloads). Provided by `scheduler`
   (`scheduler/wiring.py`).
+- `workflows.ports.apps` (`workflows/ports.py`): the app version a submission names
+  (`app_uuid`, `app_version`). Provided by `workflow_apps` (`workflow_apps/wiring.py`).
 """
 
 from __future__ import annotations

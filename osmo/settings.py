@@ -51,8 +51,10 @@ ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "*").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 # One app list: INSTALLED_APPS and the top-level migrations package are both built from it.
-OSMO_APPS = ["accounts", "pools", "workflows", "scheduler", "dashboard"]
-OSMO_APP_MODULES = {"accounts": "osmo.accounts", "pools": "pools", "workflows": "workflows",
+OSMO_APPS = ["accounts", "pools", "credentials", "workflows", "workflow_apps", "scheduler",
+             "dashboard"]
+OSMO_APP_MODULES = {"accounts": "osmo.accounts", "pools": "pools", "credentials": "credentials",
+                    "workflows": "workflows", "workflow_apps": "workflow_apps",
                     "scheduler": "scheduler", "dashboard": "dashboard"}
 MIGRATION_MODULES = {label: f"migrations.{label}" for label in OSMO_APPS}
 
@@ -212,6 +214,10 @@ OSMO_BUILD_HASH = os.environ.get("OSMO_BUILD_HASH", "")
 # Login tokens (JWT) the OSMO client gets for an access token: seconds they live, and the key
 # that signs them (default: SECRET_KEY).
 OSMO_JWT_LIFETIME = env_int("OSMO_JWT_LIFETIME", 900)
+# Fernet keys that seal users' credentials, comma-separated: the first seals, all open
+# (docs/CREDENTIALS.md: rotation). The standalone keeps one in its data folder when unset.
+OSMO_CREDENTIAL_KEYS = [k.strip() for k in os.environ.get("OSMO_CREDENTIAL_KEYS", "").split(",")
+                        if k.strip()]
 OSMO_JWT_SIGNING_KEY = os.environ.get("OSMO_JWT_SIGNING_KEY") or SECRET_KEY
 # The dashboard's address in links the API hands out (a workflow's `overview`); default: the
 # address the request came to.

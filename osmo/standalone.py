@@ -148,6 +148,8 @@ class Standalone:
             "REDIS_URL": broker_url,
             "CELERY_BROKER_URL": broker_url,
             "SECRET_KEY": os.environ.get("SECRET_KEY") or embedded.local_secret_key(),
+            "OSMO_CREDENTIAL_KEYS": (bootstrap.credential_keys()
+                                     or embedded.local_credential_key()),
             "DJANGO_SETTINGS_MODULE": "osmo.settings",
             "STATIC_ROOT": str(self.data_dir / "static"),
             "OSMO_DATA_DIR": str(self.data_dir),

@@ -24,6 +24,8 @@ api = [
     path("", include("pools.api.urls")),
     path("", include("pools.api.service_urls")),
     path("", include("scheduler.api.urls")),
+    path("", include("credentials.api.urls")),
+    path("", include("workflow_apps.api.urls")),
 ]
 
 urlpatterns = [

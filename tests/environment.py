@@ -26,5 +26,6 @@ if OWN_DATABASE:
 if OWN_BROKER:
     os.environ["REDIS_URL"] = f"redis://127.0.0.1:{BROKER_PORT}/0"
 os.environ.setdefault("SECRET_KEY", "osmo-test-secret")
+os.environ.setdefault("OSMO_CREDENTIAL_KEYS", "b3Ntby10ZXN0LWNyZWRlbnRpYWwta2V5LTMyYnl0ZXM=")
 os.environ.setdefault("OSMO_DATA_DIR", str(WORK_DIR / "data"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "osmo.settings")

@@ -88,6 +88,8 @@ PATH_VALUES = {
     "/api/auth/user/{user_id}": {"user_id": "{user}"},
     "/api/auth/user/{user_id}/access_token": {"user_id": "{user}"},
     "/api/resources/{name}": {"name": "n1"},
+    "/api/app/user/{name}": {"name": "schema-app"},
+    "/api/app/user/{name}/spec": {"name": "schema-app"},
 }
 
 # Query parameters a read requires.
@@ -113,6 +115,9 @@ def test_every_read_answers_as_its_schema_says_with_data_in_every_list(transacti
             "resource: r}\n  resources:\n    r: {gpu: 1}\n")
     submitted = admin.post("/api/pool/team--a/workflow", {"file": spec}, format="json").json()
     accounts.token_issue(user=admin.user, name="schema-token")
+    admin.post("/api/credentials/schema-cred", {"generic_credential": {"credential": {
+        "k": "v"}}}, format="json")
+    admin.post("/api/app/user/schema-app?description=d", spec, content_type="text/plain")
     values = {"{workflow}": submitted["name"], "{podgroup}": submitted["groups"][0]["podgroup"],
               "{token}": "schema-token", "{user}": admin.user.username}
     auth = {"Authorization": admin._credentials["HTTP_AUTHORIZATION"]}

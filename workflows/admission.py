@@ -34,7 +34,7 @@ from scheduler.core.kai_names import SUBGROUP_LABEL, podgroup_name, queue_name_f
 from scheduler.core.model import Pod as CorePod
 from scheduler.core.readiness import InvalidGang, build_tree, minimum_gpus
 
-from . import metrics, node_fit, numbering, parsed_specs, ports
+from . import credential_uses, metrics, node_fit, numbering, parsed_specs, ports
 from .insert import insert_admitted
 from .models import (
     ALIVE_WORKFLOW_STATUSES,
@@ -391,9 +391,11 @@ def _save(admission: Admission, *, numbered: str | None = None) -> Admission:
 @metrics.counted("workflow")
 def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = None,
                     set_variables=(), set_string_variables=(), dry_run: bool = False,
-                    roles=None, labels: dict[str, str] | None = None) -> Admission:
+                    roles=None, labels: dict[str, str] | None = None,
+                    app: tuple[str, str, int] | None = None) -> Admission:
     """Admit a workflow into `pool` (a Pool, or a name checked against `roles`: 404/403);
-    see the module docstring. `labels` override the spec's own."""
+    see the module docstring. `labels` override the spec's own; `app` (uuid, name, version)
+    is the app version the spec comes from, recorded on the workflow."""
     # Parse before any lock: a large spec costs its own request time, never its pool's lock.
     unlocked = _visible_target(pool, roles)
     priority = validate_priority(priority)
@@ -408,6 +410,7 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
         spec = parse_for_pool(unlocked, source, set_variables=set_variables,
                               set_string_variables=set_string_variables)
     exec_timeout(spec)  # above the maximum: 400 before any lock
+    credential_uses.check(actor=actor, spec=spec)  # another's credential: 403, nothing written
     node_fit.check_tasks_fit_a_node(unlocked, spec)  # a pod no node holds: 400, any priority
     # Inside a caller's transaction the number is taken in it (its rollback returns it).
     own_transaction = not connection.in_atomic_block
@@ -429,6 +432,9 @@ def workflow_submit(*, actor, pool: Pool | str, source, priority: str | None = N
                            source=source, set_variables=set_variables,
                            set_string_variables=set_string_variables,
                            kind=WorkflowKind.WORKFLOW, labels=labels, numbered=numbered)
+        if app is not None:
+            workflow = admission.workflow
+            workflow.app_uuid, workflow.app_name, workflow.app_version = app
         return admission if dry_run else _save(admission,
                                                numbered=spec.name if numbered else None)
 

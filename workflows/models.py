@@ -90,6 +90,11 @@ class Workflow(models.Model):
                                          "platform default); null: none.")
     queue_timeout_seconds = models.IntegerField(
         null=True, blank=True, help_text="Each group's queue_timeout; null: none.")
+    # The app version it was submitted from (`osmo app submit`), kept as submitted: a later
+    # rename or delete of the app leaves the record as it was.
+    app_uuid = models.UUIDField(null=True, blank=True)
+    app_name = models.CharField(max_length=63, null=True, blank=True)
+    app_version = models.IntegerField(null=True, blank=True)
     submitted_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -62,3 +62,12 @@ class Scheduling(Protocol):
 
 
 scheduling: Port[Scheduling] = Port("workflows.ports.scheduling")
+
+
+class Apps(Protocol):
+    def app_version(self, *, app_uuid: str, version: int | None) -> tuple[str, str, int]:
+        """(uuid, name, version) of the app version a submission names (the newest when
+        ``version`` is None); an unknown app or version is a `NotFound` (404)."""
+
+
+apps: Port[Apps] = Port("workflows.ports.apps")

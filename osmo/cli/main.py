@@ -9,7 +9,7 @@ import sys
 
 from osmo import standalone
 
-from . import backend, common, config_history, login, pool, token, workflow
+from . import app, backend, common, config_history, credential, login, pool, token, workflow
 from .errors import EXIT_CODES_HELP, CliError
 
 
@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
         "workflow", help="Submit, list, inspect and cancel workflows."))
     token.build_parser(commands.add_parser(
         "token", help="Personal access tokens: create, list, revoke."))
+    credential.build_parser(commands.add_parser(
+        "credential", help="Your registry, data and generic credentials: set, list, delete."))
+    app.build_parser(commands.add_parser(
+        "app", help="Saved, versioned workflow specs: create, update, submit, ..."))
     return parser
 
 

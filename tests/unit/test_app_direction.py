@@ -1,4 +1,5 @@
-"""The apps depend in one direction: osmo ← pools ← workflows ← scheduler ← dashboard. An app
+"""The apps depend in one direction: osmo ← pools ← credentials ← workflows ←
+workflow_apps ← scheduler ← dashboard. An app
 imports only the apps to its left, at module level or inside a function; pure packages under
 `scheduler/core` may be imported from anywhere; only the entry points that wire the apps
 together import every app. A lower app that must make a higher one act publishes an event
@@ -11,7 +12,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ORDER = {"osmo": 0, "pools": 1, "workflows": 2, "scheduler": 3, "dashboard": 4}
+ORDER = {"osmo": 0, "pools": 1, "credentials": 2, "workflows": 3, "workflow_apps": 4,
+         "scheduler": 5, "dashboard": 6}
 PURE = ("scheduler.core",)  # importable from anywhere: no Django, no app
 ENTRY_POINTS = {"osmo/urls.py", "osmo/standalone.py", "osmo/celery.py", "osmo/settings.py",
                 "osmo/wsgi.py", "osmo/asgi.py", "manage.py"}

@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from osmo.pagination import COUNT_BOUND
 from osmo.serializers import (
+    INT32_MAX,
     QueryBooleanField,
     RequestSerializer,
     StrictCharField,
@@ -113,6 +114,8 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None
         "start_time": client_time(workflow.started_at),
         "end_time": client_time(workflow.finished_at),
         "overview": overview_url(workflow.name, request),
+        "app": ({"uuid": str(workflow.app_uuid), "name": workflow.app_name,
+                 "version": workflow.app_version} if workflow.app_name else None),
     }
 
 
@@ -197,6 +200,10 @@ class SubmitQuerySerializer(RequestSerializer):
         required=False, default=False,
         help_text="As dry_run, and the body also carries `logs` (the OSMO client's "
                   "`workflow validate`).")
+    app_uuid = StrictCharField(required=False, max_length=36,
+                               help_text="The app this spec comes from (`osmo app submit`).")
+    app_version = serializers.IntegerField(required=False, min_value=1, max_value=INT32_MAX,
+                                           help_text="The app's version (default: newest).")
 
 
 class WorkloadQuerySerializer(RequestSerializer):
@@ -267,6 +274,9 @@ class WorkflowSerializer(serializers.Serializer):
     start_time = serializers.CharField(allow_null=True, help_text="Naive UTC ISO 8601.")
     end_time = serializers.CharField(allow_null=True, help_text="Naive UTC ISO 8601.")
     overview = serializers.CharField(help_text="The workflow's page in the dashboard.")
+    app = serializers.DictField(allow_null=True,
+                                help_text="{uuid, name, version} of the app it was submitted "
+                                          "from (`osmo app submit`), else null.")
 
 
 class SubmittedSerializer(WorkflowSerializer):

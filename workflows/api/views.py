@@ -57,7 +57,10 @@ class WorkflowSubmitView(APIView):
             actor=request.user, pool=pool, roles=roles, source=source,
             priority=query.get("priority"), set_variables=set_variables,
             set_string_variables=set_string_variables, dry_run=dry_run,
-            labels=s.labels_from(query["label"]))
+            labels=s.labels_from(query["label"]),
+            app=(ports.apps().app_version(app_uuid=query["app_uuid"],
+                                          version=query.get("app_version"))
+                 if query.get("app_uuid") else None))
         body = s.workflow_object(result.workflow, groups=result.groups, tasks=result.tasks,
                                  request=request)
         if dry_run:

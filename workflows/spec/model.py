@@ -84,6 +84,9 @@ class TaskSpec:
     outputs: tuple[Mapping[str, Any], ...] = ()
     files: tuple[FileSpec, ...] = ()
     environment: Mapping[str, str] = field(default_factory=_empty)
+    credentials: Mapping[str, str | Mapping[str, str] | None] = field(default_factory=_empty)
+    """OSMO's ``credentials:``: the submitter's credential name → a mount path (its keys as
+    files), an env mapping (variable → key), or None (a REGISTRY credential: image pulls)."""
     path: str = ""
     """Where the task sits in the submitted spec (``workflow.groups[0].tasks[1]``)."""
 

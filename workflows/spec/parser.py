@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from credentials.payloads import NAME as CREDENTIAL_NAME
 from scheduler.core.podgroup_validation import (
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
@@ -74,10 +75,12 @@ from workflows.spec.units import (
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 NAME_MAX = 63
+MAX_TASK_CREDENTIALS = 16
+MAX_CREDENTIAL_VARIABLES = 64  # a credential holds at most 64 keys
 TOP_LEVEL_KEYS = ("version", "workflow", "default-values")
 RESOURCE_KEYS = ("cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded")
 TASK_KEYS = ("name", "image", "command", "args", "lead", "resource", "inputs", "outputs",
-             "files", "environment", "replicas", "subGroup")
+             "files", "environment", "replicas", "subGroup", "credentials")
 WORKFLOW_KEYS = ("name", "labels", "pool", "timeout", "resources", "tasks", "groups")
 GROUP_KEYS = ("name", "tasks", "scheduling")
 TOPOLOGY_KEYS = ("key", "group", "requirementType")
@@ -637,6 +640,8 @@ class _Parser:
         outputs = self._outputs(raw.get("outputs"), f"{path}.outputs")
         files = self._files(raw.get("files"), f"{path}.files")
         environment = self._environment(raw.get("environment"), f"{path}.environment")
+        credentials = self._credentials(raw.get("credentials"), f"{path}.credentials",
+                                        environment, [f.path for f in files])
         return TaskSpec(
             name=draft.name,
             image=image,
@@ -652,6 +657,7 @@ class _Parser:
             outputs=outputs,
             files=files,
             environment=MappingProxyType(environment),
+            credentials=MappingProxyType(credentials),
             path=path,
         )
 
@@ -794,6 +800,53 @@ class _Parser:
                 self.errors.add(f"{path}.{key}", f"must be a scalar, got {value!r}")
                 continue
             out[str(key)] = text
+        return out
+
+    def _credentials(self, raw: object, path: str, environment: Mapping[str, str],
+                     file_paths: list[str]) -> dict[str, str | Mapping[str, str] | None]:
+        """Names and where each goes; whose they are and their keys are admission's checks."""
+        if raw is None:
+            return {}
+        if not isinstance(raw, Mapping):
+            self.errors.add(path, "must map credential names to a mount path or to "
+                                  "{VARIABLE: key}")
+            return {}
+        if len(raw) > MAX_TASK_CREDENTIALS:
+            self.errors.add(path, f"at most {MAX_TASK_CREDENTIALS} credentials per task")
+            return {}
+        out: dict[str, str | Mapping[str, str] | None] = {}
+        mounts = [p if p.startswith("/") else f"/{p}" for p in file_paths if p]
+        for name, use in raw.items():
+            where = f"{path}.{name}"
+            if not isinstance(name, str) or not CREDENTIAL_NAME.match(name) or len(name) > 63:
+                self.errors.add(path, f"{str(name)[:64]!r} is not a credential name")
+                continue
+            if use is None or use == {}:
+                out[name] = None
+            elif isinstance(use, str) and use.strip():
+                mount = use if use.startswith("/") else f"/{use}"
+                if mount in mounts:
+                    self.errors.add(where, f"'{mount}' is mounted twice (mount paths must "
+                                           "be unique)")
+                mounts.append(mount)
+                out[name] = mount
+            elif isinstance(use, Mapping) and len(use) > MAX_CREDENTIAL_VARIABLES:
+                self.errors.add(where, f"at most {MAX_CREDENTIAL_VARIABLES} variables")
+            elif isinstance(use, Mapping):
+                variables: dict[str, str] = {}
+                for variable, key in use.items():
+                    for problem in apiserver_rules.env_var_name(str(variable)):
+                        self.errors.add(f"{where}.{variable}", problem)
+                    if str(variable) in environment:
+                        self.errors.add(f"{where}.{variable}", "set by environment too")
+                    if not isinstance(key, str) or not key:
+                        self.errors.add(f"{where}.{variable}", "must name a key of the "
+                                                               "credential")
+                        continue
+                    variables[str(variable)] = key
+                out[name] = MappingProxyType(variables)
+            else:
+                self.errors.add(where, "must be a mount path or {VARIABLE: key}")
         return out
 
     def _group(

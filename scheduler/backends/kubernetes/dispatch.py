@@ -68,6 +68,7 @@ from .client import (
     raw,
     status_of,
 )
+from .credential_secrets import owner_references
 from .objects import GroupObjects, group_objects, workflow_manifests
 
 logger = logging.getLogger(__name__)
@@ -277,11 +278,25 @@ class Dispatcher:
         if objects is None:
             return None
         try:
-            for obj in objects.in_create_order():
-                self.apply(obj)
+            self._apply_all(objects)
         except (DispatchRefused, *api_errors()) as exc:
             return exc
         return None
+
+    def _apply_all(self, objects: GroupObjects) -> None:
+        pods = {}
+        for obj in objects.in_create_order():
+            applied = self.apply(obj)
+            if obj["kind"] == "Pod":
+                pods[obj["metadata"]["name"]] = applied
+        for secret, owners in objects.secret_owners.items():
+            # The pods own their credentials' Secrets: deleted with the last of them.
+            references = owner_references([pods[name] for name in owners if name in pods])
+            if references:
+                call(self.kube, "PATCH",
+                     f"/api/v1/namespaces/{self.namespace}/secrets/{secret}",
+                     {"metadata": {"ownerReferences": references}},
+                     content_type="application/merge-patch+json")
 
     def _record(self, batch: _Batch, summary: DispatchSummary) -> BaseException | None:
         """Wait for a batch's creates and record each group's outcome; returns the first
@@ -349,8 +364,7 @@ class Dispatcher:
         """Apply every object of ``group`` (idempotent). Raises DispatchRefused / API errors."""
         objects = self.prepare(group, manifests)
         if objects is not None:
-            for obj in objects.in_create_order():
-                self.apply(obj)
+            self._apply_all(objects)
             lifecycle.groups_dispatched([group.pk], self.backend)
 
     # --- queue ordering --------------------------------------------------------------------
@@ -380,11 +394,11 @@ class Dispatcher:
         self.known_queues.add(name)
 
     # --- one object --------------------------------------------------------------------------
-    def apply(self, obj: dict[str, Any]) -> None:
+    def apply(self, obj: dict[str, Any]) -> dict:
+        """The object as the API server holds it (created now, or ours already)."""
         kind, name = obj["kind"], obj["metadata"]["name"]
         try:
-            self.objects.create(obj)
-            return
+            return self.objects.create(obj)
         except api_errors() as exc:
             code = status_of(exc)
             if code != 409:
@@ -398,6 +412,7 @@ class Dispatcher:
                                   permanent=True)
         if kind == "PodGroup":
             self._replace_podgroup(obj, existing)
+        return existing
 
     def _replace_podgroup(self, desired: dict, existing: dict) -> None:
         name = desired["metadata"]["name"]

@@ -23,6 +23,8 @@ real cluster needs — the decisions, where the documents are silent:
 - ``files:`` (inlined contents) become one Secret per task that has files,
   ``{pod-group}-{task}-files``, keys ``file-{i}``, each mounted read-only at its ``path``
   with ``subPath`` (mode 0755: files are often scripts). A relative path is taken from ``/``.
+- ``credentials:`` become Secrets and the pods' image-pull secrets, mounts and variables
+  (``credential_secrets.py``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ from scheduler.core.kai_names import (
 from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 from workflows.spec import WorkflowSpec
 
+from .credential_secrets import add_credentials
+
 HOST_TOKEN = re.compile(r"\{\{\s*host:([^{}\s]+)\s*\}\}")
 FILES_VOLUME = "osmo-files"
 FILES_MODE = 0o755
@@ -64,6 +68,9 @@ class GroupObjects:
     pods: list[dict[str, Any]]
     service: dict[str, Any] | None = None
     secrets: list[dict[str, Any]] = field(default_factory=list)
+    # A credential's Secret → the pods that own it (credential_secrets.py); the dispatcher
+    # sets the ownerReferences once the pods exist.
+    secret_owners: dict[str, list[str]] = field(default_factory=dict)
 
     def in_create_order(self) -> list[dict[str, Any]]:
         """What pods mount or resolve first, then the PodGroup before its pods (KAI gangs a
@@ -172,6 +179,9 @@ def _workflow_objects(workflow, group, manifests, spec) -> GroupObjects:
                 path = file.path if file.path.startswith("/") else f"/{file.path}"
                 mounts.append({"name": FILES_VOLUME, "mountPath": path,
                                "subPath": f"file-{index}", "readOnly": True})
+    if workflow.user_id is not None:
+        add_credentials(objects, workflow, group_spec, podgroup["metadata"]["name"],
+                        lambda manifest: _own(manifest, labels, workflow, group))
     return objects
 
 

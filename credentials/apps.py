@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CredentialsConfig(AppConfig):
+    name = "credentials"
+    verbose_name = "Credentials"

@@ -1,0 +1,1 @@
+"""Apps: saved, versioned workflow specs (OSMO's `osmo app ...`), submitted as any workflow."""

@@ -20,13 +20,9 @@ from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 from workflows.models import FINAL_TASK_STATUSES, TaskStatus
 from workflows.selectors import gpu_holding_tasks, visible_workflows
 
+from .backends.health import backends_unavailable
+from .backends.selectors import gpus_used_by_node  # noqa: F401 - the cluster views read it here
 from .models import Node, SchedulerCycle
-
-
-def gpus_used_by_node() -> dict[str, int]:
-    rows = (gpu_holding_tasks().exclude(node_name="").values_list("node_name")
-            .annotate(used=Sum("gpus")).order_by())
-    return dict(rows)
 
 
 def schedulable_nodes() -> list[NodeCapacity]:
@@ -111,8 +107,6 @@ def explain(workflow) -> dict:
     backends can take work says that first."""
     cycle = last_cycle()
     by_podgroup = {p["podgroup"]: p for p in (cycle.pending_gangs if cycle else [])}
-    from .backends.health import backends_unavailable  # it reads these selectors
-
     rows = list(workflow.groups.all())
     unavailable = (backends_unavailable(workflow.pool)
                    if any(g.status == TaskStatus.SCHEDULING for g in rows) else None)

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.db.models import Sum
+
 from osmo.errors import NotFound
 from pools.selectors import pools_naming_backends
 from scheduler.core.kai_names import DEFAULT_BACKEND
+from workflows.selectors import gpu_holding_tasks
 
 from ..models import Backend, BackendKind, ClusterBackendStatus, Node
-from ..selectors import gpus_used_by_node
 
 
 @dataclass
@@ -20,6 +22,13 @@ class BackendFigures:
     gpus: int = 0
     gpus_free: int = 0
     pools: list[str] = field(default_factory=list)
+
+
+def gpus_used_by_node() -> dict[str, int]:
+    """GPUs the bound tasks hold, per node name."""
+    rows = (gpu_holding_tasks().exclude(node_name="").values_list("node_name")
+            .annotate(used=Sum("gpus")).order_by())
+    return dict(rows)
 
 
 def backend_get(name: str) -> Backend:

@@ -9,7 +9,7 @@ import sys
 
 from osmo import standalone
 
-from . import backend, common, login, pool, token, workflow
+from . import backend, backend_agent, common, login, pool, token, workflow
 from .errors import EXIT_CODES_HELP, CliError
 
 
@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         "pool", help="Pools and subpools: list quota and usage, manage subpools."))
     backend.build_parser(commands.add_parser(
         "backend", help="Backends (the clusters that run pods): list them."))
+    backend_agent.build_parser(commands.add_parser(
+        "backend-agent", help="Serve one Kubernetes backend: dial out to the service."))
     workflow.build_parser(commands.add_parser(
         "workflow", help="Submit, list, inspect and cancel workflows."))
     token.build_parser(commands.add_parser(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from kubernetes import client, config
@@ -32,7 +31,7 @@ from ...kubernetes.client import (
     raw,
     status_of,
 )
-from ...kubernetes.listwatch import RawWatch
+from ...kubernetes.listwatch import ListWatch
 from .outbox import Outbox
 
 logger = logging.getLogger("osmo.agent")
@@ -81,69 +80,50 @@ def trim_pod(pod: dict) -> dict:
     return pod
 
 
-class Watcher(threading.Thread):
-    """LIST then WATCH one kind into the outbox; a re-list on start, after 410 Gone, after a
-    watch that failed, and when asked (:meth:`relist`: the agent reconnected)."""
+class Watcher(ListWatch):
+    """LIST then WATCH one kind into the outbox, with the in-process backend's list-watch
+    (events in batches as they arrive, resumed from the resourceVersion, a re-list after 410
+    Gone); a re-list also after a failed watch and when asked (the agent
+    reconnected: :meth:`relist_soon`)."""
 
     kind = ""
 
     def __init__(self, kube: Kube, outbox: Outbox, stop: threading.Event):
-        super().__init__(name=f"agent-{self.kind}", daemon=True)
+        super().__init__()
+        self.log_name = f"agent {self.kind}"
+        self.resource = self.kind
         self.kube = kube
         self.outbox = outbox
-        self.stop = stop
-        self.resource_version: str | None = None
-        self.listed = threading.Event()
+        self.stopping = stop
+        self.thread = threading.Thread(target=self.run, name=f"agent-{self.kind}", daemon=True)
 
-    def relist(self) -> None:
-        self.resource_version = None
+    def start(self) -> None:
+        self.thread.start()
+
+    def relist_soon(self) -> None:
+        self.request_relist(unless_listed_within=0)
+        self.stop()  # end the current watch now rather than at its timeout
 
     def run(self) -> None:
         delay = 0.2
-        while not self.stop.is_set():
+        while not self.stopping.is_set():
             try:
-                if self.resource_version is None:
-                    self.resource_version = self.list_all()
-                    self.listed.set()
-                self.watch()
+                self.step()
                 delay = 0.2
             except Exception as exc:  # noqa: BLE001 - the cluster is away: list again later
-                if status_of(exc) != 410:
-                    logger.warning("agent: %s watch failed: %s", self.kind, describe(exc))
-                    self.stop.wait(delay)
-                    delay = min(delay * 2, 10.0)
+                logger.warning("agent: %s watch failed: %s", self.kind, describe(exc))
                 self.resource_version = None
+                self.stopping.wait(delay)
+                delay = min(delay * 2, 10.0)
 
-    def watch(self) -> None:
-        stream = RawWatch(return_type="object")
-        pending: list[tuple[str, dict]] = []
-        first = 0.0
-        for event in stream.stream(self.lister(), *self.args(), **self.kwargs(),
-                                   resource_version=self.resource_version,
-                                   allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
-                                   _request_timeout=(REQUEST_TIMEOUT[0], WATCH_SECONDS + 15)):
-            if self.stop.is_set() or self.resource_version is None:
-                break
-            if event is None:
-                continue
-            obj = event["raw_object"]
-            if event["type"] == "ERROR":
-                if (obj or {}).get("code") == 410:
-                    self.resource_version = None
-                    break
-                continue
-            if event["type"] != "BOOKMARK":
-                pending.append((event["type"], obj))
-                first = first or time.monotonic()
-            if pending and (len(pending) >= PER_MESSAGE
-                            or time.monotonic() - first >= EVENT_WINDOW):
-                self.emit(pending)
-                pending, first = [], 0.0
-            version = ((obj or {}).get("metadata") or {}).get("resourceVersion")
-            if version:
-                self.resource_version = version
-        if pending:
-            self.emit(pending)
+    def watch_once(self, *, timeout: int | None = None) -> int:
+        return self.stream_batches(self.lister(), *self.args(), **self.kwargs(),
+                                   timeout=timeout or WATCH_SECONDS, window=EVENT_WINDOW,
+                                   size=PER_MESSAGE, apply=self._apply)
+
+    def _apply(self, events: list[tuple[str, dict]]) -> int:
+        self.emit(events)
+        return len(events)
 
     def lister(self) -> Any:
         raise NotImplementedError
@@ -153,9 +133,6 @@ class Watcher(threading.Thread):
 
     def kwargs(self) -> dict:
         return {}
-
-    def list_all(self) -> str:
-        raise NotImplementedError
 
     def emit(self, events: list[tuple[str, dict]]) -> None:
         raise NotImplementedError
@@ -167,7 +144,7 @@ class NodeWatcher(Watcher):
     def lister(self) -> Any:
         return self.kube.core.list_node
 
-    def list_all(self) -> str:
+    def relist(self) -> int:
         body = raw(self.kube.core.list_node(_preload_content=False,
                                             _request_timeout=REQUEST_TIMEOUT))
         items = body.get("items") or []
@@ -175,7 +152,9 @@ class NodeWatcher(Watcher):
             self.outbox.put("nodes", {"nodes": [trim_node(n)
                                                 for n in items[start:start + PER_MESSAGE]]})
         self.outbox.put("nodes_listed", {"names": [n["metadata"]["name"] for n in items]})
-        return body["metadata"]["resourceVersion"]
+        self.resource_version = body["metadata"]["resourceVersion"]
+        self.relist_requested = False
+        return len(items)
 
     def emit(self, events: list[tuple[str, dict]]) -> None:
         self.outbox.put("nodes", {
@@ -201,7 +180,7 @@ class PodWatcher(Watcher):
     def kwargs(self) -> dict:
         return {"label_selector": MANAGED_SELECTOR}
 
-    def list_all(self) -> str:
+    def relist(self) -> int:
         applied_through = self.applied()  # read BEFORE the list: what it must contain
         body = raw(self.kube.core.list_namespaced_pod(
             self.namespace, label_selector=MANAGED_SELECTOR, _preload_content=False,
@@ -217,7 +196,9 @@ class PodWatcher(Watcher):
             if key:
                 tasks.append(key)
         self.outbox.put("pods_listed", {"tasks": tasks, "applied_through": applied_through})
-        return body["metadata"]["resourceVersion"]
+        self.resource_version = body["metadata"]["resourceVersion"]
+        self.relist_requested = False
+        return len(items)
 
     def emit(self, events: list[tuple[str, dict]]) -> None:
         pods = []

@@ -91,7 +91,7 @@ class Agent:
             self.reconnect.clear()
             self.register()
             for watcher in self.watchers:
-                watcher.relist()
+                watcher.relist_soon()
 
     # --- loops -------------------------------------------------------------------------------
     def send_loop(self) -> None:

@@ -1,0 +1,115 @@
+"""The dial-out agent on a real API server: it serves backend `east` from its own process
+(no database settings in its environment), under the least-privilege RBAC of
+deploy/kubernetes/agent, talking to the service over HTTP (the live server). The test plays
+KAI and the kubelet (it binds and runs the pods), as the rest of this tier does."""
+
+from __future__ import annotations
+
+import pytest
+
+from osmo.accounts import services as accounts
+from scheduler.backends import services as backend_services
+from scheduler.models import AgentWork, Backend, Node
+from tests import factories
+from tests.k8s.conftest import spec, statuses, submit
+from workflows.models import Task, TaskEvent
+
+from .agent import AgentProcess, agent_kubeconfig, install_agent_rbac, wait_until
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def agent_of(apiserver, live_server, tmp_path, name: str, *groups: str) -> AgentProcess:
+    user = accounts.user_ensure(username=f"agent-{name}-{len(groups)}",
+                                groups=list(groups or (f"osmo-backend-{name}",)))
+    return AgentProcess(url=live_server.url, token=accounts.token_issue(user=user), name=name,
+                        kubeconfig=agent_kubeconfig(apiserver, tmp_path / f"{name}.kubeconfig"),
+                        log=tmp_path / f"agent-{name}.log")
+
+
+@pytest.fixture
+def east(apiserver, k8s_settings, namespace, transactional_db, live_server, tmp_path):
+    install_agent_rbac(apiserver, namespace)
+    backend_services.backend_upsert(name="east", kind="kubernetes", k8s_namespace=namespace)
+    agent = agent_of(apiserver, live_server, tmp_path, "east")
+    yield agent
+    agent.stop()
+
+
+def kube_system_uid(apiserver) -> str:
+    return apiserver.request("GET", "/api/v1/namespaces/kube-system")["metadata"]["uid"]
+
+
+def east_nodes() -> list[str]:
+    return sorted(Node.objects.filter(backend="east").values_list("name", flat=True))
+
+
+def task_history(workflow: str) -> dict[str, list[str]]:
+    """Each task's events by reason, in order."""
+    tasks = dict(Task.objects.filter(workflow__name=workflow).values_list("id", "name"))
+    history: dict[str, list[str]] = {name: [] for name in tasks.values()}
+    for task_id, reason in TaskEvent.objects.filter(task_id__in=list(tasks)).order_by(
+            "at", "id").values_list("task_id", "reason"):
+        history[tasks[task_id]].append(reason)
+    return history
+
+
+def test_the_agent_registers_its_cluster_and_mirrors_its_nodes(east, cluster, apiserver,
+                                                              admin):
+    cluster.add_node("east-n1", gpus=8)
+    east.start()
+    wait_until(lambda: east_nodes() == ["east-n1"], 30, "the node mirrored", east)
+    backend = Backend.objects.get(name="east")
+    assert backend.k8s_uid == kube_system_uid(apiserver)
+    assert backend.version.startswith("v1.25")
+    body = admin.get("/api/configs/backend/east").json()
+    assert (body["status"], body["nodes"], body["gpus"]) == ("ONLINE", 1, 8)
+
+
+def test_another_cluster_under_the_name_is_refused_and_changes_nothing(east, cluster, admin):
+    Backend.objects.filter(name="east").update(k8s_uid="the-uid-of-another-cluster")
+    cluster.add_node("east-n1", gpus=8)
+    before = Backend.objects.filter(name="east").values().get()
+    assert east.start().wait(timeout=60) == 3
+    assert "backend_identity_mismatch" in east.log.read_text()
+    assert Backend.objects.filter(name="east").values().get() == before
+    assert east_nodes() == [] and AgentWork.objects.count() == 0
+
+
+def test_a_token_of_another_backend_is_refused_and_changes_nothing(east, apiserver,
+                                                                   live_server, tmp_path):
+    backend_services.backend_upsert(name="west", kind="kubernetes")
+    impostor = agent_of(apiserver, live_server, tmp_path, "east", "osmo-backend-west")
+    before = Backend.objects.filter(name="east").values().get()
+    assert impostor.start().wait(timeout=60) == 3
+    assert "403 forbidden" in impostor.log.read_text()
+    assert Backend.objects.filter(name="east").values().get() == before
+
+
+def test_a_workflow_runs_through_the_agent(east, cluster, alice, namespace):
+    cluster.add_node("east-n1", gpus=8)
+    factories.pool("team", 64, backends=["east"])
+    east.start()
+    wait_until(lambda: east_nodes() == ["east-n1"], 30, "the node mirrored", east)
+    name = submit(alice, "team", spec("train", gpus=2, tasks=2))
+    pods = [f"{name}-g-t0", f"{name}-g-t1"]
+    wait_until(lambda: cluster.names("pods") == pods, 30, "the agent's pods", east)
+    podgroup = cluster.get("podgroups", f"{name}-g")
+    assert podgroup["spec"]["queue"] in cluster.queues()  # the agent synced the Queues first
+    assert cluster.get("pods", pods[0])["spec"]["schedulerName"] == "kai-scheduler"
+    for pod in pods:
+        cluster.run(pod, "east-n1")
+    wait_until(lambda: statuses(alice, name) == ("RUNNING", ["RUNNING", "RUNNING"]), 30,
+               "RUNNING reported", east)
+    cluster.finish(pods[1])  # not the lead first: the lead's end would end the others
+    wait_until(lambda: statuses(alice, name) == ("RUNNING", ["RUNNING", "COMPLETED"]), 30,
+               "one end reported", east)
+    cluster.finish(pods[0], exit_code=3)
+    wait_until(lambda: statuses(alice, name)[0] == "FAILED", 30, "the end reported", east)
+    tasks = {t.name: (t.status, t.exit_code, t.node_name)
+             for t in Task.objects.filter(workflow__name=name)}
+    assert tasks == {"t0": ("FAILED", 3, "east-n1"), "t1": ("COMPLETED", 0, "east-n1")}
+    assert alice.get(f"/api/workflow/{name}").json()["groups"][0]["backend"] == "east"
+    # The ended group's objects leave: delete work the agent applied.
+    wait_until(lambda: cluster.names("pods") == [] and cluster.names("podgroups") == [], 30,
+               "the group's objects deleted", east)

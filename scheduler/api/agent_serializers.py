@@ -63,6 +63,8 @@ class AgentRegisteredSerializer(serializers.Serializer):
     k8s_namespace = serializers.CharField()
     placement = serializers.CharField()
     scheduler_name = serializers.CharField()
+    session = serializers.DateTimeField(help_text="When this connection began: sent back "
+                                                  "with every re-list of the pods.")
 
 
 class AgentAckedSerializer(serializers.Serializer):

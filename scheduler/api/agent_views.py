@@ -28,11 +28,12 @@ class AgentRegisterView(APIView):
     def post(self, request, name: str):
         require_agent_of(request.user, name)
         body = _valid(s.AgentRegisterSerializer, request)
-        backend = services.agent_register(name=name, k8s_uid=body["k8s_uid"],
-                                          version=body["version"])
+        backend, session = services.agent_register(name=name, k8s_uid=body["k8s_uid"],
+                                                   version=body["version"])
         return Response({"name": backend.name, "k8s_namespace": backend.k8s_namespace,
                          "placement": backend.placement,
-                         "scheduler_name": backend.scheduler_name})
+                         "scheduler_name": backend.scheduler_name,
+                         "session": session.isoformat()})
 
 
 class AgentMessagesView(APIView):

@@ -49,9 +49,11 @@ def node(name: str, gpus: int) -> dict:
 def test_the_first_connect_records_the_cluster_and_a_heartbeat(agent, east):
     response = register(agent)
     assert response.status_code == 200, response.json()
-    assert response.json() == {"name": "east", "k8s_namespace": "east", "placement": "kai",
-                               "scheduler_name": "kai-scheduler"}
+    body = response.json()
+    assert body == {"name": "east", "k8s_namespace": "east", "placement": "kai",
+                    "scheduler_name": "kai-scheduler", "session": body["session"]}
     backend = row()
+    assert body["session"] == backend["last_heartbeat"].isoformat()
     assert (backend["k8s_uid"], backend["version"]) == (UID, "v1.25.0")
     assert backend["last_heartbeat"] is not None
     assert register(agent, version="v1.26.0").status_code == 200  # the same cluster again

@@ -102,3 +102,39 @@ def wait_until(predicate, timeout: float, what: str, agent: AgentProcess | None 
         time.sleep(0.05)
     tail = f"\nagent log:\n{agent.log_tail()}" if agent else ""
     raise AssertionError(f"timed out waiting for {what}{tail}")
+
+
+# --- many restarts: agents forked from a process that imported the agent once ---------------
+
+class ForkedAgents:
+    """Agents started in a few milliseconds each: ``agent_forker.py`` (started without the
+    service's settings in its environment) imports the agent once and forks one per request,
+    answering its PID; each is killed with SIGKILL by that PID."""
+
+    def __init__(self, agent: AgentProcess):
+        env = {k: v for k, v in os.environ.items() if k not in SERVICE_ONLY}
+        self.forker = subprocess.Popen(
+            [sys.executable, "-m", "tests.kube_real.agent_forker", str(agent.log),
+             *agent.argv[3:]], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            cwd=str(Path(__file__).resolve().parents[2]), text=True, bufsize=1)
+        assert self.forker.stdout.readline().strip() == "ready"
+        self.current: int | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.forker.stdin.write("start\n")
+        self.current = int(self.forker.stdout.readline())
+        self.starts += 1
+
+    def kill(self) -> None:
+        if self.current is not None:
+            try:
+                os.kill(self.current, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it ended by itself (the forker reaps it)
+            self.current = None
+
+    def close(self) -> None:
+        self.kill()
+        self.forker.stdin.close()
+        self.forker.wait(timeout=10)

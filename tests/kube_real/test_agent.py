@@ -113,3 +113,106 @@ def test_a_workflow_runs_through_the_agent(east, cluster, alice, namespace):
     # The ended group's objects leave: delete work the agent applied.
     wait_until(lambda: cluster.names("pods") == [] and cluster.names("podgroups") == [], 30,
                "the group's objects deleted", east)
+
+
+def test_a_relist_after_a_reconnect_removes_what_went_while_the_agent_was_away(
+        east, cluster, alice):
+    for node in ("east-n1", "east-n2"):
+        cluster.add_node(node, gpus=8)
+    factories.pool("team", 64, backends=["east"])
+    east.start()
+    wait_until(lambda: east_nodes() == ["east-n1", "east-n2"], 30, "the nodes mirrored", east)
+    name = submit(alice, "team", spec("train", gpus=1, tasks=2))
+    pods = [f"{name}-g-t0", f"{name}-g-t1"]
+    wait_until(lambda: cluster.names("pods") == pods, 30, "the agent's pods", east)
+    for pod in pods:
+        cluster.run(pod, "east-n1")
+    wait_until(lambda: statuses(alice, name) == ("RUNNING", ["RUNNING", "RUNNING"]), 30,
+               "RUNNING reported", east)
+    east.kill()
+    cluster.delete_node("east-n2")  # while nobody watched
+    cluster.delete_pod(pods[1], final=True)
+    assert east_nodes() == ["east-n1", "east-n2"]  # nobody told the service yet
+    east.start()
+    wait_until(lambda: east_nodes() == ["east-n1"], 30, "the node gone from the mirror", east)
+    wait_until(lambda: Task.objects.get(workflow__name=name, name="t1").status ==
+               "FAILED_EVICTED", 30, "the task whose pod went ended", east)
+    assert Task.objects.get(workflow__name=name, name="t1").reason == "pod_deleted"
+
+
+# 100 lives take ~75 s here (each ~0.45 s to register on a loaded 2-core machine, then
+# killed within 0.3 s): 60 keep the test near a minute.
+RESTARTS = 60
+
+
+def test_killed_and_restarted_mid_stream_every_transition_is_recorded_once(
+        east, cluster, alice):
+    """The agent is killed (SIGKILL) and started again RESTARTS times while pods start and
+    end one after the other; each transition waits for the service to have recorded the one
+    before (a transition made and undone while no agent runs is seen by nobody)."""
+    import random
+    import threading
+    import time
+
+    from .agent import ForkedAgents
+
+    for node in ("east-n1", "east-n2"):
+        cluster.add_node(node, gpus=8)
+    factories.pool("team", 64, backends=["east"])
+    names = [submit(alice, "team", spec(f"w{i}", gpus=1, tasks=3)) for i in range(4)]
+    agents = ForkedAgents(east)
+    rng = random.Random(45)
+    done = threading.Event()
+
+    def registrations() -> int:
+        return east.log.read_text().count(": registered (") if east.log.exists() else 0
+
+    def killer() -> None:
+        for life in range(RESTARTS):
+            agents.start()
+            # Killed in the middle of the stream: once registered, at a random moment.
+            deadline = time.monotonic() + 10
+            while registrations() <= life and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.3))
+            agents.kill()
+        agents.start()  # the last one stays
+        done.set()
+
+    thread = threading.Thread(target=killer, daemon=True)
+    started = time.monotonic()
+    thread.start()
+    try:
+        def status(workflow: str, task: str) -> str:
+            return Task.objects.get(workflow__name=workflow, name=task).status
+
+        for index, name in enumerate(names):
+            tasks = ["t0", "t1", "t2"]
+            pods = [f"{name}-g-{t}" for t in tasks]
+            wait_until(lambda pods=pods: set(pods) <= set(cluster.names("pods")), 90,
+                       f"the pods of {name}", east)
+            node = f"east-n{index % 2 + 1}"
+            for task, pod in zip(tasks, pods, strict=True):
+                cluster.bind(pod, node)
+                wait_until(lambda t=task, n=name, at=node: Task.objects.get(
+                    workflow__name=n, name=t).node_name == at, 90, f"{name}/{task} bound",
+                    east)
+                cluster.run(pod)
+                wait_until(lambda t=task, n=name: status(n, t) == "RUNNING", 90,
+                           f"{name}/{task} RUNNING", east)
+            for task, pod in reversed(list(zip(tasks, pods, strict=True))):  # the lead last
+                cluster.finish(pod)
+                wait_until(lambda t=task, n=name: status(n, t) == "COMPLETED", 90,
+                           f"{name}/{task} COMPLETED", east)
+    finally:
+        thread.join(timeout=120)
+        agents.close()
+    elapsed = time.monotonic() - started
+    assert done.is_set() and agents.starts == RESTARTS + 1
+    histories = {name: task_history(name) for name in names}
+    expected = {name: {t: ["Bound", "Running", "Completed"]
+                       for t in ("t0", "t1", "t2")} for name in names}
+    assert histories == expected, f"after {elapsed:.0f} s"
+    registered = registrations()
+    assert registered >= RESTARTS  # every killed life was killed after it had registered
+    print(f"{RESTARTS} restarts in {elapsed:.1f} s, {registered} registered")

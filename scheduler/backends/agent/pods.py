@@ -10,12 +10,15 @@ for answered from the agent's messages instead:
 
 A re-list (``pods_listed``) ends the alive tasks of this backend's applied groups whose pod
 is not in it, as the listener's re-list does: only groups whose every create the agent had
-applied before it listed (``applied_through``: the highest work id it had applied).
+applied before it listed (``applied_through``: the highest work id it had applied in this
+connection, ``session``: when the connection began — what was acked before was applied by an
+earlier agent process).
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from scheduler.models import AgentWork, AgentWorkKind, Backend
@@ -24,7 +27,7 @@ from workflows.models import ALIVE_TASK_STATUSES, Task
 
 from ..kubernetes import moves, status
 from ..kubernetes.listener import PodListener
-from .work import created_after
+from .work import applied_before_listing
 
 logger = logging.getLogger(__name__)
 
@@ -54,13 +57,14 @@ class AgentPods(PodListener):
         AgentWork.objects.create(backend=self.backend.name, kind=AgentWorkKind.CREATE,
                                  payload={"objects": [replacement]})
 
-    def relisted(self, keys: set[tuple[str, str]], applied_through: int) -> int:
+    def relisted(self, keys: set[tuple[str, str]], applied_through: int,
+                 session: datetime | None) -> int:
         """The tasks whose pods the full list ``keys`` lacks end FAILED_EVICTED."""
         candidates = (Task.objects.filter(status__in=ALIVE_TASK_STATUSES,
                                           group__backend=self.backend.name,
                                           group__dispatches__applied_at__isnull=False,
                                           group__dispatches__cleaned_at__isnull=True)
-                      .filter(~created_after(applied_through))
+                      .filter(~applied_before_listing(applied_through, session))
                       .values_list("id", "workflow__name", "name"))
         changed = 0
         for task_id, workflow_name, task_name in candidates:

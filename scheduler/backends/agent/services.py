@@ -11,7 +11,7 @@ the message, so a message is applied once or not at all, and acked only then.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -43,10 +43,11 @@ def _kubernetes(name: str) -> Backend:
 
 
 @transaction.atomic
-def agent_register(*, name: str, k8s_uid: str, version: str) -> Backend:
+def agent_register(*, name: str, k8s_uid: str, version: str) -> tuple[Backend, datetime]:
     """An agent (re)connects: the first records the cluster's identity, a later one must
     bring the same (409 ``backend_identity_mismatch``, nothing changed). Every unacked item
-    of work will be handed out again, and the Queues and Topology are queued whole."""
+    of work will be handed out again, and the Queues and Topology are queued whole. Returns the
+backend and when this connection began (the agent echoes it with its re-lists)."""
     backend = _kubernetes(name)
     backend = Backend.objects.select_for_update().get(pk=backend.pk)
     if backend.k8s_uid and backend.k8s_uid != k8s_uid:
@@ -55,12 +56,13 @@ def agent_register(*, name: str, k8s_uid: str, version: str) -> Backend:
                        f"has UID {backend.k8s_uid}; this agent's cluster has {k8s_uid[:64]}.")
     backend.k8s_uid = k8s_uid
     backend.version = version
-    backend.last_heartbeat = timezone.now()
+    now = timezone.now()
+    backend.last_heartbeat = now
     backend.save(update_fields=["k8s_uid", "version", "last_heartbeat"])
     work.queue_sync(backend, force=True)
     AgentMessage.objects.filter(backend=name,
-                                received_at__lt=timezone.now() - KEPT_MESSAGES).delete()
-    return backend
+                                received_at__lt=now - KEPT_MESSAGES).delete()
+    return backend, now
 
 
 def agent_backend(name: str) -> Backend:
@@ -116,7 +118,15 @@ def _apply(backend: Backend, pods: AgentPods, kind: str, payload: dict[str, Any]
         pods.handle_batch([(pod, bool(deleted)) for pod, deleted in payload.get("pods") or []])
     elif kind == "pods_listed":
         keys = {(workflow, task) for workflow, task in payload.get("tasks") or []}
-        pods.relisted(keys, int(payload.get("applied_through") or 0))
+        pods.relisted(keys, int(payload.get("applied_through") or 0),
+                      _session(payload.get("session")))
+
+
+def _session(stamp: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
 
 
 def _nodes(backend: Backend, nodes: list[dict], deleted: list[str]) -> None:

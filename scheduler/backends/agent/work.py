@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import datetime
 
 import orjson
 from django.db import transaction
@@ -179,8 +180,12 @@ def ack(backend: Backend, acks: Iterable[dict]) -> list[int]:
     return done
 
 
-def created_after(work_id: int) -> Exists:
-    """A group with a create item the agent had not applied when it listed (id above
-    ``work_id``): its pods may be missing from the list without being gone."""
-    return Exists(AgentWork.objects.filter(group=OuterRef("group_id"),
-                                           kind=AgentWorkKind.CREATE, pk__gt=work_id))
+def applied_before_listing(work_id: int, session: datetime | None) -> Exists:
+    """Whether a group has a create item the agent may not have applied when it listed: one
+    not acked, or acked after this agent's connection began (``session``) with an id above
+    ``work_id`` (the highest it had applied in this connection before the LIST). An item acked
+    before the connection began was applied before this agent process even listed."""
+    later = Q(acked_at__isnull=True) | Q(pk__gt=work_id) & (
+        Q(acked_at__gte=session) if session is not None else Q())
+    return Exists(AgentWork.objects.filter(later, group=OuterRef("group_id"),
+                                           kind=AgentWorkKind.CREATE))

@@ -169,7 +169,7 @@ class PodWatcher(Watcher):
                  applied: Any):
         super().__init__(kube, outbox, stop)
         self.namespace = namespace
-        self.applied = applied  # () → the highest work id applied so far
+        self.applied = applied  # () → (highest work id applied in this connection, session)
 
     def lister(self) -> Any:
         return self.kube.core.list_namespaced_pod
@@ -181,7 +181,7 @@ class PodWatcher(Watcher):
         return {"label_selector": MANAGED_SELECTOR}
 
     def relist(self) -> int:
-        applied_through = self.applied()  # read BEFORE the list: what it must contain
+        applied_through, session = self.applied()  # BEFORE the list: what it must contain
         body = raw(self.kube.core.list_namespaced_pod(
             self.namespace, label_selector=MANAGED_SELECTOR, _preload_content=False,
             _request_timeout=REQUEST_TIMEOUT))
@@ -195,7 +195,8 @@ class PodWatcher(Watcher):
             key = _task_key(annotations)
             if key:
                 tasks.append(key)
-        self.outbox.put("pods_listed", {"tasks": tasks, "applied_through": applied_through})
+        self.outbox.put("pods_listed", {"tasks": tasks, "applied_through": applied_through,
+                                        "session": session})
         self.resource_version = body["metadata"]["resourceVersion"]
         self.relist_requested = False
         return len(items)

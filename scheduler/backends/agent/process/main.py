@@ -55,6 +55,7 @@ class Agent:
         self.reconnect = threading.Event()
         self.applied_through = 0  # the highest work id applied (in id order)
         self.namespace = ""
+        self.session = ""  # when the service saw this connection begin
         self.failure: Exception | None = None
         self.watchers: list = []
         self._session = threading.Lock()
@@ -67,6 +68,7 @@ class Agent:
                 uid, version = cluster_identity(self.kube)
                 answer = self.service.register(k8s_uid=uid, version=version)
                 self.namespace = answer["k8s_namespace"]
+                self.session = answer["session"]
                 logger.info("agent %s: registered (cluster %s, namespace %s)", self.name, uid,
                             self.namespace)
                 return
@@ -160,7 +162,7 @@ class Agent:
             return EXIT_REFUSED
         self.watchers = [NodeWatcher(self.kube, self.outbox, self.stop),
                          PodWatcher(self.kube, self.outbox, self.stop, self.namespace,
-                                    lambda: self.applied_through)]
+                                    lambda: (self.applied_through, self.session))]
         for watcher in self.watchers:
             watcher.start()
         sender = threading.Thread(target=self.send_loop, name="agent-send", daemon=True)
@@ -180,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.configure(OSMO_METRICS=False, OSMO_KAI_KUBECONFIG=args.kubeconfig)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
+    logger.info("agent %s: starting", args.name)
     agent = Agent(url=args.url, token=args.token, name=args.name, kubeconfig=args.kubeconfig)
     signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())
     return agent.run()

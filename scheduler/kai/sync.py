@@ -11,6 +11,7 @@ from kubernetes import client
 from scheduler.backends.kubernetes.client import api_client
 
 from .reconcile import (  # noqa: F401 - the sync's names, where their callers import them
+    MAX_CONFLICT_RETRIES,
     QUEUES,
     RESOURCES,
     TOPOLOGIES,

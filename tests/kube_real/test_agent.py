@@ -216,3 +216,42 @@ def test_killed_and_restarted_mid_stream_every_transition_is_recorded_once(
     registered = registrations()
     assert registered >= RESTARTS  # every killed life was killed after it had registered
     print(f"{RESTARTS} restarts in {elapsed:.1f} s, {registered} registered")
+
+
+def test_the_agent_manifest_is_accepted_and_its_rbac_is_exact(apiserver, namespace, tmp_path):
+    """deploy/kubernetes/agent as the server takes it (server-side dry run for the Deployment
+    and the Secret), and the agent's token holds exactly the rules it ships: the cluster's
+    SelfSubjectRulesReview in the backend's namespace, less what every user holds."""
+    import yaml
+
+    from .agent import agent_documents
+
+    install_agent_rbac(apiserver, namespace)
+    docs = agent_documents()
+    assert {d["kind"] for d in docs} == {"ServiceAccount", "Secret", "ClusterRole",
+                                         "ClusterRoleBinding", "Role", "RoleBinding",
+                                         "Deployment"}
+    for doc in docs:
+        apiserver.create(doc, dry_run=True, exist_ok=True)
+    token = yaml.safe_load(agent_kubeconfig(apiserver, tmp_path / "k").read_text())[
+        "users"][0]["user"]["token"]
+    review = apiserver.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                               {"apiVersion": "authorization.k8s.io/v1",
+                                "kind": "SelfSubjectRulesReview",
+                                "spec": {"namespace": namespace}}, token=token)
+    granted = {(group, resource, name, verb)
+               for rule in review["status"]["resourceRules"]
+               for group in rule.get("apiGroups", [])
+               for resource in rule.get("resources", [])
+               for name in rule.get("resourceNames") or [""]
+               for verb in rule["verbs"]
+               if not resource.startswith("selfsubject")}  # every user may ask these
+    shipped = {(group, resource, name, verb)
+               for doc in docs if doc["kind"] in ("ClusterRole", "Role")
+               for rule in doc["rules"]
+               for group in rule["apiGroups"] for resource in rule["resources"]
+               for name in rule.get("resourceNames") or [""] for verb in rule["verbs"]}
+    assert granted == shipped
+    assert ("", "namespaces", "kube-system", "get") in granted
+    assert not any(r == "nodes" and v in ("delete", "patch", "update") for _, r, _, v in granted)
+    assert ("", "secrets", "", "get") not in granted  # it never reads a Secret by name

@@ -11,10 +11,12 @@ from osmo.accounts import services as accounts
 from scheduler.backends import services as backend_services
 from scheduler.models import AgentWork, Backend, Node
 from tests import factories
+from tests.conftest import make_client
 from tests.k8s.conftest import spec, statuses, submit
 from workflows.models import Task, TaskEvent
 
 from .agent import AgentProcess, agent_kubeconfig, install_agent_rbac, wait_until
+from .conftest import Cluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -255,3 +257,59 @@ def test_the_agent_manifest_is_accepted_and_its_rbac_is_exact(apiserver, namespa
     assert ("", "namespaces", "kube-system", "get") in granted
     assert not any(r == "nodes" and v in ("delete", "patch", "update") for _, r, _, v in granted)
     assert ("", "secrets", "", "get") not in granted  # it never reads a Secret by name
+
+
+@pytest.fixture(scope="module")
+def second_apiserver(apiserver, tmp_path_factory):
+    """Another cluster: its own kube-apiserver and etcd (another kube-system UID)."""
+    from .server import ApiServer
+
+    server = ApiServer(tmp_path_factory.mktemp("kube-apiserver-2"))
+    try:
+        server.start()
+    except Exception:
+        server.stop()
+        raise
+    yield server
+    server.stop()
+
+
+def test_two_clusters_each_with_its_agent_each_run_their_pools_work(
+        east, second_apiserver, apiserver, cluster, namespace, alice, live_server, tmp_path):
+    second_apiserver.namespace(namespace)  # the same namespace name: the Queues' names
+    install_agent_rbac(second_apiserver, namespace)
+    backend_services.backend_upsert(name="west", kind="kubernetes", k8s_namespace=namespace)
+    west = agent_of(second_apiserver, live_server, tmp_path, "west")
+    other = Cluster(second_apiserver, namespace)
+    cluster.add_node("east-n1", gpus=8)
+    other.add_node("west-n1", gpus=8)
+    factories.pool("team", 64, backends=["east"])
+    factories.pool("lab", 64, backends=["west"])
+    bob = make_client("bob", "osmo-lab-user")
+    try:
+        east.start()
+        west.start()
+        wait_until(lambda: sorted(Node.objects.values_list("name", "backend")) == [
+            ("east-n1", "east"), ("west-n1", "west")], 30, "both mirrors", west)
+        uids = dict(Backend.objects.filter(name__in=["east", "west"])
+                    .values_list("name", "k8s_uid"))
+        assert uids == {"east": kube_system_uid(apiserver),
+                        "west": kube_system_uid(second_apiserver)}
+        assert uids["east"] != uids["west"]
+        a = submit(alice, "team", spec("a", gpus=1))
+        b = submit(bob, "lab", spec("b", gpus=1))
+        wait_until(lambda: cluster.names("pods") == [f"{a}-g-t0"], 30, "east's pod", east)
+        wait_until(lambda: other.names("pods") == [f"{b}-g-t0"], 30, "west's pod", west)
+        cluster.run(f"{a}-g-t0", "east-n1")
+        other.run(f"{b}-g-t0", "west-n1")
+        wait_until(lambda: statuses(alice, a) == ("RUNNING", ["RUNNING"])
+                   and statuses(bob, b) == ("RUNNING", ["RUNNING"]), 30, "both RUNNING", west)
+        nodes = dict(Task.objects.values_list("workflow__name", "node_name"))
+        assert nodes == {a: "east-n1", b: "west-n1"}
+        assert cluster.names("pods") == [f"{a}-g-t0"]  # never a pod in the other cluster
+        assert other.names("pods") == [f"{b}-g-t0"]
+    finally:
+        west.stop()
+        second_apiserver.request("DELETE", f"/api/v1/namespaces/{namespace}/pods",
+                                 query=[("gracePeriodSeconds", "0")])
+        other.delete_node("west-n1")

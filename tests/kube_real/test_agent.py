@@ -5,7 +5,12 @@ KAI and the kubelet (it binds and runs the pods), as the rest of this tier does.
 
 from __future__ import annotations
 
+import random
+import threading
+import time
+
 import pytest
+import yaml
 
 from osmo.accounts import services as accounts
 from scheduler.backends import services as backend_services
@@ -15,7 +20,14 @@ from tests.conftest import make_client
 from tests.k8s.conftest import spec, statuses, submit
 from workflows.models import Task, TaskEvent
 
-from .agent import AgentProcess, agent_kubeconfig, install_agent_rbac, wait_until
+from .agent import (
+    AgentProcess,
+    ForkedAgents,
+    agent_documents,
+    agent_kubeconfig,
+    install_agent_rbac,
+    wait_until,
+)
 from .conftest import Cluster
 
 pytestmark = pytest.mark.timeout(240)
@@ -152,12 +164,6 @@ def test_killed_and_restarted_mid_stream_every_transition_is_recorded_once(
     """The agent is killed (SIGKILL) and started again RESTARTS times while pods start and
     end one after the other; each transition waits for the service to have recorded the one
     before (a transition made and undone while no agent runs is seen by nobody)."""
-    import random
-    import threading
-    import time
-
-    from .agent import ForkedAgents
-
     for node in ("east-n1", "east-n2"):
         cluster.add_node(node, gpus=8)
     factories.pool("team", 64, backends=["east"])
@@ -224,10 +230,6 @@ def test_the_agent_manifest_is_accepted_and_its_rbac_is_exact(apiserver, namespa
     """deploy/kubernetes/agent as the server takes it (server-side dry run for the Deployment
     and the Secret), and the agent's token holds exactly the rules it ships: the cluster's
     SelfSubjectRulesReview in the backend's namespace, less what every user holds."""
-    import yaml
-
-    from .agent import agent_documents
-
     install_agent_rbac(apiserver, namespace)
     docs = agent_documents()
     assert {d["kind"] for d in docs} == {"ServiceAccount", "Secret", "ClusterRole",

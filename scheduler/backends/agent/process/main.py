@@ -22,6 +22,7 @@ import sys
 import threading
 
 from django.conf import settings
+from kubernetes import config
 
 from .cluster import Applier, NodeWatcher, PodWatcher, Transient, cluster_identity, kube_from
 from .outbox import Outbox
@@ -33,6 +34,7 @@ HEARTBEAT_SECONDS = 5.0
 POLL_WAIT_SECONDS = 10.0
 MAX_BACKOFF_SECONDS = 10.0
 EXIT_REFUSED = 3
+EXIT_USAGE = 2
 
 
 def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -183,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
     logger.info("agent %s: starting", args.name)
-    agent = Agent(url=args.url, token=args.token, name=args.name, kubeconfig=args.kubeconfig)
+    try:
+        agent = Agent(url=args.url, token=args.token, name=args.name,
+                      kubeconfig=args.kubeconfig)
+    except config.ConfigException as exc:
+        logger.error("agent %s: no usable kubeconfig: %s", args.name, exc)
+        return EXIT_USAGE
     signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())
     return agent.run()

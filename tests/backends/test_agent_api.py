@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.core.kai_names import TASK_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION
 from scheduler.models import AgentMessage, AgentWork, Backend, GroupDispatch, Node
 from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import spec, submit
-from workflows.models import WorkflowGroup
+from workflows.models import Task, WorkflowGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -175,3 +176,37 @@ def test_work_is_handed_out_until_acked_and_then_the_group_is_applied(agent, eas
     assert group.backend == "east"
     assert GroupDispatch.objects.get(group=group).applied_at is not None
     assert AgentWork.objects.filter(acked_at__isnull=True).count() == 0
+
+
+def test_an_agent_speaks_only_for_its_own_work_and_nodes(admin_client, agent, east):
+    """The token of east reports a pod of a workflow dispatched to west, and a Node of
+    west's: nothing of west's changes."""
+    admin_client.post("/api/configs/backend/west", {"kind": "kubernetes"}, format="json")
+    west = make_client("agent-west", "osmo-backend-west")
+    register(agent)
+    register(west, "west", uid="west-uid")
+    factories.pool("lab", 64, backends=["west"])
+    name = submit(make_client("bob", "osmo-lab-user"), "lab", spec("w", gpus=1))
+    work = west.post("/api/configs/backend/west/agent/work", {"wait": 0},
+                     format="json").json()["work"]
+    west.post("/api/configs/backend/west/agent/work", {"acks": [{"id": w["id"]} for w in work],
+                                                       "wait": 0}, format="json")
+    west.post("/api/configs/backend/west/agent/messages", {"messages": [
+        {"id": "n", "type": "nodes", "payload": {"nodes": [node("west-n1", 8)]}}]},
+        format="json")
+    before = (list(Task.objects.values()), list(Node.objects.values()))
+    pod = {"metadata": {"name": f"{name}-g-t0", "annotations": {
+        WORKFLOW_NAME_ANNOTATION: name, TASK_NAME_ANNOTATION: "t0"}},
+        "spec": {"nodeName": "west-n1"}, "status": {"phase": "Running"}}
+    response = agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "p", "type": "pods", "payload": {"pods": [[pod, False]]}},
+        {"id": "n", "type": "nodes", "payload": {"nodes": [node("west-n1", 1)]}},
+        {"id": "l", "type": "nodes_listed", "payload": {"names": []}},
+        {"id": "r", "type": "pods_listed", "payload": {"tasks": [], "applied_through": 0}}]},
+        format="json")
+    assert response.json() == {"acked": ["p", "n", "l", "r"]}
+    assert (list(Task.objects.values()), list(Node.objects.values())) == before
+    # The same pod from west's own agent is applied.
+    west.post("/api/configs/backend/west/agent/messages", {"messages": [
+        {"id": "p", "type": "pods", "payload": {"pods": [[pod, False]]}}]}, format="json")
+    assert Task.objects.get(workflow__name=name).status == "RUNNING"

@@ -27,6 +27,7 @@ from workflows.models import ALIVE_TASK_STATUSES, Task
 
 from ..kubernetes import moves, status
 from ..kubernetes.listener import PodListener
+from ..kubernetes.objects import task_of_pod
 from .work import applied_before_listing
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,16 @@ class AgentPods(PodListener):
         super().__init__(None, namespace=backend.k8s_namespace, watch_timeout=0)
         self.backend = backend
         self.logs = _NoLogs()
+
+    def handle_batch(self, pods: list[tuple[dict[str, Any], bool]]) -> int:
+        """As the listener, for the pods of this backend's work only: an agent speaks for
+        the workflows dispatched to it, never for another backend's."""
+        names = {key[0] for key in (task_of_pod(pod) for pod, _ in pods) if key}
+        ours = set(AgentWork.objects.filter(
+            backend=self.backend.name, kind=AgentWorkKind.CREATE,
+            group__workflow__name__in=names).values_list("group__workflow__name", flat=True))
+        return super().handle_batch([(pod, deleted) for pod, deleted in pods
+                                     if (task_of_pod(pod) or ("",))[0] in ours])
 
     def _eviction(self, pod: dict[str, Any], workflow_name: str,
                   task_name: str) -> status.Eviction | None:

@@ -22,7 +22,6 @@ from scheduler import services as scheduler_services
 from scheduler.models import AgentMessage, Backend, BackendKind, Node
 
 from ..kubernetes.nodes import node_fields
-from ..kubernetes.objects import task_of_pod
 from ..selectors import backend_get
 from . import work
 from .pods import AgentPods
@@ -131,13 +130,17 @@ def _session(stamp: Any) -> datetime | None:
 
 def _nodes(backend: Backend, nodes: list[dict], deleted: list[str]) -> None:
     """Register or update the reported Nodes, remove the deleted ones (force: their pods are
-    gone with them), as the in-process node mirror does."""
+    gone with them), as the in-process node mirror does — never another backend's node."""
     existing = {node.name: node for node in Node.objects.filter(
         name__in=[n["metadata"]["name"] for n in nodes] + list(deleted))}
     for item in nodes:
         fields = node_fields(item)
         schedulable = fields.pop("schedulable")
         row = existing.get(fields["name"])
+        if row is not None and row.backend != backend.name:
+            logger.warning("agent %s: node %s is backend %s's: not taken", backend.name,
+                           row.name, row.backend)
+            continue
         if row is None or (row.gpus, row.cpu_millis, row.memory_bytes, row.labels,
                            row.backend) != (fields["gpus"], fields["cpu_millis"],
                                             fields["memory_bytes"], fields["labels"],
@@ -149,10 +152,6 @@ def _nodes(backend: Backend, nodes: list[dict], deleted: list[str]) -> None:
         row = existing.get(name)
         if row is not None and row.backend == backend.name:
             scheduler_services.node_delete(node=row, force=True)
-
-
-def pod_keys(pods: list[dict]) -> list[tuple[str, str]]:
-    return [key for key in map(task_of_pod, pods) if key is not None]
 
 
 def agent_poll(*, backend: Backend, acks: list[dict], after: int = 0) -> list[dict]:

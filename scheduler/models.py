@@ -202,3 +202,60 @@ class BackendEvent(models.Model):
 
     def __str__(self) -> str:
         return f"r{self.revision} {self.backend_name} {self.action}"
+
+
+class AgentMessage(models.Model):
+    """A message a backend agent sent, kept by id so that a re-sent one changes nothing: the
+    agent sends at least once (it re-sends what was not acked after a reconnect), the service
+    applies each (backend, message id) once — the row is written in the same transaction as
+    the message's effect, so an effect that failed leaves no row and the re-send applies it."""
+
+    backend = models.CharField(max_length=63)
+    message_id = models.CharField(max_length=64)
+    type = models.CharField(max_length=32)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["backend", "message_id"],
+                                    name="agent_message_unique_id",
+                                    violation_error_message="A message id is applied once."),
+        ]
+        indexes = [models.Index(fields=["received_at"], name="agent_message_received")]
+
+    def __str__(self) -> str:
+        return f"{self.backend} message {self.message_id}"
+
+
+class AgentWorkKind(models.TextChoices):
+    CREATE = "create"  # objects to create, in order (a group's Secrets, Service, PodGroup, pods)
+    DELETE = "delete"  # a group's objects to delete (by its label selector)
+    SYNC = "sync"  # the whole desired set of Queues and Topology
+
+
+class AgentWork(models.Model):
+    """One item of a backend's work queue: handed to its agent on every poll until acked, so
+    an agent that reconnects gets everything it had not finished. Ids order the queue."""
+
+    backend = models.CharField(max_length=63)
+    kind = models.CharField(max_length=8, choices=AgentWorkKind.choices)
+    payload = models.JSONField()
+    group = models.ForeignKey("workflows.WorkflowGroup", on_delete=models.CASCADE, null=True,
+                              blank=True, related_name="agent_work")
+    created_at = models.DateTimeField(auto_now_add=True)
+    acked_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.TextField(blank=True, default="",
+                               help_text="What the agent said of it: empty when it was done.")
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=AgentWorkKind.values),
+                                   name="agent_work_kind_valid",
+                                   violation_error_message="kind is create, delete or sync."),
+        ]
+        indexes = [models.Index(fields=["backend", "id"], name="agent_work_unacked",
+                                condition=Q(acked_at__isnull=True))]
+
+    def __str__(self) -> str:
+        return f"{self.backend} work {self.pk} ({self.kind})"

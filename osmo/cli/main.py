@@ -9,7 +9,18 @@ import sys
 
 from osmo import standalone
 
-from . import app, backend, common, config_history, credential, login, pool, token, workflow
+from . import (
+    app,
+    backend,
+    backend_agent,
+    common,
+    config_history,
+    credential,
+    login,
+    pool,
+    token,
+    workflow,
+)
 from .errors import EXIT_CODES_HELP, CliError
 
 
@@ -33,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         "backend", help="Backends (the clusters that run pods): list them."))
     config_history.build_parser(commands.add_parser(
         "config", help="Config history of pools and backends: list, show, diff, roll back."))
+    backend_agent.build_parser(commands.add_parser(
+        "backend-agent", help="Serve one Kubernetes backend: dial out to the service."))
     workflow.build_parser(commands.add_parser(
         "workflow", help="Submit, list, inspect and cancel workflows."))
     token.build_parser(commands.add_parser(

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import backend_views, cluster_views, config_views, resource_views, views
+from . import agent_views, backend_views, cluster_views, config_views, resource_views, views
 
 urlpatterns = [
     path("kai/queues", views.KaiQueuesView.as_view(), name="kai-queues"),
@@ -13,6 +13,12 @@ urlpatterns = [
     path("configs/backend", backend_views.BackendListView.as_view(), name="backend-list"),
     path("configs/backend/<str:name>", backend_views.BackendDetailView.as_view(),
          name="backend-detail"),
+    path("configs/backend/<str:name>/agent/register", agent_views.AgentRegisterView.as_view(),
+         name="backend-agent-register"),
+    path("configs/backend/<str:name>/agent/messages", agent_views.AgentMessagesView.as_view(),
+         name="backend-agent-messages"),
+    path("configs/backend/<str:name>/agent/work", agent_views.AgentWorkView.as_view(),
+         name="backend-agent-work"),
     path("configs/history", config_views.ConfigHistoryView.as_view(), name="config-history"),
     path("configs/history/rollback", config_views.ConfigRollbackView.as_view(),
          name="config-rollback"),

@@ -1,0 +1,165 @@
+"""Every write an agent causes: register, the messages it sends, the acks of its work.
+
+Messages are de-duplicated by a table keyed by (backend, message id) (``AgentMessage``),
+not by per-stream sequence numbers: an agent killed mid-stream starts again with nothing
+remembered, and ids it draws at random never collide with those of its earlier lives, while a
+sequence would need the agent to keep a counter across restarts (or the service to tell apart
+a restarted stream from a replayed one). The row is inserted in the transaction that applies
+the message, so a message is applied once or not at all, and acked only then.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from osmo.errors import Conflict, OsmoError
+from scheduler import services as scheduler_services
+from scheduler.models import AgentMessage, Backend, BackendKind, Node
+
+from ..kubernetes.nodes import node_fields
+from ..selectors import backend_get
+from . import work
+from .pods import AgentPods
+
+logger = logging.getLogger(__name__)
+
+MESSAGE_TYPES = ("heartbeat", "nodes", "nodes_listed", "pods", "pods_listed")
+KEPT_MESSAGES = timedelta(days=2)  # ids older than any agent's unacked message
+
+
+def _kubernetes(name: str) -> Backend:
+    backend = backend_get(name)
+    if backend.kind != BackendKind.KUBERNETES:
+        raise OsmoError("invalid_backend", f"Backend '{name}' is {backend.kind}: only a "
+                                           f"kubernetes backend is served by an agent.",
+                        errors={"name": ["Must be a kubernetes backend."]})
+    return backend
+
+
+@transaction.atomic
+def agent_register(*, name: str, k8s_uid: str, version: str) -> tuple[Backend, datetime]:
+    """An agent (re)connects: the first records the cluster's identity, a later one must
+    bring the same (409 ``backend_identity_mismatch``, nothing changed). Every unacked item
+    of work will be handed out again, and the Queues and Topology are queued whole. Returns the
+backend and when this connection began (the agent echoes it with its re-lists)."""
+    backend = _kubernetes(name)
+    backend = Backend.objects.select_for_update().get(pk=backend.pk)
+    if backend.k8s_uid and backend.k8s_uid != k8s_uid:
+        raise Conflict("backend_identity_mismatch",
+                       f"Backend '{name}' belongs to the cluster whose kube-system namespace "
+                       f"has UID {backend.k8s_uid}; this agent's cluster has {k8s_uid[:64]}.")
+    backend.k8s_uid = k8s_uid
+    backend.version = version
+    now = timezone.now()
+    backend.last_heartbeat = now
+    backend.save(update_fields=["k8s_uid", "version", "last_heartbeat"])
+    work.queue_sync(backend, force=True)
+    AgentMessage.objects.filter(backend=name,
+                                received_at__lt=now - KEPT_MESSAGES).delete()
+    return backend, now
+
+
+def agent_backend(name: str) -> Backend:
+    """The backend an agent speaks for; it must have registered (its identity known)."""
+    backend = _kubernetes(name)
+    if not backend.k8s_uid:
+        raise Conflict("backend_not_registered", f"Backend '{name}': register first.")
+    return backend
+
+
+def _first_time(backend: Backend, message_id: str, kind: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {AgentMessage._meta.db_table} (backend, message_id, type, received_at)"
+            " VALUES (%s, %s, %s, now()) ON CONFLICT (backend, message_id) DO NOTHING"
+            " RETURNING id", [backend.name, message_id, kind])
+        return cursor.fetchone() is not None
+
+
+def agent_messages(*, backend: Backend, messages: list[dict[str, Any]]) -> list[str]:
+    """Apply the messages in their order, each once; returns the ids acked (applied now or
+    before). A message whose effect fails is not acked (its row rolls back with it): the
+    agent sends it again; the messages after it wait for it."""
+    acked: list[str] = []
+    pods = AgentPods(backend)
+    for message in messages:
+        try:
+            with transaction.atomic():
+                if _first_time(backend, message["id"], message["type"]):
+                    _apply(backend, pods, message["type"], message["payload"])
+        except Exception:
+            logger.exception("agent %s: message %s (%s) failed", backend.name, message["id"],
+                             message["type"])
+            break
+        acked.append(message["id"])
+    if acked:
+        Backend.objects.filter(pk=backend.pk).update(last_heartbeat=timezone.now())
+    return acked
+
+
+def _apply(backend: Backend, pods: AgentPods, kind: str, payload: dict[str, Any]) -> None:
+    if kind == "heartbeat":
+        return  # every accepted batch is a heartbeat
+    if kind == "nodes":
+        _nodes(backend, payload.get("nodes") or [], payload.get("deleted") or [])
+    elif kind == "nodes_listed":
+        names = set(payload.get("names") or [])
+        gone = [node for node in Node.objects.filter(backend=backend.name)
+                if node.name not in names]
+        for node in gone:
+            scheduler_services.node_delete(node=node, force=True)
+    elif kind == "pods":
+        pods.handle_batch([(pod, bool(deleted)) for pod, deleted in payload.get("pods") or []])
+    elif kind == "pods_listed":
+        keys = {(workflow, task) for workflow, task in payload.get("tasks") or []}
+        pods.relisted(keys, int(payload.get("applied_through") or 0),
+                      _session(payload.get("session")))
+
+
+def _session(stamp: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
+
+
+def _nodes(backend: Backend, nodes: list[dict], deleted: list[str]) -> None:
+    """Register or update the reported Nodes, remove the deleted ones (force: their pods are
+    gone with them), as the in-process node mirror does — never another backend's node."""
+    existing = {node.name: node for node in Node.objects.filter(
+        name__in=[n["metadata"]["name"] for n in nodes] + list(deleted))}
+    for item in nodes:
+        fields = node_fields(item)
+        schedulable = fields.pop("schedulable")
+        row = existing.get(fields["name"])
+        if row is not None and row.backend != backend.name:
+            logger.warning("agent %s: node %s is backend %s's: not taken", backend.name,
+                           row.name, row.backend)
+            continue
+        if row is None or (row.gpus, row.cpu_millis, row.memory_bytes, row.labels,
+                           row.backend) != (fields["gpus"], fields["cpu_millis"],
+                                            fields["memory_bytes"], fields["labels"],
+                                            backend.name):
+            row, _created = scheduler_services.node_register(**fields, backend=backend.name)
+        if row.schedulable != schedulable:
+            scheduler_services.node_set_schedulable(node=row, schedulable=schedulable)
+    for name in deleted:
+        row = existing.get(name)
+        if row is not None and row.backend == backend.name:
+            scheduler_services.node_delete(node=row, force=True)
+
+
+def agent_poll(*, backend: Backend, acks: list[dict], after: int = 0) -> list[dict]:
+    """Record the acks, claim what is new for this backend, and return its unacked work
+    after id ``after`` (the agent's last seen in this connection; 0: everything)."""
+    work.ack(backend, acks)
+    Backend.objects.filter(pk=backend.pk).update(last_heartbeat=timezone.now())
+    work.queue_sync(backend)
+    work.claim_groups(backend)
+    work.queue_cleanups(backend)
+    return work.unacked(backend, after=after)

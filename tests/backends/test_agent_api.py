@@ -1,0 +1,212 @@
+"""The agent's endpoints (docs/CONTRACT-CHANGES.md "The backend agent"): identity, who may act
+as which backend, messages applied once by id, work handed out until acked."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.core.kai_names import TASK_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION
+from scheduler.models import AgentMessage, AgentWork, Backend, GroupDispatch, Node
+from tests import factories
+from tests.conftest import make_client
+from tests.k8s.conftest import spec, submit
+from workflows.models import Task, WorkflowGroup
+
+pytestmark = pytest.mark.django_db
+
+UID = "0b8f9e8e-1111-4a4a-9c9c-000000000001"
+
+
+@pytest.fixture
+def east(admin_client):
+    response = admin_client.post("/api/configs/backend/east", {"kind": "kubernetes",
+                                                               "k8s_namespace": "east"},
+                                 format="json")
+    assert response.status_code == 201
+    return Backend.objects.get(name="east")
+
+
+@pytest.fixture
+def agent(east):
+    return make_client("agent-east", "osmo-backend-east")
+
+
+def register(client, name="east", uid=UID, version="v1.25.0"):
+    return client.post(f"/api/configs/backend/{name}/agent/register",
+                       {"k8s_uid": uid, "version": version}, format="json")
+
+
+def row(name="east") -> dict:
+    return Backend.objects.filter(name=name).values().get()
+
+
+def node(name: str, gpus: int) -> dict:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "8",
+                                                   "memory": "64Gi"},
+                                   "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_the_first_connect_records_the_cluster_and_a_heartbeat(agent, east):
+    response = register(agent)
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body == {"name": "east", "k8s_namespace": "east", "placement": "kai",
+                    "scheduler_name": "kai-scheduler", "session": body["session"]}
+    backend = row()
+    assert body["session"] == backend["last_heartbeat"].isoformat()
+    assert (backend["k8s_uid"], backend["version"]) == (UID, "v1.25.0")
+    assert backend["last_heartbeat"] is not None
+    assert register(agent, version="v1.26.0").status_code == 200  # the same cluster again
+    assert row()["version"] == "v1.26.0"
+
+
+def test_another_cluster_under_a_taken_name_is_409_and_changes_nothing(agent, east):
+    register(agent)
+    before = row()
+    response = register(agent, uid="another-cluster", version="v9")
+    assert response.status_code == 409
+    assert response.json()["code"] == "backend_identity_mismatch"
+    assert row() == before
+
+
+def test_a_token_of_backend_a_cannot_act_as_b(admin_client, east, agent):
+    admin_client.post("/api/configs/backend/west", {"kind": "kubernetes"}, format="json")
+    register(agent)
+    west = make_client("agent-west", "osmo-backend-west")
+    before = (row(), row("west"), AgentMessage.objects.count(), Node.objects.count())
+    message = {"messages": [{"id": "m1", "type": "nodes", "payload": {"nodes": [node("n", 8)]}}]}
+    for response in (register(west, "east", uid="x"),
+                     west.post("/api/configs/backend/east/agent/messages", message,
+                               format="json"),
+                     west.post("/api/configs/backend/east/agent/work", {"wait": 0},
+                               format="json")):
+        assert response.status_code == 403, response.json()
+        assert response.json()["code"] == "forbidden"
+    assert (row(), row("west"), AgentMessage.objects.count(), Node.objects.count()) == before
+
+
+@pytest.mark.parametrize("groups", [("osmo-team-user",), ("osmo-admin",), ()])
+def test_ordinary_users_and_admins_are_not_agents(east, groups):
+    client = make_client("someone", *groups)
+    before = row()
+    assert register(client).status_code == 403
+    assert row() == before
+
+
+def test_any_backend_group_serves_every_backend(east):
+    assert register(make_client("fleet", "osmo-backend")).status_code == 200
+
+
+def test_only_kubernetes_backends_have_agents(admin_client):
+    client = make_client("fleet", "osmo-backend")
+    response = register(client, "default")
+    assert response.status_code == 400 and response.json()["code"] == "invalid_backend"
+    assert register(client, "nowhere").status_code == 404
+
+
+def test_messages_before_register_are_refused(agent):
+    response = agent.post("/api/configs/backend/east/agent/messages",
+                          {"messages": [{"id": "m1", "type": "heartbeat"}]}, format="json")
+    assert response.status_code == 409
+    assert response.json()["code"] == "backend_not_registered"
+
+
+def test_a_message_id_is_applied_once(agent):
+    register(agent)
+
+    def send(gpus):
+        return agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+            {"id": "m1", "type": "nodes", "payload": {"nodes": [node("n1", gpus)]}}]},
+            format="json")
+
+    assert send(8).json() == {"acked": ["m1"]}
+    # The same id again (a re-send after a lost answer) is acked and applied no more.
+    assert send(16).json() == {"acked": ["m1"]}
+    assert list(Node.objects.values_list("name", "gpus", "backend")) == [("n1", 8, "east")]
+    assert AgentMessage.objects.filter(backend="east").count() == 1
+
+
+def test_a_full_node_list_removes_the_nodes_gone(agent):
+    register(agent)
+    agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "a", "type": "nodes", "payload": {"nodes": [node("n1", 8), node("n2", 8)]}},
+        {"id": "b", "type": "nodes_listed", "payload": {"names": ["n1"]}}]}, format="json")
+    assert list(Node.objects.values_list("name", flat=True)) == ["n1"]
+
+
+def test_a_batch_is_bounded(agent):
+    register(agent)
+    messages = [{"id": f"m{i}", "type": "heartbeat"} for i in range(501)]
+    response = agent.post("/api/configs/backend/east/agent/messages", {"messages": messages},
+                          format="json")
+    assert response.status_code == 400
+    assert AgentMessage.objects.count() == 0
+
+
+def test_work_is_handed_out_until_acked_and_then_the_group_is_applied(agent, east):
+    factories.pool("team", 256, backends=["east"])
+    factories.pool("other", 64)  # on `default`: never this agent's
+    alice = make_client("alice", "osmo-team-user", "osmo-other-user")
+    name = submit(alice, "team", spec("big", gpus=1, tasks=250))
+    submit(alice, "other", spec("elsewhere", gpus=1))
+    register(agent)
+
+    def poll(acks=()):
+        response = agent.post("/api/configs/backend/east/agent/work",
+                              {"acks": list(acks), "wait": 0}, format="json")
+        assert response.status_code == 200, response.json()
+        return response.json()["work"]
+
+    work = poll()
+    creates = [w for w in work if w["kind"] == "create"]
+    assert [w["kind"] for w in work] == ["sync"] + ["create"] * 4
+    kinds = [[o["kind"] for o in w["payload"]["objects"]] for w in creates]
+    assert kinds[0] == ["Service", "PodGroup"] and kinds[1:] == [["Pod"] * 100,
+                                                                 ["Pod"] * 100, ["Pod"] * 50]
+    group = WorkflowGroup.objects.get(workflow__name=name)
+    assert GroupDispatch.objects.get(group=group).namespace == "east"
+    assert poll() == work  # nothing acked: the same again
+    poll([{"id": w["id"]} for w in work[:3]])
+    group.refresh_from_db()
+    assert group.backend is None  # one create item of it is still unacked
+    assert [w["id"] for w in poll()] == [work[3]["id"], work[4]["id"]]
+    assert poll([{"id": w["id"]} for w in work[3:]]) == []
+    group.refresh_from_db()
+    assert group.backend == "east"
+    assert GroupDispatch.objects.get(group=group).applied_at is not None
+    assert AgentWork.objects.filter(acked_at__isnull=True).count() == 0
+
+
+def test_an_agent_speaks_only_for_its_own_work_and_nodes(admin_client, agent, east):
+    """The token of east reports a pod of a workflow dispatched to west, and a Node of
+    west's: nothing of west's changes."""
+    admin_client.post("/api/configs/backend/west", {"kind": "kubernetes"}, format="json")
+    west = make_client("agent-west", "osmo-backend-west")
+    register(agent)
+    register(west, "west", uid="west-uid")
+    factories.pool("lab", 64, backends=["west"])
+    name = submit(make_client("bob", "osmo-lab-user"), "lab", spec("w", gpus=1))
+    work = west.post("/api/configs/backend/west/agent/work", {"wait": 0},
+                     format="json").json()["work"]
+    west.post("/api/configs/backend/west/agent/work", {"acks": [{"id": w["id"]} for w in work],
+                                                       "wait": 0}, format="json")
+    west.post("/api/configs/backend/west/agent/messages", {"messages": [
+        {"id": "n", "type": "nodes", "payload": {"nodes": [node("west-n1", 8)]}}]},
+        format="json")
+    before = (list(Task.objects.values()), list(Node.objects.values()))
+    pod = {"metadata": {"name": f"{name}-g-t0", "annotations": {
+        WORKFLOW_NAME_ANNOTATION: name, TASK_NAME_ANNOTATION: "t0"}},
+        "spec": {"nodeName": "west-n1"}, "status": {"phase": "Running"}}
+    response = agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "p", "type": "pods", "payload": {"pods": [[pod, False]]}},
+        {"id": "n", "type": "nodes", "payload": {"nodes": [node("west-n1", 1)]}},
+        {"id": "l", "type": "nodes_listed", "payload": {"names": []}},
+        {"id": "r", "type": "pods_listed", "payload": {"tasks": [], "applied_through": 0}}]},
+        format="json")
+    assert response.json() == {"acked": ["p", "n", "l", "r"]}
+    assert (list(Task.objects.values()), list(Node.objects.values())) == before
+    # The same pod from west's own agent is applied.
+    west.post("/api/configs/backend/west/agent/messages", {"messages": [
+        {"id": "p", "type": "pods", "payload": {"pods": [[pod, False]]}}]}, format="json")
+    assert Task.objects.get(workflow__name=name).status == "RUNNING"

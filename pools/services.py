@@ -82,7 +82,8 @@ def _validate_backends(names: list[str]) -> None:
 # --- audit -----------------------------------------------------------------------------------
 
 _TOP_LEVEL_FIELDS = ("quota_gpus", "limit_gpus", "weight", "priority", "description",
-                     "platforms", "default_platform", "status", "backends")
+                     "platforms", "default_platform", "status", "backends",
+                     "default_exit_actions", "max_retries")
 
 
 def pool_snapshot(pool: Pool) -> dict[str, Any]:

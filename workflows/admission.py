@@ -273,6 +273,7 @@ def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, s
                     memory_bytes=task_spec.resource.memory_bytes or 0,
                     node_selector=dict(selector), subgroup=task_spec.subgroup or "",
                     run_seconds=sleep_seconds(task_spec.command, task_spec.args),
+                    exit_actions=dict(task_spec.exit_actions),
                 ))
     return Admission(workflow, groups, tasks, spec)
 

@@ -34,6 +34,9 @@ Rules (OSMO's, where the contract is silent):
   SCHEDULING with no task on a node after its queue_timeout (counted from its SCHEDULING
   transition) ends FAILED_QUEUE_TIMEOUT (`groups_time_out`). On Kubernetes the cleaner then
   deletes their pods like any ended group's.
+- Exit actions (`workflows/exits.py`): a COMPLETED or FAILED report's exit code completes,
+  fails, or reschedules the task's group (every task SCHEDULING again, the next retry_id), by
+  the spec's exitActions, else the pool's default_exit_actions, up to the pool's max_retries.
 - Scheduler decisions: a bound task is RUNNING on its node; an evicted gang fails as a whole
   (FAILED_PREEMPTED or the eviction's reason), while evicted elastic surplus (the gang keeps
   other bound pods) returns to pending (SCHEDULING, unbound, reason `preempted_requeued`) to
@@ -56,7 +59,7 @@ from osmo import events
 from osmo.errors import Conflict, NotFound
 from pools.drain import drain_check_if_deleting_on_commit
 
-from . import logstore
+from . import exits, logstore
 from .logstore import Event
 from .models import (
     ALIVE_TASK_STATUSES,
@@ -137,6 +140,12 @@ def task_report_status(*, workflow: Workflow, task_name: str, status: str,
         raise Conflict("invalid_transition",
                        f"Task '{task_name}' is {task.status}; it cannot move to {status}.")
     now = timezone.now()
+    decided = exits.decide(workflow=workflow, task=task, status=status, exit_code=exit_code,
+                           reason=reason, now=now)
+    if decided is None:  # its group runs again
+        task.refresh_from_db()
+        return task
+    status, reason = decided
     task.status = status
     if status == TaskStatus.RUNNING:
         task.started_at = task.started_at or now

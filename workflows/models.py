@@ -134,6 +134,8 @@ class WorkflowGroup(models.Model):
     scheduling_at = models.DateTimeField(null=True, blank=True,
                                          help_text="When it last entered SCHEDULING (its "
                                                    "queue_timeout counts from here).")
+    retry_id = models.PositiveIntegerField(default=0, help_text="How many times an exit "
+                                                                "action rescheduled it.")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -179,6 +181,10 @@ class Task(models.Model):
     node_name = models.CharField(max_length=253, blank=True, default="",
                                  help_text="Set once the task is bound: it then holds its GPUs.")
     exit_code = models.IntegerField(null=True, blank=True)
+    exit_actions = models.JSONField(default=dict, blank=True,
+                                    help_text="The spec's exitActions: action → exit codes.")
+    retry_id = models.PositiveIntegerField(default=0, help_text="Its group's run: 0, then "
+                                                                "one more per reschedule.")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     preempted_by = models.CharField(max_length=253, blank=True, default="",

@@ -56,5 +56,9 @@ class Scheduling(Protocol):
         """The most GPUs one schedulable node with these labels has; None when no
         schedulable node has them."""
 
+    def runs_again_in_place(self, backend: str | None) -> bool:
+        """Whether a group on ``backend`` (None: not dispatched yet, the default one) can
+        run again with its same tasks (an exit action's RESCHEDULE)."""
+
 
 scheduling: Port[Scheduling] = Port("workflows.ports.scheduling")

@@ -113,7 +113,8 @@ def test_a_misspelled_task_field_is_refused_and_nothing_is_stored(team, user):
     assert (response.status_code, response.json()["code"]) == (400, "invalid_spec")
     assert response.json()["errors"] == {"workflow.tasks[0].comand": [
         "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
-        "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup)"]}
+        "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup, "
+        "exitActions)"]}
     assert stored() == before
 
 

@@ -84,6 +84,8 @@ class TaskSpec:
     outputs: tuple[Mapping[str, Any], ...] = ()
     files: tuple[FileSpec, ...] = ()
     environment: Mapping[str, str] = field(default_factory=_empty)
+    exit_actions: Mapping[str, str] = field(default_factory=_empty)
+    """`exitActions`: COMPLETE / FAIL / RESCHEDULE → exit codes ("1-5,10")."""
     path: str = ""
     """Where the task sits in the submitted spec (``workflow.groups[0].tasks[1]``)."""
 

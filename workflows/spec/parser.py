@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from osmo.exit_actions import ExitActionsError, parse_exit_actions
 from scheduler.core.podgroup_validation import (
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
@@ -77,7 +78,7 @@ NAME_MAX = 63
 TOP_LEVEL_KEYS = ("version", "workflow", "default-values")
 RESOURCE_KEYS = ("cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded")
 TASK_KEYS = ("name", "image", "command", "args", "lead", "resource", "inputs", "outputs",
-             "files", "environment", "replicas", "subGroup")
+             "files", "environment", "replicas", "subGroup", "exitActions")
 WORKFLOW_KEYS = ("name", "labels", "pool", "timeout", "resources", "tasks", "groups")
 GROUP_KEYS = ("name", "tasks", "scheduling")
 TOPOLOGY_KEYS = ("key", "group", "requirementType")
@@ -637,6 +638,11 @@ class _Parser:
         outputs = self._outputs(raw.get("outputs"), f"{path}.outputs")
         files = self._files(raw.get("files"), f"{path}.files")
         environment = self._environment(raw.get("environment"), f"{path}.environment")
+        try:
+            exit_actions = parse_exit_actions(raw.get("exitActions"))
+        except ExitActionsError as exc:
+            errors.add(f"{path}.exitActions{exc.path}", str(exc))
+            exit_actions = {}
         return TaskSpec(
             name=draft.name,
             image=image,
@@ -652,6 +658,7 @@ class _Parser:
             outputs=outputs,
             files=files,
             environment=MappingProxyType(environment),
+            exit_actions=MappingProxyType(exit_actions),
             path=path,
         )
 

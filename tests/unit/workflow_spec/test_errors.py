@@ -315,17 +315,19 @@ def test_a_misspelled_field_is_refused_at_every_level_with_the_nearest_name() ->
                                          "'scheduling'? (known: name, tasks, scheduling)"],
         "workflow.groups[0].tasks[0].comand": [
             "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
-            "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup)"],
+            "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup, "
+            "exitActions)"],
         "workflow.groups[0].tasks[1].zzz": [
             "unknown task field 'zzz' (known: name, image, command, args, lead, resource, "
-            "inputs, outputs, files, environment, replicas, subGroup)"],
+            "inputs, outputs, files, environment, replicas, subGroup, exitActions)"],
         "workflow.groups[0].tasks": ["exactly one task of a multi-task group must have "
                                      "lead: true (found 0: none)"],
     }
     assert errors_of({"workflow": {"name": "w", "tasks": [task("a", comand=["ls"])]}}) == {
         "workflow.tasks[0].comand": [
             "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
-            "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup)"]}
+            "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup, "
+            "exitActions)"]}
     assert errors_of({"worklfow": {}, "workflow": {"name": "w", "tasks": [task("a")]}}) == {
         "worklfow": ["unknown top-level field 'worklfow', did you mean 'workflow'? (known: "
                      "version, workflow, default-values)"]}

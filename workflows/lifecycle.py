@@ -59,7 +59,7 @@ from osmo import events
 from osmo.errors import Conflict, NotFound
 from pools.drain import drain_check_if_deleting_on_commit
 
-from . import exits, logstore
+from . import exits, logstore, notifications
 from .logstore import Event
 from .models import (
     ALIVE_TASK_STATUSES,
@@ -179,6 +179,7 @@ def _cancel(workflows: list[Workflow], reason: str, by: str = "") -> None:
     Workflow.objects.filter(pk__in=ids).update(status=WorkflowStatus.FAILED_CANCELED,
                                                reason=reason, finished_at=now)
     events.publish(events.WorkflowsCanceled(workflows=tuple(w.name for w in workflows)))
+    notifications.enqueue_on_commit(ids)
 
 
 @transaction.atomic

@@ -21,12 +21,14 @@ from pools.drain import drain_check_if_deleting_on_commit
 from .logstore import Event
 from .models import (
     ALIVE_TASK_STATUSES,
+    ALIVE_WORKFLOW_STATUSES,
     FINAL_TASK_STATUSES,
     TaskStatus,
     Workflow,
     WorkflowGroup,
     WorkflowStatus,
 )
+from .notifications import enqueue_on_commit
 
 TIMED_OUT = (TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT)
 SEVERITY = [TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT,
@@ -288,3 +290,4 @@ def _write(workflows: list[_Workflow], changes: _Changes, now: datetime) -> None
     for subpool_id in sorted({w.subpool_id for w in changed if w.subpool_id is not None
                               and w.status in FINAL_TASK_STATUSES}):
         drain_check_if_deleting_on_commit(subpool_id)  # a DELETING subpool may now be drained
+    enqueue_on_commit(w.id for w in changed if w.status not in ALIVE_WORKFLOW_STATUSES)

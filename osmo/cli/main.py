@@ -9,7 +9,7 @@ import sys
 
 from osmo import standalone
 
-from . import backend, common, login, pool, token, workflow
+from . import backend, common, login, pool, profile, token, workflow
 from .errors import EXIT_CODES_HELP, CliError
 
 
@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         "workflow", help="Submit, list, inspect and cancel workflows."))
     token.build_parser(commands.add_parser(
         "token", help="Personal access tokens: create, list, revoke."))
+    profile.build_parser(commands.add_parser(
+        "profile", help="Your settings: default pool, notifications."))
     return parser
 
 

@@ -44,7 +44,11 @@ REASON_WORDS = {"group_failed": "another task of its group failed",
                 "submission_failed": "the cluster refused the group's objects",
                 "pod_deleted": "its pod was deleted", "node_deleted": "its node was removed",
                 "evicted": "evicted by the kubelet", "stale_gang": "its gang stayed below its "
-                "minimum", "preempted": "its GPUs went to another workload"}
+                "minimum", "preempted": "its GPUs went to another workload",
+                "retries_exhausted": "its exit action asked for a reschedule, but its group "
+                "ran its pool's max_retries times again already",
+                "reschedule_unsupported": "its exit action asked for a reschedule, which its "
+                "backend does not run"}
 
 
 def words(reason: str | None) -> str:

@@ -149,3 +149,20 @@ def _keys(errors) -> list[str]:
     if isinstance(errors, list):
         return [k for v in errors for k in _keys(v)] + [v for v in errors if isinstance(v, str)]
     return [str(errors)]
+
+
+def test_a_group_on_kubernetes_fails_instead_of_running_again(admin, alice, backend):
+    from scheduler.models import Backend
+
+    factories.pool("team", 64)
+    add_nodes(admin, 2)
+    name = submit(alice, "team", TWO_GROUPS.format(name="ft", actions=RESCHEDULE))
+    cycle(admin)
+    # Its pods would have to be gone before new ones start: not built on Kubernetes yet.
+    Backend.objects.create(name="k8s", kind="kubernetes")
+    WorkflowGroup.objects.filter(workflow__name=name, name="train").update(backend="k8s")
+    body = report(backend, name, "lead", "FAILED", exit_code=3)
+    train = body["groups"][0]
+    assert (train["status"], train["reason"], train["retry_id"]) == (
+        "FAILED", "reschedule_unsupported", 0)
+    assert body["groups"][1]["status"] == "FAILED_CANCELED"

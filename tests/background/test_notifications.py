@@ -172,3 +172,16 @@ def test_a_failed_attempt_is_counted(people, webhook):
     sent = NOTIFICATIONS.labels("slack", "sent")._value.get()
     assert notifications.deliver(Workflow.objects.get(name=name).pk, "slack") is True
     assert NOTIFICATIONS.labels("slack", "sent")._value.get() == sent + 1
+
+
+def test_a_broker_that_is_down_costs_the_status_change_nothing(people, restartable_broker):
+    from workflows.metrics import NOTIFICATIONS
+
+    alice, backend = people
+    settings_of(alice, email_notification=True, email="alice@example.com")
+    before = NOTIFICATIONS.labels("email", "not_queued")._value.get()
+    restartable_broker.stop()
+    name, took = run_workflow(alice, backend)
+    assert took < 3
+    assert alice.get(f"/api/workflow/{name}").json()["status"] == "COMPLETED"
+    assert NOTIFICATIONS.labels("email", "not_queued")._value.get() == before + 1

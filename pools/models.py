@@ -22,6 +22,11 @@ def default_backends() -> list[str]:
     return [DEFAULT_BACKEND]
 
 
+# Settings a pool's audit snapshot (services.pool_snapshot) leaves out while they keep their
+# default, so that the events of pools that never set them (older ones included) read as before.
+SNAPSHOT_DEFAULTS = {"default_exit_actions": {}, "max_retries": 3}
+
+
 class SubpoolState(models.TextChoices):
     ACTIVE = "ACTIVE"
     DELETING = "DELETING"

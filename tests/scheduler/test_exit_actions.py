@@ -166,3 +166,17 @@ def test_a_group_on_kubernetes_fails_instead_of_running_again(admin, alice, back
     assert (train["status"], train["reason"], train["retry_id"]) == (
         "FAILED", "reschedule_unsupported", 0)
     assert body["groups"][1]["status"] == "FAILED_CANCELED"
+
+
+def test_the_pool_history_tells_the_exit_settings_in_words():
+    from dashboard.presenters import describe_change
+
+    before = {"name": "team", "quota_gpus": 64}
+    after = {**before, "default_exit_actions": {"RESCHEDULE": "137"}, "max_retries": 5}
+    assert describe_change(before, after) == ("default exit actions none → RESCHEDULE 137; "
+                                              "max retries 3 → 5")
+    assert describe_change(after, before) == ("default exit actions RESCHEDULE 137 → none; "
+                                              "max retries 5 → 3")
+    assert describe_change(None, before) == "quota 64 GPUs"  # the defaults go unsaid
+    assert describe_change(None, after) == ("quota 64 GPUs; default exit actions "
+                                            "RESCHEDULE 137; max retries 5")

@@ -178,6 +178,9 @@ class Task(models.Model):
                                 help_text="The leaf subgroup of this pod ('' without subgroups).")
     run_seconds = models.IntegerField(null=True, blank=True,
                                       help_text="Embedded cluster: `sleep N` runs N seconds.")
+    sim_exit_code = models.IntegerField(null=True, blank=True,
+                                        help_text="Embedded cluster: a command ending `exit M` "
+                                                  "ends with M (null: 0).")
     node_name = models.CharField(max_length=253, blank=True, default="",
                                  help_text="Set once the task is bound: it then holds its GPUs.")
     exit_code = models.IntegerField(null=True, blank=True)

@@ -17,16 +17,20 @@ import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 
 from osmo.accounts.models import UserProfile
 
+from .api.serializers import overview_url
 from .metrics import NOTIFICATIONS
 from .models import Workflow
 
 log = logging.getLogger("osmo.notifications")
+
+TASK = "workflows.tasks.workflow_notify"
 
 
 class DeliveryError(Exception):
@@ -48,8 +52,6 @@ def enqueue_on_commit(workflow_ids: Iterable[int]) -> None:
 
 
 def _enqueue(workflow_ids: list[int]) -> None:
-    from .tasks import workflow_notify  # the task module imports this one
-
     try:
         rows = list(Workflow.objects.filter(pk__in=workflow_ids).values_list(
             "pk", "user__osmo_profile__email_notification",
@@ -61,7 +63,8 @@ def _enqueue(workflow_ids: list[int]) -> None:
     for workflow_id, email, slack in rows:
         for channel in [c for c, on in (("email", email), ("slack", slack)) if on]:
             try:
-                workflow_notify.delay(workflow_id, channel)
+                # By name: the task's module (workflows.tasks) imports this one.
+                current_app.send_task(TASK, args=[workflow_id, channel])
             except Exception as exc:  # noqa: BLE001 - the broker is down: logged, counted
                 NOTIFICATIONS.labels(channel, "not_queued").inc()
                 log.warning("notifications: %s for workflow %s not queued: %s", channel,
@@ -69,8 +72,6 @@ def _enqueue(workflow_ids: list[int]) -> None:
 
 
 def message(workflow: Workflow) -> Message:
-    from .api.serializers import overview_url
-
     began = workflow.started_at or workflow.submitted_at
     seconds = int((workflow.finished_at - began).total_seconds()) if (
         workflow.finished_at and began) else 0

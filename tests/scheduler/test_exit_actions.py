@@ -180,3 +180,41 @@ def test_the_pool_history_tells_the_exit_settings_in_words():
     assert describe_change(None, before) == "quota 64 GPUs"  # the defaults go unsaid
     assert describe_change(None, after) == ("quota 64 GPUs; default exit actions "
                                             "RESCHEDULE 137; max retries 5")
+
+
+SIMULATED = """
+workflow:
+  name: sim
+  tasks:
+  - name: main
+    image: x
+    command: [sh, -c, "sleep 5; exit 3"]
+    resource: r
+    exitActions: {RESCHEDULE: "3"}
+  resources:
+    r: {gpu: 4, cpu: 1, memory: 1Gi}
+"""
+
+
+def test_the_embedded_cluster_ends_a_command_with_its_exit_code(admin, alice, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler import services
+
+    settings.OSMO_SIM_TASK_SECONDS = 60
+    factories.pool("team", 64, max_retries=1)
+    add_nodes(admin, 1)
+    name = submit(alice, "team", SIMULATED)
+    assert cycle(admin)["bound"] == 1
+    task = Task.objects.get(workflow__name=name)
+    assert (task.run_seconds, task.sim_exit_code) == (5, 3)
+    later = timezone.now() + timedelta(seconds=6)
+    assert services.complete_due_tasks(now=later) == 1
+    assert tasks_of(alice, name) == {"main": ("SCHEDULING", 1, False)}
+    assert cycle(admin)["bound"] == 1
+    assert services.complete_due_tasks(now=later + timedelta(seconds=6)) == 1
+    body = workflow(alice, name)
+    assert (body["status"], body["reason"]) == ("FAILED", "retries_exhausted")
+    assert Task.objects.get(workflow__name=name).exit_code == 3

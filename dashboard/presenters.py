@@ -12,7 +12,7 @@ from typing import Any
 
 from osmo.accounts.roles import Roles
 from pools import quota
-from pools.models import Pool, SubpoolState
+from pools.models import SNAPSHOT_DEFAULTS, Pool, SubpoolState
 from scheduler.core.kai_names import DEFAULT_BACKEND, RACK_LABEL, ZONE_LABEL
 from workflows.models import Priority
 
@@ -252,6 +252,9 @@ AUDIT_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("default_platform", "default platform", lambda value: value or "none"),
     ("description", "description", lambda value: f"“{_short(value)}”" if value else "none"),
     ("backends", "backends", _platforms),
+    ("default_exit_actions", "default exit actions",
+     lambda value: ", ".join(f"{k} {v}" for k, v in sorted(value.items())) or "none"),
+    ("max_retries", "max retries", str),
     ("archived", "archived", lambda value: "yes" if value else "no"),
 )
 
@@ -265,6 +268,15 @@ def describe_change(before: dict | None, after: dict | None) -> str:
     parts = []
     for key, words, show in (*AUDIT_FIELDS, *others):
         old, new = before.get(key), after.get(key)
+        if key in SNAPSHOT_DEFAULTS and "quota_gpus" in after and "subpool_name" not in after:
+            # a top-level pool's snapshot leaves these out at their default
+            old = before.get(key, SNAPSHOT_DEFAULTS[key]) if before else None
+            new = after.get(key, SNAPSHOT_DEFAULTS[key])
+            if old == new or (old is None and new == SNAPSHOT_DEFAULTS[key]):
+                continue
+            parts.append(f"{words} {show(new)}" if old is None
+                         else f"{words} {show(old)} → {show(new)}")
+            continue
         if key not in after or old == new:
             continue
         if key not in before:

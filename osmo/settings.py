@@ -222,6 +222,18 @@ OSMO_JWT_SIGNING_KEY = os.environ.get("OSMO_JWT_SIGNING_KEY") or SECRET_KEY
 # The dashboard's address in links the API hands out (a workflow's `overview`); default: the
 # address the request came to.
 OSMO_DASHBOARD_URL = os.environ.get("OSMO_DASHBOARD_URL", "").rstrip("/")
+
+# Workflow-end notifications (workflows/notifications.py): the SMTP server mail goes through,
+# its sender, and how long one delivery attempt may take (email or webhook).
+EMAIL_HOST = os.environ.get("OSMO_SMTP_HOST", "localhost")
+EMAIL_PORT = env_int("OSMO_SMTP_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("OSMO_SMTP_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("OSMO_SMTP_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("OSMO_SMTP_STARTTLS", False)
+EMAIL_TIMEOUT = env_int("OSMO_NOTIFY_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = os.environ.get("OSMO_NOTIFY_FROM", "osmo@localhost")
+OSMO_NOTIFY_RETRIES = env_int("OSMO_NOTIFY_RETRIES", 3)
+OSMO_NOTIFY_BACKOFF = env_int("OSMO_NOTIFY_BACKOFF", 10)  # seconds, doubled each retry
 OSMO_DRAIN_CHECK_INTERVAL = env_int("OSMO_DRAIN_CHECK_INTERVAL", 900)
 OSMO_SCHEDULER_INTERVAL = float(os.environ.get("OSMO_SCHEDULER_INTERVAL", "1"))
 OSMO_SIM_TASK_SECONDS = env_int("OSMO_SIM_TASK_SECONDS", 60)

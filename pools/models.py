@@ -22,6 +22,11 @@ def default_backends() -> list[str]:
     return [DEFAULT_BACKEND]
 
 
+# Settings a pool's audit snapshot (services.pool_snapshot) leaves out while they keep their
+# default, so that the events of pools that never set them (older ones included) read as before.
+SNAPSHOT_DEFAULTS = {"default_exit_actions": {}, "max_retries": 3}
+
+
 class SubpoolState(models.TextChoices):
     ACTIVE = "ACTIVE"
     DELETING = "DELETING"
@@ -56,6 +61,10 @@ class Pool(models.Model):
     priority = models.IntegerField(default=100, help_text="Priority of the pool's queue.")
     platforms = models.JSONField(default=dict, blank=True)
     default_platform = models.CharField(max_length=63, blank=True, default="")
+    default_exit_actions = models.JSONField(
+        default=dict, blank=True, help_text="Exit action → exit codes, for the tasks whose "
+                                            "spec's exitActions do not hold their code.")
+    max_retries = models.IntegerField(default=3, help_text="Reschedules of one group at most.")
     # Backend names, in order of preference (the scheduler owns the backends: pools checks the
     # names through `pools.ports.backends`).
     backends = ArrayField(models.CharField(max_length=63), default=default_backends, blank=True)
@@ -109,6 +118,9 @@ class Pool(models.Model):
                                    violation_error_message="Limit is -1 (none) or a count."),
             models.CheckConstraint(condition=Q(weight__gte=0), name="pools_weight_non_negative",
                                    violation_error_message="Weight cannot be negative."),
+            models.CheckConstraint(condition=Q(max_retries__gte=0, max_retries__lte=100),
+                                   name="pools_max_retries_range",
+                                   violation_error_message="max_retries is 0 to 100."),
             models.CheckConstraint(
                 condition=Q(parent__isnull=True) | Q(archived_at__isnull=True),
                 name="pools_subpool_not_archived_at",

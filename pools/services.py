@@ -23,6 +23,7 @@ from .drain import drain_check_on_commit
 from .locking import lock_pool_family
 from .models import (
     NAME_PATTERN,
+    SNAPSHOT_DEFAULTS,
     SUBPOOL_DELIMITER,
     Pool,
     PoolEvent,
@@ -81,15 +82,18 @@ def _validate_backends(names: list[str]) -> None:
 
 # --- audit -----------------------------------------------------------------------------------
 
+_UNSET = object()
 _TOP_LEVEL_FIELDS = ("quota_gpus", "limit_gpus", "weight", "priority", "description",
-                     "platforms", "default_platform", "status", "backends")
+                     "platforms", "default_platform", "status", "backends",
+                     "default_exit_actions", "max_retries")
 
 
 def pool_snapshot(pool: Pool) -> dict[str, Any]:
     if pool.is_subpool:
         return {"name": pool.name, "subpool_name": pool.subpool_name,
                 "state": pool.subpool_state, "quota_gpus": pool.quota_gpus}
-    snapshot = {"name": pool.name, **{f: getattr(pool, f) for f in _TOP_LEVEL_FIELDS}}
+    snapshot = {"name": pool.name, **{f: getattr(pool, f) for f in _TOP_LEVEL_FIELDS
+                                      if getattr(pool, f) != SNAPSHOT_DEFAULTS.get(f, _UNSET)}}
     snapshot["archived"] = pool.archived_at is not None
     return snapshot
 

@@ -14,15 +14,17 @@ from osmo import events
 from osmo import ports as osmo_ports
 from osmo.errors import OsmoError
 from pools import ports as pool_ports
+from scheduler.core.kai_names import DEFAULT_BACKEND
 from workflows import ports as workflow_ports
 
 from . import backends, podgrouper, selectors, tasks
 from .backends import health as backend_health
-from .backends.default import backend_names_missing, default_backend_ensure
+from .backends.default import backend_kind, backend_names_missing, default_backend_ensure
 from .backends.kubernetes import health
 from .kai.podgroups import resolve_constraints
 from .kai.selectors import StoredTopologies, cluster_topology
 from .kai.workflow_manifests import manifests_for
+from .models import BackendKind
 
 
 class Scheduling:
@@ -53,6 +55,11 @@ class Scheduling:
 
     def pending_reasons(self, workflow_names: list[str]) -> dict[str, dict]:
         return selectors.pending_reasons(workflow_names)
+
+    def runs_again_in_place(self, backend: str | None) -> bool:
+        # The embedded cluster places SCHEDULING tasks afresh; on Kubernetes the group's
+        # dispatched pods would have to be gone first, which is not built yet.
+        return backend_kind(backend or DEFAULT_BACKEND) == BackendKind.EMBEDDED
 
 
 class BackendNames:

@@ -14,6 +14,7 @@ nothing, not even the name counter (an admitted one takes its number after the c
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -212,14 +213,26 @@ def _next_name(spec_name: str) -> str:
 def sleep_seconds(command, args=()) -> int | None:
     """`sleep N` (as a command list or a shell string): how long the embedded cluster runs it."""
     words = [str(w) for w in (*command, *args)]
+    if len(words) == 3 and words[0].rsplit("/", 1)[-1] in ("sh", "bash") and words[1] == "-c":
+        words = words[2:]  # `sh -c "sleep 30; exit 3"`
     if len(words) == 1:
         words = words[0].split()
     if len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "sleep":
         try:
-            return max(0, int(float(words[1])))
+            return max(0, int(float(words[1].rstrip(";"))))
         except ValueError:
             return None
     return None
+
+
+_EXIT = re.compile(r"(?:^|[;&|]\s*)exit\s+(\d{1,4})\s*$")
+
+
+def sim_exit_code(command, args=()) -> int | None:
+    """A shell string that ends `exit M` (`sleep 30; exit 3`): the code the embedded cluster
+    ends the task with, once it has run (None: 0)."""
+    match = _EXIT.search(" ".join(str(w) for w in (*command, *args)).strip())
+    return int(match.group(1)) if match and int(match.group(1)) else None
 
 
 def _numbered_in_insert(spec: WorkflowSpec) -> bool:
@@ -273,6 +286,8 @@ def _build(spec: WorkflowSpec, *, name: str, pool: Pool, priority: str, actor, s
                     memory_bytes=task_spec.resource.memory_bytes or 0,
                     node_selector=dict(selector), subgroup=task_spec.subgroup or "",
                     run_seconds=sleep_seconds(task_spec.command, task_spec.args),
+                    sim_exit_code=sim_exit_code(task_spec.command, task_spec.args),
+                    exit_actions=dict(task_spec.exit_actions),
                 ))
     return Admission(workflow, groups, tasks, spec)
 

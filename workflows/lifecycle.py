@@ -35,6 +35,9 @@ Rules (OSMO's, where the contract is silent):
   SCHEDULING with no task on a node after its queue_timeout (counted from its SCHEDULING
   transition) ends FAILED_QUEUE_TIMEOUT (`groups_time_out`). On Kubernetes the cleaner then
   deletes their pods like any ended group's.
+- Exit actions (`workflows/exits.py`): a COMPLETED or FAILED report's exit code completes,
+  fails, or reschedules the task's group (every task SCHEDULING again, the next retry_id), by
+  the spec's exitActions, else the pool's default_exit_actions, up to the pool's max_retries.
 - Scheduler decisions: a bound task is RUNNING on its node; an evicted gang fails as a whole
   (FAILED_PREEMPTED or the eviction's reason), while evicted elastic surplus (the gang keeps
   other bound pods) returns to pending (SCHEDULING, unbound, reason `preempted_requeued`) to
@@ -60,7 +63,7 @@ from osmo import events
 from osmo.errors import Conflict, NotFound
 from pools.drain import drain_check_if_deleting_on_commit
 
-from . import logstore
+from . import exits, logstore, notifications
 from .logstore import Event
 from .models import (
     ALIVE_TASK_STATUSES,
@@ -141,6 +144,12 @@ def task_report_status(*, workflow: Workflow, task_name: str, status: str,
         raise Conflict("invalid_transition",
                        f"Task '{task_name}' is {task.status}; it cannot move to {status}.")
     now = timezone.now()
+    decided = exits.decide(workflow=workflow, task=task, status=status, exit_code=exit_code,
+                           reason=reason, now=now)
+    if decided is None:  # its group runs again
+        task.refresh_from_db()
+        return task
+    status, reason = decided
     task.status = status
     if status == TaskStatus.RUNNING:
         task.started_at = task.started_at or now
@@ -174,6 +183,7 @@ def _cancel(workflows: list[Workflow], reason: str, by: str = "") -> None:
     Workflow.objects.filter(pk__in=ids).update(status=WorkflowStatus.FAILED_CANCELED,
                                                reason=reason, finished_at=now)
     events.publish(events.WorkflowsCanceled(workflows=tuple(w.name for w in workflows)))
+    notifications.enqueue_on_commit(ids)
 
 
 @transaction.atomic
@@ -392,12 +402,17 @@ def tasks_complete_due(*, now: datetime, default_seconds: int) -> int:
     seconds, else after ``default_seconds``; returns how many ended."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, workflow_id FROM workflows_task WHERE status = %s "
+            "SELECT id, workflow_id, sim_exit_code FROM workflows_task WHERE status = %s "
             "AND started_at + make_interval(secs => coalesce(run_seconds, %s)) <= %s",
             [TaskStatus.RUNNING, default_seconds, now])
-        due = cursor.fetchall()
+        rows = cursor.fetchall()
+    # A command that ends `exit M` (rare) ends as a backend's report would: its exit actions
+    # decide; the others end COMPLETED together.
+    failing = [(pk, code) for pk, _, code in rows if code]
+    due = [(pk, workflow_id) for pk, workflow_id, code in rows if not code]
+    ended = sum(_sim_exit(pk, code) for pk, code in failing)
     if not due:
-        return 0
+        return ended
     workflow_ids = {workflow_id for _, workflow_id in due}
     lock_workflows(workflow_ids)
     with connection.cursor() as cursor:
@@ -414,7 +429,21 @@ def tasks_complete_due(*, now: datetime, default_seconds: int) -> int:
             [TaskStatus.COMPLETED, now, [pk for pk, _ in due], TaskStatus.RUNNING, now])
         changed = cursor.fetchone()[0]
     settle_workflows(workflow_ids, now)
-    return changed
+    return changed + ended
+
+
+def _sim_exit(task_id: int, exit_code: int) -> int:
+    """Embedded cluster: a due task whose command ends `exit M` ends FAILED with M (its exit
+    actions may complete it or run its group again)."""
+    task = Task.objects.select_related("workflow").filter(pk=task_id).first()
+    if task is None:
+        return 0
+    try:
+        task_report_status(workflow=task.workflow, task_name=task.name,
+                           status=TaskStatus.FAILED, exit_code=exit_code)
+    except Conflict:  # it moved on meanwhile
+        return 0
+    return 1
 
 
 def groups_time_out(*, now: datetime) -> int:

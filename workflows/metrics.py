@@ -23,6 +23,11 @@ ADMISSION_DURATION = Histogram(
     "osmo_admission_attempt_duration_seconds",
     "Time to admit or refuse a submission, by outcome (admitted, refused, error).",
     ["outcome"], buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+NOTIFICATIONS = Counter(
+    "osmo_notifications_total",
+    "Workflow-end notifications by channel (email, slack) and result: sent, failed (one "
+    "attempt; retried), gave_up (after the last retry), not_queued (the broker refused).",
+    ["channel", "result"])
 # Raised only once the target pool was found: its name is then a bounded label, never input.
 POOL_KNOWN_CODES = frozenset({"exceeds_unallocated", "exceeds_quota", "subpool_not_active",
                               "pool_not_online", "podgroup_exists"})

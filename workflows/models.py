@@ -141,6 +141,8 @@ class WorkflowGroup(models.Model):
     scheduling_at = models.DateTimeField(null=True, blank=True,
                                          help_text="When it last entered SCHEDULING (its "
                                                    "queue_timeout counts from here).")
+    retry_id = models.PositiveIntegerField(default=0, help_text="How many times an exit "
+                                                                "action rescheduled it.")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -183,9 +185,16 @@ class Task(models.Model):
                                 help_text="The leaf subgroup of this pod ('' without subgroups).")
     run_seconds = models.IntegerField(null=True, blank=True,
                                       help_text="Embedded cluster: `sleep N` runs N seconds.")
+    sim_exit_code = models.IntegerField(null=True, blank=True,
+                                        help_text="Embedded cluster: a command ending `exit M` "
+                                                  "ends with M (null: 0).")
     node_name = models.CharField(max_length=253, blank=True, default="",
                                  help_text="Set once the task is bound: it then holds its GPUs.")
     exit_code = models.IntegerField(null=True, blank=True)
+    exit_actions = models.JSONField(default=dict, blank=True,
+                                    help_text="The spec's exitActions: action → exit codes.")
+    retry_id = models.PositiveIntegerField(default=0, help_text="Its group's run: 0, then "
+                                                                "one more per reschedule.")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     preempted_by = models.CharField(max_length=253, blank=True, default="",

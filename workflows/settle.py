@@ -21,12 +21,14 @@ from pools.drain import drain_check_if_deleting_on_commit
 from .logstore import Event
 from .models import (
     ALIVE_TASK_STATUSES,
+    ALIVE_WORKFLOW_STATUSES,
     FINAL_TASK_STATUSES,
     TaskStatus,
     Workflow,
     WorkflowGroup,
     WorkflowStatus,
 )
+from .notifications import enqueue_on_commit
 
 TIMED_OUT = (TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT)
 SEVERITY = [TaskStatus.FAILED_EXEC_TIMEOUT, TaskStatus.FAILED_QUEUE_TIMEOUT,
@@ -45,7 +47,11 @@ REASON_WORDS = {"group_failed": "another task of its group failed",
                 "backend_lost": "its cluster sent nothing for longer than the lost timeout",
                 "backend_deleted": "its cluster was deleted",
                 "evicted": "evicted by the kubelet", "stale_gang": "its gang stayed below its "
-                "minimum", "preempted": "its GPUs went to another workload"}
+                "minimum", "preempted": "its GPUs went to another workload",
+                "retries_exhausted": "its exit action asked for a reschedule, but its group "
+                "ran its pool's max_retries times again already",
+                "reschedule_unsupported": "its exit action asked for a reschedule, which its "
+                "backend does not run"}
 
 
 def words(reason: str | None) -> str:
@@ -293,3 +299,4 @@ def _write(workflows: list[_Workflow], changes: _Changes, now: datetime) -> None
     for subpool_id in sorted({w.subpool_id for w in changed if w.subpool_id is not None
                               and w.status in FINAL_TASK_STATUSES}):
         drain_check_if_deleting_on_commit(subpool_id)  # a DELETING subpool may now be drained
+    enqueue_on_commit(w.id for w in changed if w.status not in ALIVE_WORKFLOW_STATUSES)

@@ -50,6 +50,13 @@ class UserProfile(models.Model):
     default_pool = models.ForeignKey("pools.Pool", null=True, blank=True,
                                      on_delete=models.SET_NULL, related_name="+",
                                      help_text="Where submissions without a pool go.")
+    # A message when one of the user's workflows ends (workflows/notifications.py).
+    email_notification = models.BooleanField(default=False)
+    email_address = models.EmailField(blank=True, default="",
+                                      help_text="Where the email goes; empty: the user's email.")
+    slack_notification = models.BooleanField(default=False)
+    slack_webhook_url = models.URLField(max_length=500, blank=True, default="",
+                                        help_text="A Slack incoming webhook; never shown back.")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

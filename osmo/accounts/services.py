@@ -165,3 +165,24 @@ def token_revoke(*, actor, token: AccessToken) -> AccessToken:
         revoked_at=timezone.now())
     token.refresh_from_db()
     return token
+
+
+@transaction.atomic
+def profile_set_notifications(*, user, **changes) -> UserProfile:
+    """Set the user's notification settings (email_notification, email_address,
+    slack_notification, slack_webhook_url; absent ones keep their value). A channel turned
+    on needs where to send: an email address (the profile's, else the user's) or a webhook."""
+    profile, _ = UserProfile.objects.select_for_update().get_or_create(user=user)
+    for field, value in changes.items():
+        setattr(profile, field, value)
+    problems = {}
+    if profile.email_notification and not (profile.email_address or user.email):
+        problems["email"] = ["Email notifications need an address: set `email`."]
+    if profile.slack_notification and not profile.slack_webhook_url:
+        problems["slack_webhook"] = ["Slack notifications need a webhook: set `slack_webhook`."]
+    if problems:
+        raise OsmoError("invalid_request", " ".join(m for ms in problems.values() for m in ms),
+                        errors=problems, status_code=400)
+    profile.full_clean()
+    profile.save()
+    return profile

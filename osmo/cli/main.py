@@ -18,6 +18,7 @@ from . import (
     credential,
     login,
     pool,
+    profile,
     token,
     workflow,
 )
@@ -54,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         "credential", help="Your registry, data and generic credentials: set, list, delete."))
     app.build_parser(commands.add_parser(
         "app", help="Saved, versioned workflow specs: create, update, submit, ..."))
+    profile.build_parser(commands.add_parser(
+        "profile", help="Your settings: default pool, notifications."))
     return parser
 
 

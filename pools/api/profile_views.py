@@ -1,9 +1,10 @@
 """The caller and its pools: `GET /api/whoami` and the profile settings (`GET|POST
-/api/profile/settings`, the default pool and the pools the caller may submit to), as the OSMO
-client calls them (docs/API-OSMO-CLIENT.md)."""
+/api/profile/settings`, the default pool, the notifications and the pools the caller may submit
+to), as the OSMO client calls them (docs/API-OSMO-CLIENT.md)."""
 
 from __future__ import annotations
 
+from django.db import transaction
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -37,14 +38,30 @@ class WhoAmIView(APIView):
 class ProfileSettingsSerializer(RequestSerializer):
     pool = StrictCharField(required=False, allow_null=True, allow_blank=True,
                            help_text="Default pool (canonical name); empty or null clears it.")
-    email_notification = StrictBooleanField(required=False)
+    email_notification = StrictBooleanField(required=False,
+                                            help_text="A message when a workflow ends.")
     slack_notification = StrictBooleanField(required=False)
+    email = serializers.EmailField(required=False, allow_blank=True, max_length=254,
+                                   help_text="Where emails go; empty: the account's email.")
+    slack_webhook = serializers.URLField(required=False, allow_blank=True, max_length=500,
+                                         help_text="A Slack incoming webhook URL; never shown "
+                                                   "back (`slack_webhook_set` tells).")
+
+    def validate_slack_webhook(self, url: str) -> str:
+        if url and not url.startswith(("https://", "http://")):
+            raise serializers.ValidationError("Must be an http(s) URL.")
+        return url
 
     def validate(self, attrs):
-        if attrs.get("email_notification") or attrs.get("slack_notification"):
-            raise serializers.ValidationError(
-                {"notifications": ["Notifications are not offered by this service."]})
+        # The model's field names
+        for sent, kept in (("email", "email_address"), ("slack_webhook", "slack_webhook_url")):
+            if sent in attrs:
+                attrs[kept] = attrs.pop(sent)
         return attrs
+
+
+_NOTIFICATION_FIELDS = ("email_notification", "slack_notification", "email_address",
+                        "slack_webhook_url")
 
 
 def _settings_body(request) -> dict:
@@ -56,8 +73,10 @@ def _settings_body(request) -> dict:
     return {
         "profile": {
             "username": request.user.get_username(),
-            "email_notification": False,
-            "slack_notification": False,
+            "email_notification": bool(profile and profile.email_notification),
+            "slack_notification": bool(profile and profile.slack_notification),
+            "email": (profile and profile.email_address) or request.user.email or None,
+            "slack_webhook_set": bool(profile and profile.slack_webhook_url),
             # A default pool that was archived or is no longer visible is not offered.
             "pool": default_pool.name if default_pool and default_pool.name in pools else None,
         },
@@ -71,6 +90,8 @@ _SETTINGS = inline_serializer("ProfileSettings", {
         "username": serializers.CharField(),
         "email_notification": serializers.BooleanField(),
         "slack_notification": serializers.BooleanField(),
+        "email": serializers.CharField(allow_null=True),
+        "slack_webhook_set": serializers.BooleanField(),
         "pool": serializers.CharField(allow_null=True)}),
     "pools": serializers.ListField(child=serializers.CharField()),
     "roles": serializers.ListField(child=serializers.CharField())})
@@ -83,14 +104,22 @@ class ProfileSettingsView(APIView):
         return Response(_settings_body(request))
 
     @extend_schema(request=ProfileSettingsSerializer, responses=_SETTINGS,
-                   summary="Set the caller's default pool")
+                   summary="Set the caller's default pool and notifications")
     def post(self, request):
         body = ProfileSettingsSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        if "pool" in body.validated_data:
-            name = body.validated_data["pool"]
+        with transaction.atomic():  # all the settings sent, or none
+            self._set(request, body.validated_data)
+        return Response(_settings_body(request))
+
+    @staticmethod
+    def _set(request, validated: dict) -> None:
+        if "pool" in validated:
+            name = validated["pool"]
             pool = None
             if name:
                 pool = pool_selectors.pool_get(name=name, roles=roles_for(request.user))
             services.profile_set_default_pool(user=request.user, pool=pool)
-        return Response(_settings_body(request))
+        notifications = {k: v for k, v in validated.items() if k in _NOTIFICATION_FIELDS}
+        if notifications:
+            services.profile_set_notifications(user=request.user, **notifications)

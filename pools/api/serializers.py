@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from rest_framework import serializers
 
 from osmo.config_changes import ConfigChangeSerializer
+from osmo.exit_actions import ExitActionsError, parse_exit_actions
 from osmo.serializers import (
     QueryBooleanField,
     QueryIntegerField,
@@ -66,6 +67,11 @@ class PoolUpsertSerializer(RequestSerializer):
     default_platform = StrictCharField(required=False, allow_blank=True, allow_null=True,
                                        max_length=63, help_text="One of `platforms`.")
 
+    default_exit_actions = serializers.DictField(
+        required=False, help_text="COMPLETE / FAIL / RESCHEDULE → exit codes (\"1-5,10\"), "
+                                  "for tasks whose exitActions do not hold their code.")
+    max_retries = StrictIntegerField(required=False, min_value=0, max_value=100,
+                                     help_text="Reschedules of one group at most (default 3).")
     backends = serializers.ListField(
         child=StrictCharField(max_length=63), required=False, min_length=1, max_length=16,
         help_text="Backend names in order of preference (default [\"default\"]); subpools "
@@ -89,6 +95,12 @@ class PoolUpsertSerializer(RequestSerializer):
                     {"backend": ["Must be the first of backends, when both are given."]})
             attrs.setdefault("backends", [single])
         return attrs
+
+    def validate_default_exit_actions(self, actions: dict) -> dict:
+        try:
+            return parse_exit_actions(actions)
+        except ExitActionsError as exc:
+            raise serializers.ValidationError(f"default_exit_actions{exc.path}: {exc}") from None
 
     def validate_platforms(self, platforms: dict) -> dict:
         bad = {name: ["Not a valid platform name: use lowercase letters, digits and '-'."]
@@ -194,6 +206,8 @@ def pool_object(pool: Pool, tree: PoolTree | None = None) -> dict:
         "platforms": settings_source.platforms,
         "default_platform": settings_source.default_platform or None,
         "status": settings_source.status,
+        "default_exit_actions": settings_source.default_exit_actions,
+        "max_retries": settings_source.max_retries,
         "backends": list(settings_source.backends),
         "backend": settings_source.backends[0] if settings_source.backends else None,
         "created_at": _iso(pool.created_at),
@@ -339,6 +353,9 @@ class PoolSerializer(serializers.Serializer):
     platforms = serializers.DictField(child=PlatformSerializer())
     default_platform = serializers.CharField(allow_null=True)
     status = serializers.ChoiceField(choices=["ONLINE", "OFFLINE", "MAINTENANCE"])
+    default_exit_actions = serializers.DictField(child=serializers.CharField(),
+                                                 help_text="Inherited by subpools.")
+    max_retries = serializers.IntegerField(help_text="Inherited by subpools.")
     backends = serializers.ListField(child=serializers.CharField(),
                                      help_text="Inherited by subpools.")
     backend = serializers.CharField(allow_null=True, help_text="The first of backends.")

@@ -54,3 +54,12 @@ def embedded_backend_check(name: str) -> str:
                         f"Backend '{name}' is not embedded: its nodes come from its cluster.",
                         errors={"backend": ["Must be an embedded backend."]})
     return name
+
+
+def backend_kind(name: str) -> str:
+    """The kind of the backend named ``name`` (`default`: as the settings say, even before
+    its row exists); an unknown name is neither kind ("")."""
+    kind = Backend.objects.filter(name=name).values_list("kind", flat=True).first()
+    if kind is None and name == DEFAULT_BACKEND:
+        return default_backend_fields()["kind"]
+    return kind or ""

@@ -107,7 +107,8 @@ def test_profile_list_and_set_default_pool(osmo_as, cluster):
     result = osmo.request("GET", "api/profile/settings")
     assert result == {
         "profile": {"username": "alice", "email_notification": False,
-                    "slack_notification": False, "pool": None},
+                    "slack_notification": False, "email": None, "slack_webhook_set": False,
+                    "pool": None},
         "pools": ["team", "team--a"],
         "roles": ["osmo-team-user"],
     }
@@ -125,12 +126,24 @@ def test_profile_set_refuses_a_pool_the_user_cannot_see(osmo_as, cluster):
     assert osmo.request("GET", "api/profile/settings")["profile"]["pool"] is None
 
 
-def test_profile_set_notifications_is_refused(osmo_as, cluster):
+def test_profile_set_notifications(osmo_as, cluster):
     osmo = osmo_as("bob", "osmo-other-user")
+    # `osmo profile set notifications email true` with no address known: refused, unchanged
     response = osmo.raw("POST", "api/profile/settings",
                         payload={"email_notification": True}, params={})
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_request"
+    assert osmo.request("GET", "api/profile/settings")["profile"]["email_notification"] is False
+    osmo.request("POST", "api/profile/settings", payload={"email": "bob@example.com"},
+                 params={})
+    osmo.request("POST", "api/profile/settings", payload={"email_notification": True},
+                 params={})
+    # `osmo profile set notifications slack false`
+    osmo.request("POST", "api/profile/settings", payload={"slack_notification": False},
+                 params={})
+    profile = osmo.request("GET", "api/profile/settings")["profile"]
+    assert (profile["email_notification"], profile["slack_notification"],
+            profile["email"]) == (True, False, "bob@example.com")
 
 
 def test_version(osmo_as):

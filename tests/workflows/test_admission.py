@@ -114,7 +114,7 @@ def test_a_misspelled_task_field_is_refused_and_nothing_is_stored(team, user):
     assert response.json()["errors"] == {"workflow.tasks[0].comand": [
         "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
         "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup, "
-        "credentials)"]}
+        "credentials, exitActions)"]}
     assert stored() == before
 
 

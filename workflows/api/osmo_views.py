@@ -71,7 +71,7 @@ def _task_entry(task: Task, request) -> dict:
     failed = task.status in FINAL_TASK_STATUSES and task.status != TaskStatus.COMPLETED
     return {"user": task.workflow.user.get_username() if task.workflow.user else None,
             "workflow_id": task.workflow.name, "workflow_uuid": str(task.workflow_id),
-            "task_name": task.name, "retry_id": 0, "pool": task.pool.name,
+            "task_name": task.name, "retry_id": task.retry_id, "pool": task.pool.name,
             "node": task.node_name or None, "start_time": client_time(task.started_at),
             "end_time": client_time(task.finished_at), "status": task.status,
             "overview": overview_url(task.workflow.name, request),

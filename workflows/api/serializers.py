@@ -63,15 +63,15 @@ def overview_url(name: str, request=None) -> str:
 def task_object(task) -> dict:
     return {"name": task.name, "status": task.status, "reason": task.reason, "gpus": task.gpus,
             "node": task.node_name or None, "exit_code": task.exit_code,
-            # as the OSMO client reads a task (no retries here: always attempt 0)
-            "retry_id": 0, "start_time": client_time(task.started_at),
+            # as the OSMO client reads a task: the run of its group (exit actions' reschedules)
+            "retry_id": task.retry_id, "start_time": client_time(task.started_at),
             "end_time": client_time(task.finished_at)}
 
 
 def group_object(group) -> dict:
     return {"name": group.name, "status": group.status, "reason": group.reason,
             "podgroup": group.podgroup, "depends_on": list(group.depends_on),
-            "gpus": group.gpus, "backend": group.backend,
+            "gpus": group.gpus, "backend": group.backend, "retry_id": group.retry_id,
             "tasks": [task_object(t) for t in group.tasks.all()]}
 
 
@@ -87,6 +87,7 @@ def workflow_object(workflow: Workflow, *, groups=None, tasks=None, request=None
         group_bodies = [{
             "name": g.name, "status": g.status, "reason": g.reason, "podgroup": g.podgroup,
             "depends_on": list(g.depends_on), "gpus": g.gpus, "backend": g.backend,
+            "retry_id": g.retry_id,
             "tasks": [task_object(t) for t in tasks if t.group is g]} for g in groups]
     if waiting is None and groups is None:
         waiting = selectors.pending_reasons([workflow])
@@ -218,7 +219,8 @@ class TaskSerializer(serializers.Serializer):
     gpus = serializers.IntegerField()
     node = serializers.CharField(allow_null=True)
     exit_code = serializers.IntegerField(allow_null=True)
-    retry_id = serializers.IntegerField(help_text="Always 0: tasks are not retried.")
+    retry_id = serializers.IntegerField(help_text="0, then one more each time an exit action "
+                                                  "reschedules its group.")
     start_time = serializers.CharField(allow_null=True, help_text="Naive UTC ISO 8601.")
     end_time = serializers.CharField(allow_null=True, help_text="Naive UTC ISO 8601.")
 
@@ -232,6 +234,7 @@ class GroupSerializer(serializers.Serializer):
     gpus = serializers.IntegerField()
     backend = serializers.CharField(allow_null=True,
                                     help_text="Where the group was dispatched (null until then).")
+    retry_id = serializers.IntegerField(help_text="Reschedules by exit actions so far.")
     tasks = TaskSerializer(many=True)
 
 

@@ -87,6 +87,8 @@ class TaskSpec:
     credentials: Mapping[str, str | Mapping[str, str] | None] = field(default_factory=_empty)
     """OSMO's ``credentials:``: the submitter's credential name → a mount path (its keys as
     files), an env mapping (variable → key), or None (a REGISTRY credential: image pulls)."""
+    exit_actions: Mapping[str, str] = field(default_factory=_empty)
+    """`exitActions`: COMPLETE / FAIL / RESCHEDULE → exit codes ("1-5,10")."""
     path: str = ""
     """Where the task sits in the submitted spec (``workflow.groups[0].tasks[1]``)."""
 

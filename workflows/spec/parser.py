@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from credentials.payloads import NAME as CREDENTIAL_NAME
+from osmo.exit_actions import ExitActionsError, parse_exit_actions
 from scheduler.core.podgroup_validation import (
     DEFAULT_TOPOLOGY_LEVELS,
     DEFAULT_TOPOLOGY_NAME,
@@ -80,7 +81,8 @@ MAX_CREDENTIAL_VARIABLES = 64  # a credential holds at most 64 keys
 TOP_LEVEL_KEYS = ("version", "workflow", "default-values")
 RESOURCE_KEYS = ("cpu", "gpu", "memory", "storage", "platform", "topology", "nodesExcluded")
 TASK_KEYS = ("name", "image", "command", "args", "lead", "resource", "inputs", "outputs",
-             "files", "environment", "replicas", "subGroup", "credentials")
+             "files", "environment", "replicas", "subGroup", "credentials",
+             "exitActions")
 WORKFLOW_KEYS = ("name", "labels", "pool", "timeout", "resources", "tasks", "groups")
 GROUP_KEYS = ("name", "tasks", "scheduling")
 TOPOLOGY_KEYS = ("key", "group", "requirementType")
@@ -642,6 +644,11 @@ class _Parser:
         environment = self._environment(raw.get("environment"), f"{path}.environment")
         credentials = self._credentials(raw.get("credentials"), f"{path}.credentials",
                                         environment, [f.path for f in files])
+        try:
+            exit_actions = parse_exit_actions(raw.get("exitActions"))
+        except ExitActionsError as exc:
+            errors.add(f"{path}.exitActions{exc.path}", str(exc))
+            exit_actions = {}
         return TaskSpec(
             name=draft.name,
             image=image,
@@ -658,6 +665,7 @@ class _Parser:
             files=files,
             environment=MappingProxyType(environment),
             credentials=MappingProxyType(credentials),
+            exit_actions=MappingProxyType(exit_actions),
             path=path,
         )
 

@@ -316,10 +316,10 @@ def test_a_misspelled_field_is_refused_at_every_level_with_the_nearest_name() ->
         "workflow.groups[0].tasks[0].comand": [
             "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
             "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup, "
-            "credentials)"],
+            "credentials, exitActions)"],
         "workflow.groups[0].tasks[1].zzz": [
             "unknown task field 'zzz' (known: name, image, command, args, lead, resource, "
-            "inputs, outputs, files, environment, replicas, subGroup, credentials)"],
+            "inputs, outputs, files, environment, replicas, subGroup, credentials, exitActions)"],
         "workflow.groups[0].tasks": ["exactly one task of a multi-task group must have "
                                      "lead: true (found 0: none)"],
     }
@@ -327,7 +327,7 @@ def test_a_misspelled_field_is_refused_at_every_level_with_the_nearest_name() ->
         "workflow.tasks[0].comand": [
             "unknown task field 'comand', did you mean 'command'? (known: name, image, command, "
             "args, lead, resource, inputs, outputs, files, environment, replicas, subGroup, "
-            "credentials)"]}
+            "credentials, exitActions)"]}
     assert errors_of({"worklfow": {}, "workflow": {"name": "w", "tasks": [task("a")]}}) == {
         "worklfow": ["unknown top-level field 'worklfow', did you mean 'workflow'? (known: "
                      "version, workflow, default-values)"]}

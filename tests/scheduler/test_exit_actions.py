@@ -1,0 +1,220 @@
+"""Exit actions on the embedded cluster: a task's exit code reschedules its group, which the
+loop places again as a gang; the other groups go on (real PostgreSQL, the real loop)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import factories
+from tests.conftest import make_client
+from tests.scheduler.conftest import add_nodes, cycle, submit, workflow
+from workflows.models import Task, TaskEvent, Workflow, WorkflowGroup
+
+pytestmark = pytest.mark.django_db
+
+TWO_GROUPS = """
+workflow:
+  name: {name}
+  groups:
+  - name: train
+    tasks:
+    - {{name: lead, image: x, command: [train], resource: r, lead: true{actions}}}
+    - {{name: worker, image: x, command: [train], resource: r}}
+  - name: side
+    tasks:
+    - {{name: eval, image: x, command: [eval], resource: r, lead: true}}
+  resources:
+    r: {{gpu: 4, cpu: 1, memory: 1Gi}}
+"""
+RESCHEDULE = ', exitActions: {RESCHEDULE: "1-5,10", COMPLETE: "0,16"}'
+
+
+@pytest.fixture
+def backend(db):
+    return make_client("listener", "osmo-backend")
+
+
+def report(backend, name: str, task: str, status: str, **extra):
+    response = backend.post(f"/api/workflow/{name}/task/{task}/status",
+                            {"status": status, **extra}, format="json")
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def tasks_of(client, name: str) -> dict[str, tuple]:
+    return {t["name"]: (t["status"], t["retry_id"], t["node"] is not None)
+            for g in workflow(client, name)["groups"] for t in g["tasks"]}
+
+
+def test_a_reschedule_runs_the_group_again_as_a_gang(admin, alice, backend):
+    factories.pool("team", 64, max_retries=2)
+    add_nodes(admin, 2)  # 16 GPUs: the three 4-GPU tasks fit
+    name = submit(alice, "team", TWO_GROUPS.format(name="ft", actions=RESCHEDULE))
+    assert cycle(admin)["bound"] == 3
+    body = report(backend, name, "lead", "FAILED", exit_code=3)
+    assert body["status"] == "RUNNING"
+    train, side = body["groups"]
+    assert (train["status"], train["retry_id"], side["status"]) == ("SCHEDULING", 1, "RUNNING")
+    assert tasks_of(alice, name) == {"lead": ("SCHEDULING", 1, False),
+                                     "worker": ("SCHEDULING", 1, False),
+                                     "eval": ("RUNNING", 0, True)}
+    # The unbound gang holds no GPUs until the loop places it again.
+    quota = alice.get("/api/pool_quota").json()["pools"][0]
+    assert quota["used_gpus"] == 4
+    assert cycle(admin)["bound"] == 2
+    assert tasks_of(alice, name) == {"lead": ("RUNNING", 1, True),
+                                     "worker": ("RUNNING", 1, True),
+                                     "eval": ("RUNNING", 0, True)}
+    listed = {t["task_name"]: t["retry_id"]
+              for t in alice.get("/api/task", {"workflow_id": name}).json()["tasks"]}
+    assert listed == {"lead": 1, "worker": 1, "eval": 0}
+    events = b"".join(alice.get(f"/api/workflow/{name}/events").streaming_content).decode()
+    rescheduled = [e for e in TaskEvent.objects.filter(reason="Rescheduled").order_by("id")
+                   .values_list("task__name", "message")]
+    assert rescheduled == [("lead", "exit code 3: its group runs again (retry 1 of 2)"),
+                           ("worker", "its group runs again (retry 1)")]
+    assert "exit code 3: its group runs again (retry 1 of 2)" in events
+    # Exit code 16 is COMPLETE by the spec, though the report says FAILED.
+    body = report(backend, name, "lead", "FAILED", exit_code=16)
+    assert body["groups"][0]["status"] == "COMPLETED"
+    report(backend, name, "eval", "COMPLETED", exit_code=0)
+    assert workflow(alice, name)["status"] == "COMPLETED"
+
+
+def test_retries_end_at_the_pools_maximum(admin, alice, backend):
+    factories.pool("team", 64, max_retries=1)
+    add_nodes(admin, 2)
+    name = submit(alice, "team", TWO_GROUPS.format(name="ft", actions=RESCHEDULE))
+    cycle(admin)
+    report(backend, name, "lead", "FAILED", exit_code=10)
+    cycle(admin)
+    body = report(backend, name, "worker", "FAILED", exit_code=1)  # no exitActions: FAILED
+    assert (body["status"], body["groups"][0]["retry_id"]) == ("FAILED", 1)
+    name = submit(alice, "team", TWO_GROUPS.format(name="ft2", actions=RESCHEDULE))
+    cycle(admin)
+    report(backend, name, "lead", "FAILED", exit_code=4)
+    cycle(admin)
+    body = report(backend, name, "lead", "FAILED", exit_code=4)
+    assert (body["status"], body["reason"]) == ("FAILED", "retries_exhausted")
+    lead = Task.objects.get(workflow__name=name, name="lead")
+    assert (lead.status, lead.exit_code, lead.retry_id) == ("FAILED", 4, 1)
+
+
+def test_pool_default_exit_actions_apply_where_the_spec_says_nothing(admin, alice, backend):
+    response = admin.put("/api/configs/pool/team", {
+        "quota_gpus": 64, "default_exit_actions": {"RESCHEDULE": "137"}, "max_retries": 5},
+        format="json")
+    assert response.status_code in (200, 201), response.json()
+    got = admin.get("/api/configs/pool/team").json()
+    assert (got["default_exit_actions"], got["max_retries"]) == ({"RESCHEDULE": "137"}, 5)
+    add_nodes(admin, 2)
+    name = submit(alice, "team", TWO_GROUPS.format(name="ft", actions=""))
+    cycle(admin)
+    body = report(backend, name, "worker", "FAILED", exit_code=137)
+    assert (body["groups"][0]["status"], body["groups"][0]["retry_id"]) == ("SCHEDULING", 1)
+    body = report(backend, name, "eval", "FAILED", exit_code=2)  # not in the defaults
+    assert (body["groups"][1]["status"], body["status"]) == ("FAILED", "FAILED")
+
+
+@pytest.mark.parametrize("actions, where", [
+    ('{RESCHEDULE: "1-"}', "exitActions.RESCHEDULE"),
+    ('{RESCHEDULE: "5-1"}', "exitActions.RESCHEDULE"),
+    ('{RETRY: "1"}', "exitActions.RETRY"),
+    ('{RESCHEDULE: "1-5", FAIL: "3"}', "exitActions.FAIL"),
+    ('"1-5"', "exitActions"),
+])
+def test_an_exit_code_range_that_does_not_parse_is_refused(admin, alice, actions, where):
+    factories.pool("team", 64)
+    text = TWO_GROUPS.format(name="bad", actions=f", exitActions: {actions}")
+    response = alice.post("/api/pool/team/workflow", {"file": text}, format="json")
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert set(body) >= {"code", "detail", "errors"} and body["code"] == "invalid_spec"
+    assert any(where in key for key in _keys(body["errors"])), body
+    assert (Workflow.objects.count(), WorkflowGroup.objects.count()) == (0, 0)
+
+
+def test_a_pool_default_that_does_not_parse_is_refused(admin):
+    factories.pool("team", 64)
+    response = admin.put("/api/configs/pool/team", {
+        "quota_gpus": 64, "default_exit_actions": {"RESCHEDULE": "a-b"}}, format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["code"] == "invalid_request"
+    assert admin.get("/api/configs/pool/team").json()["default_exit_actions"] == {}
+
+
+def _keys(errors) -> list[str]:
+    if isinstance(errors, dict):
+        return list(errors) + [k for v in errors.values() for k in _keys(v)]
+    if isinstance(errors, list):
+        return [k for v in errors for k in _keys(v)] + [v for v in errors if isinstance(v, str)]
+    return [str(errors)]
+
+
+def test_a_group_on_kubernetes_fails_instead_of_running_again(admin, alice, backend):
+    from scheduler.models import Backend
+
+    factories.pool("team", 64)
+    add_nodes(admin, 2)
+    name = submit(alice, "team", TWO_GROUPS.format(name="ft", actions=RESCHEDULE))
+    cycle(admin)
+    # Its pods would have to be gone before new ones start: not built on Kubernetes yet.
+    Backend.objects.create(name="k8s", kind="kubernetes")
+    WorkflowGroup.objects.filter(workflow__name=name, name="train").update(backend="k8s")
+    body = report(backend, name, "lead", "FAILED", exit_code=3)
+    train = body["groups"][0]
+    assert (train["status"], train["reason"], train["retry_id"]) == (
+        "FAILED", "reschedule_unsupported", 0)
+    assert body["groups"][1]["status"] == "FAILED_CANCELED"
+
+
+def test_the_pool_history_tells_the_exit_settings_in_words():
+    from dashboard.presenters import describe_change
+
+    before = {"name": "team", "quota_gpus": 64}
+    after = {**before, "default_exit_actions": {"RESCHEDULE": "137"}, "max_retries": 5}
+    assert describe_change(before, after) == ("default exit actions none → RESCHEDULE 137; "
+                                              "max retries 3 → 5")
+    assert describe_change(after, before) == ("default exit actions RESCHEDULE 137 → none; "
+                                              "max retries 5 → 3")
+    assert describe_change(None, before) == "quota 64 GPUs"  # the defaults go unsaid
+    assert describe_change(None, after) == ("quota 64 GPUs; default exit actions "
+                                            "RESCHEDULE 137; max retries 5")
+
+
+SIMULATED = """
+workflow:
+  name: sim
+  tasks:
+  - name: main
+    image: x
+    command: [sh, -c, "sleep 5; exit 3"]
+    resource: r
+    exitActions: {RESCHEDULE: "3"}
+  resources:
+    r: {gpu: 4, cpu: 1, memory: 1Gi}
+"""
+
+
+def test_the_embedded_cluster_ends_a_command_with_its_exit_code(admin, alice, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler import services
+
+    settings.OSMO_SIM_TASK_SECONDS = 60
+    factories.pool("team", 64, max_retries=1)
+    add_nodes(admin, 1)
+    name = submit(alice, "team", SIMULATED)
+    assert cycle(admin)["bound"] == 1
+    task = Task.objects.get(workflow__name=name)
+    assert (task.run_seconds, task.sim_exit_code) == (5, 3)
+    later = timezone.now() + timedelta(seconds=6)
+    assert services.complete_due_tasks(now=later) == 1
+    assert tasks_of(alice, name) == {"main": ("SCHEDULING", 1, False)}
+    assert cycle(admin)["bound"] == 1
+    assert services.complete_due_tasks(now=later + timedelta(seconds=6)) == 1
+    body = workflow(alice, name)
+    assert (body["status"], body["reason"]) == ("FAILED", "retries_exhausted")
+    assert Task.objects.get(workflow__name=name).exit_code == 3

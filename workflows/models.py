@@ -91,6 +91,8 @@ class Workflow(models.Model):
     submitted_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    logs_purged = models.BooleanField(
+        default=False, help_text="Its logs and events are gone (OSMO_LOG_RETENTION_DAYS).")
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -98,7 +100,10 @@ class Workflow(models.Model):
         # the second also serves the alive workflows of a pool (its prefix).
         indexes = [models.Index(fields=["submitted_at", "id"], name="workflow_submitted"),
                    models.Index(fields=["pool", "status", "submitted_at", "id"],
-                                name="workflow_pool_status_submitted")]
+                                name="workflow_pool_status_submitted"),
+                   # Ended, logs not purged yet: retention walks only these, oldest end first.
+                   models.Index(fields=["finished_at"], name="workflow_logs_to_purge",
+                                condition=Q(logs_purged=False, finished_at__isnull=False))]
         constraints = [
             models.CheckConstraint(condition=Q(gpus_requested__gte=0),
                                    name="workflow_gpus_non_negative",

@@ -315,6 +315,25 @@ def facts_now(http: httpx.Client, names: list[str]) -> dict:
             "named_hist1": named, "older": older, "before": middle.isoformat(), "newest": newest}
 
 
+def log_slow_statements(ms: int) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER SYSTEM SET log_min_duration_statement = {int(ms)}")
+        cursor.execute("SELECT pg_reload_conf()")
+    connection.close()
+
+
+def slow_statements(log: Path, top: int = 15) -> list[tuple[float, str]]:
+    """The slowest statements the server logged, each once (its longest time)."""
+    found: dict[str, float] = {}
+    for duration, statement in re.findall(r"duration: ([\d.]+) ms\s+(?:statement|execute "
+                                          r"[^:]*): (.*)", log.read_text(errors="replace")):
+        key = statement[:400]
+        found[key] = max(found.get(key, 0.0), float(duration))
+    return sorted(((d, s) for s, d in found.items()), reverse=True)[:top]
+
+
 def dashboard_session(base: str, token: str) -> httpx.Client:
     """A browser's session: the dashboard's sign-in with the token."""
     client = httpx.Client(base_url=base, timeout=120)
@@ -339,6 +358,8 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=1_000_000)
     parser.add_argument("--bound", type=float, default=1.5)
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--slow-ms", type=int, default=0,
+                        help="print the statements slower than this at N (0: none)")
     args = parser.parse_args()
 
     run_dir = Path(tempfile.mkdtemp(prefix="osmo-history-bench-"))
@@ -361,7 +382,10 @@ def main() -> None:
         clone_history(args.workflows, names)
         fill_s = time.perf_counter() - started
         large_facts = facts_now(api, names)
+        if args.slow_ms:
+            log_slow_statements(args.slow_ms)
         large = measure(api, browser, large_facts, args.repeat)
+        slow = slow_statements(standalone.data_dir / "pg" / "log") if args.slow_ms else []
         sizes_large = table_sizes()
     finally:
         standalone.stop()
@@ -387,6 +411,8 @@ def main() -> None:
         per_line = f", {size / lines:.0f} B a log line" if lines else ""
         print(f"  {table}: {rows / workflows_added:.1f} rows and {size / workflows_added:.0f} B "
               f"a workflow, {size / max(rows, 1):.0f} B a row{per_line}")
+    for duration, statement in slow:
+        print(f"slow statement at N: {duration:.0f} ms {statement}")
     print(f"every ratio ≤ {args.bound}: " + ("yes" if not over else "NO: " + ", ".join(over)))
     if over:
         raise SystemExit(1)

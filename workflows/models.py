@@ -197,12 +197,14 @@ class Task(models.Model):
             models.CheckConstraint(condition=Q(gpus__gte=0), name="task_gpus_non_negative",
                                    violation_error_message="GPU counts cannot be negative."),
         ]
-        # The last two: `task list` pages by start time, either way with nulls last.
+        # `task list` pages by start time, either way with nulls last.
         indexes = [models.Index(fields=["pool", "priority"], name="task_holding_gpus",
                                 include=["gpus", "workflow"], condition=HOLDS_GPUS),
                    models.Index(fields=["started_at", "id"], name="task_started"),
                    models.Index(F("started_at").desc(nulls_last=True), F("id"),
-                                name="task_started_desc")]
+                                name="task_started_desc"),
+                   # `task list --pool …` (the client's default order): a pool's page by key
+                   models.Index(fields=["pool", "started_at", "id"], name="task_pool_started")]
 
     def __str__(self) -> str:
         return f"{self.group}/{self.name}"

@@ -72,8 +72,9 @@ def pool_workflows(page: PoolPage, *, limit: int = WORKFLOW_ROWS) -> PoolWorkflo
     queries."""
     if page.subpool is not None:
         pool_filter = Q(pool_id=page.pool.pk)
-    else:
-        pool_filter = Q(pool_id=page.pool.pk) | Q(pool__parent_id=page.pool.name)
+    else:  # the family's ids as values: the (pool, status, …) index, whatever the history
+        pool_filter = Q(pool_id__in=Pool.objects.filter(
+            Q(pk=page.pool.pk) | Q(parent_id=page.pool.name)).values("pk"))
     alive = Workflow.objects.filter(pool_filter, status__in=ALIVE_WORKFLOW_STATUSES)
     counts = alive.aggregate(
         running=Count("pk", filter=Q(status=WorkflowStatus.RUNNING)),

@@ -14,7 +14,6 @@ from django.contrib import messages
 from django.contrib.auth import login as auth_login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
@@ -28,13 +27,14 @@ from osmo.accounts.sessions import TOKEN_REVOKED, session_bind_token, session_en
 from osmo.errors import NotFound, OsmoError
 from pools import quota
 from pools import selectors as pool_selectors
-from pools.models import SubpoolState
+from pools.models import Pool, SubpoolState
 from scheduler import selectors as scheduler_selectors
 from workflows import lifecycle
 from workflows import selectors as workflow_selectors
 from workflows.models import WorkflowStatus
 
 from . import forms, queries
+from .paging import bounded_page
 from .presenters import ClusterFilter, duration, filter_zones, workflow_groups
 
 WORKFLOWS_PER_PAGE = 50
@@ -215,16 +215,19 @@ def workflows(request):
     form = forms.WorkflowFilterForm(request.GET or None)
     values = form.cleaned_data if form.is_valid() else {}
     rows = workflow_selectors.visible_workflows(roles=roles_for(request.user),
-                                                user=request.user).order_by("-submitted_at")
+                                                user=request.user).order_by("-submitted_at",
+                                                                            "-id")
     if values.get("status"):
         rows = rows.filter(status__in=values["status"])
     if values.get("pool"):
-        rows = rows.filter(Q(pool__name=values["pool"]) | Q(pool__parent_id=values["pool"]))
+        # ids as values, so the (pool, status, submitted_at) index gives the page in order
+        rows = rows.filter(pool_id__in=Pool.objects.filter(
+            Q(name=values["pool"]) | Q(parent_id=values["pool"])).values("pk"))
     if values.get("user"):
         rows = rows.filter(user__username=values["user"])
     if values.get("q"):
         rows = rows.filter(name__icontains=values["q"])
-    page = Paginator(rows, WORKFLOWS_PER_PAGE).get_page(values.get("page") or 1)
+    page = bounded_page(rows, values.get("page") or 1, WORKFLOWS_PER_PAGE)
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "dashboard/workflows.html", {

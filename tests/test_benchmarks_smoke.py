@@ -35,6 +35,8 @@ SMOKE: dict[str, tuple[list[str], str, str | None]] = {
     "gang_start.py": (["--nodes", "2", "--gang", "1", "--gang-seconds", "3", "--warmup", "2",
                        "--after", "12", "--limit", "60"],
                       r"^gang start: [\d.]+ s after submission", None),
+    "history.py": (["--workflows", "200", "--repeat", "3", "--bound", "20"],
+                   r"^every ratio \(divided by the control.s\) ≤ 20(\.0)?: yes", None),
     "k8s_fill.py": (["fill", "gang", "rack", "--nodes", "2", "--workflows", "8", "--runs",
                      "1", "--floor-processes", "1,2", "--floor-threads", "2", "--limit", "60",
                      "--big-nodes", "64"],

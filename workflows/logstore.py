@@ -15,11 +15,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
-from .models import Task, TaskEvent, TaskLogChunk, TaskLogInterest, Workflow
+from .models import (
+    ALIVE_TASK_STATUSES,
+    Task,
+    TaskEvent,
+    TaskLogChunk,
+    TaskLogInterest,
+    Workflow,
+    WorkflowGroup,
+)
 
 CHUNK_BYTES = 256 * 1024
 MAX_LINE_BYTES = 16 * 1024  # a longer line is cut (a binary blob printed by mistake)
@@ -147,15 +155,46 @@ def events_record_tasks(task_ids: Iterable[int], reason: str, message: str,
 
 # --- retention -------------------------------------------------------------------------------
 
-def purge(*, now: datetime | None = None) -> tuple[int, int]:
+def purge(*, now: datetime | None = None, batch: int | None = None) -> tuple[int, int]:
     """Delete the logs and events of workflows that ended more than OSMO_LOG_RETENTION_DAYS
-    ago, and trim every log over its bound; returns (chunks, events) deleted."""
-    cutoff = (now or timezone.now()) - timedelta(days=settings.OSMO_LOG_RETENTION_DAYS)
-    ended = Workflow.objects.filter(finished_at__lt=cutoff).values("pk")
+    ago, and trim the logs being written over their bound; returns (chunks, events) deleted.
+
+    In batches of OSMO_LOG_PURGE_BATCH workflows, one short transaction each (a day of a busy
+    history never holds its locks for minutes), read from the partial index of the ended
+    workflows not purged yet: a pass never walks the purged history again."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.OSMO_LOG_RETENTION_DAYS)
+    batch = batch or settings.OSMO_LOG_PURGE_BATCH
     TaskLogInterest.objects.filter(until__lt=cutoff).delete()
-    chunks, _ = TaskLogChunk.objects.filter(workflow__in=ended).delete()
-    events, _ = TaskEvent.objects.filter(workflow__in=ended).delete()
-    over = (TaskLogChunk.objects.values("task_id").annotate(total=Sum("size"))
-            .filter(total__gt=settings.OSMO_LOG_TASK_MAX_BYTES).values_list("task_id", flat=True))
-    _trim(list(over))
+    chunks = events = 0
+    while True:
+        with transaction.atomic():
+            ids = list(Workflow.objects.filter(logs_purged=False, finished_at__lt=cutoff)
+                       .order_by("finished_at").values_list("pk", flat=True)[:batch])
+            if not ids:
+                break
+            chunks += TaskLogChunk.objects.filter(workflow_id__in=ids).delete()[0]
+            events += TaskEvent.objects.filter(workflow_id__in=ids).delete()[0]
+            Workflow.objects.filter(pk__in=ids).update(logs_purged=True)
+        if len(ids) < batch:
+            break
+    _trim(_over_bound(now))
     return chunks, events
+
+
+def _over_bound(now: datetime) -> list[int]:
+    """Tasks over OSMO_LOG_TASK_MAX_BYTES among those that may have been written since the last
+    pass: of alive groups (their partial index) and of workflows ended within a day (the
+    to-purge index), not the whole history. Two index reads, then the chunks of those
+    workflows by their (workflow, id) index."""
+    writing = set(WorkflowGroup.objects.filter(status__in=ALIVE_TASK_STATUSES)
+                  .values_list("workflow_id", flat=True))
+    writing.update(Workflow.objects.filter(logs_purged=False,
+                                           finished_at__gte=now - timedelta(days=1))
+                   .values_list("pk", flat=True))
+    if not writing:
+        return []
+    return list(TaskLogChunk.objects.filter(workflow_id__in=writing)
+                .values("task_id").annotate(total=Sum("size"))
+                .filter(total__gt=settings.OSMO_LOG_TASK_MAX_BYTES)
+                .values_list("task_id", flat=True))

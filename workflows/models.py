@@ -98,6 +98,8 @@ class Workflow(models.Model):
     submitted_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    logs_purged = models.BooleanField(
+        default=False, help_text="Its logs and events are gone (OSMO_LOG_RETENTION_DAYS).")
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -105,7 +107,10 @@ class Workflow(models.Model):
         # the second also serves the alive workflows of a pool (its prefix).
         indexes = [models.Index(fields=["submitted_at", "id"], name="workflow_submitted"),
                    models.Index(fields=["pool", "status", "submitted_at", "id"],
-                                name="workflow_pool_status_submitted")]
+                                name="workflow_pool_status_submitted"),
+                   # Ended, logs not purged yet: retention walks only these, oldest end first.
+                   models.Index(fields=["finished_at"], name="workflow_logs_to_purge",
+                                condition=Q(logs_purged=False, finished_at__isnull=False))]
         constraints = [
             models.CheckConstraint(condition=Q(gpus_requested__gte=0),
                                    name="workflow_gpus_non_negative",
@@ -208,12 +213,14 @@ class Task(models.Model):
             models.CheckConstraint(condition=Q(gpus__gte=0), name="task_gpus_non_negative",
                                    violation_error_message="GPU counts cannot be negative."),
         ]
-        # The last two: `task list` pages by start time, either way with nulls last.
+        # `task list` pages by start time, either way with nulls last.
         indexes = [models.Index(fields=["pool", "priority"], name="task_holding_gpus",
                                 include=["gpus", "workflow"], condition=HOLDS_GPUS),
                    models.Index(fields=["started_at", "id"], name="task_started"),
                    models.Index(F("started_at").desc(nulls_last=True), F("id"),
-                                name="task_started_desc")]
+                                name="task_started_desc"),
+                   # `task list --pool …` (the client's default order): a pool's page by key
+                   models.Index(fields=["pool", "started_at", "id"], name="task_pool_started")]
 
     def __str__(self) -> str:
         return f"{self.group}/{self.name}"

@@ -139,3 +139,15 @@ def test_a_task_that_has_not_started_says_so_instead_of_an_empty_log(team):
     html = viewer.get(f"/workflows/{canceled.name}/").content.decode()
     assert re.findall(r"data-log-not-started>([^<]*)</p>", html) == [
         "This task never started: it ended FAILED_CANCELED, so it has no log."]
+
+
+def test_above_the_count_bound_the_pages_count_no_further(team, monkeypatch):
+    monkeypatch.setattr("dashboard.paging.COUNT_BOUND", 10)
+    for _ in range(55):
+        factories.pending_workflow(team, 1)
+    viewer = session_client("viewer", "osmo-team-user")
+    first = viewer.get("/workflows/").content.decode()
+    second = viewer.get("/workflows/?page=2").content.decode()
+    assert (len(names(first)), len(names(second))) == (50, 5)
+    assert "(more than 10)" in first and "Page 1</span>" in first and "page=2" in first
+    assert "Page 2</span>" in second and "page=3" not in second

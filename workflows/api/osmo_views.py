@@ -15,6 +15,7 @@ from osmo.accounts.roles import roles_for
 from osmo.errors import Conflict, Forbidden, RequestInvalid
 from osmo.serializers import QueryBooleanField, RequestSerializer
 from osmo.streaming import text_stream
+from pools.models import Pool
 
 from .. import admission, lifecycle, selectors
 from ..models import FINAL_TASK_STATUSES, Priority, Task, TaskStatus, WorkflowStatus
@@ -37,7 +38,7 @@ class TaskFilter(django_filters.FilterSet):
         field_name="status", distinct=False,
         choices=[*TaskStatus.choices, *((s, s) for s in OSMO_ONLY_TASK_STATUSES)])
     users = ValuesFilter(field_name="workflow__user__username")
-    pools = ValuesFilter(field_name="pool__name")
+    pools = ValuesFilter(method="filter_pools")
     nodes = ValuesFilter(field_name="node_name")
     priority = django_filters.MultipleChoiceFilter(choices=Priority.choices, distinct=False)
     started_after = django_filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
@@ -47,6 +48,12 @@ class TaskFilter(django_filters.FilterSet):
     class Meta:
         model = Task
         fields: list[str] = []
+
+    def filter_pools(self, queryset, name, value):
+        # The pools' ids as values (no join on their names): a task carries its pool's id.
+        if not value:
+            return queryset
+        return queryset.filter(pool_id__in=Pool.objects.filter(name__in=value).values("pk"))
 
 
 class TaskListQuerySerializer(RequestSerializer):

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0004_backends'),
-        ('workflows', '0008_list_indexes'),
+        ('workflows', '0011_exit_actions'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
+from scheduler.backends.spec import default_spec
 from scheduler.core import run_cycle
 from scheduler.core.kai_names import (
     DEFAULT_BACKEND,
@@ -98,7 +99,7 @@ def _eviction_words(eviction, index) -> str:
     if winner is None:
         return eviction.reason
     if eviction.reason == "reclaimed":
-        queue = queue_name_for(winner["workflow__pool__name"], settings.OSMO_NAMESPACE)
+        queue = queue_name_for(winner["workflow__pool__name"], default_spec().namespace)
         return f"reclaimed by queue {queue} (workflow {winner['workflow__name']})"
     return f"preempted by workflow {winner['workflow__name']}"
 

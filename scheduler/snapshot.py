@@ -13,6 +13,7 @@ from datetime import datetime
 
 from django.conf import settings
 
+from scheduler.backends.spec import default_spec
 from scheduler.core import Node, Pod, SchedulerConfig, Snapshot, Topology
 from scheduler.core.collector import collector_paused
 from scheduler.core.decode import gang_of, topology_levels
@@ -55,7 +56,7 @@ def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None
 
 def _build_snapshot(now: datetime, config: SchedulerConfig | None
                     ) -> tuple[Snapshot, SnapshotIndex]:
-    namespace = settings.OSMO_NAMESPACE
+    namespace = default_spec().namespace
     nodes = tuple(
         Node(name=row["name"], gpus=row["gpus"], cpu=row["cpu_millis"],
              memory=row["memory_bytes"], labels=row["labels"], schedulable=row["schedulable"])

@@ -24,10 +24,12 @@ WAKE_CHANNEL = "osmo_cluster_backend"
 
 
 def backend_name() -> str:
+    """The kind of the `default` backend (the settings' cluster)."""
     return getattr(settings, "OSMO_CLUSTER_BACKEND", EMBEDDED)
 
 
 def is_kubernetes() -> bool:
+    """Some process serves a Kubernetes cluster: wake-ups are worth sending."""
     return backend_name() == KUBERNETES
 
 

@@ -121,7 +121,7 @@ def test_the_record_is_written_without_reading_it_and_read_back_only_after_anoth
 
     waiting = submit(alice, "team", spec("waiting", 8))  # no nodes: pending
     services.cycle_run()
-    reasons = SchedulerCycle.objects.get(pk=1).pending_gangs[0]["reasons"]
+    reasons = SchedulerCycle.objects.get(backend="default").pending_gangs[0]["reasons"]
 
     def unschedulable() -> int:
         return TaskEvent.objects.filter(workflow__name=waiting, reason="Unschedulable").count()
@@ -141,7 +141,7 @@ def test_the_record_is_written_without_reading_it_and_read_back_only_after_anoth
     for written in (other, replace(other, reasons=[{"code": "x", "message": "elsewhere"}])):
         cycle_record.cycle_record_write(CycleRecord(at=timezone.now(), duration_ms=0.0,
                                                     pending_gangs=(written,)))
-        cycle_record._last_written = (None, {})  # as another process wrote it
+        cycle_record._last_written = ("", None, {})  # as another process wrote it
         with CaptureQueriesContext(connection) as queries:
             services.cycle_run()
         assert sum(q["sql"].startswith("SELECT") and '"pending_gangs"' in q["sql"]

@@ -394,7 +394,7 @@ def test_events_tell_a_workflows_life_in_words(admin, alice):
 def _reason(name: str) -> str:
     from scheduler.models import SchedulerCycle
 
-    gang = next(g for g in SchedulerCycle.objects.get(pk=1).pending_gangs
+    gang = next(g for g in SchedulerCycle.objects.get(backend="default").pending_gangs
                 if g["workflow"] == name)
     return "; ".join(r["message"] for r in gang["reasons"])
 

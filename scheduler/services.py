@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
-from scheduler.backends.spec import default_spec
+from scheduler.backends.spec import BackendSpec, default_spec, embedded_specs
 from scheduler.core import run_cycle
 from scheduler.core.kai_names import (
     DEFAULT_BACKEND,
@@ -113,7 +113,8 @@ def _evictions(result, index) -> list[TaskEviction]:
             for e in result.evictions]
 
 
-def _record(result, index, summary_at, duration_ms, bound, evicted) -> int:
+def _record(result, index, summary_at, duration_ms, bound, evicted,
+            backend: str = DEFAULT_BACKEND) -> int:
     """Store the cycle's figures and explanations; returns the number of pending gangs."""
     pending = tuple(
         PendingGang(podgroup=explanation.gang, workflow=group["workflow__name"],
@@ -122,10 +123,10 @@ def _record(result, index, summary_at, duration_ms, bound, evicted) -> int:
                     estimate=estimate_row(result.estimate(explanation.gang)))
         for explanation in result.explanations
         if (group := index.groups.get(explanation.gang)) is not None)
-    _record_waiting(pending, last_reasons(), index, summary_at)
+    _record_waiting(pending, last_reasons(backend), index, summary_at)
     cycle_record_write(CycleRecord(at=summary_at, duration_ms=duration_ms, bound=bound,
                                    evicted=evicted, queues=queue_figures(result),
-                                   pending_gangs=pending))
+                                   pending_gangs=pending), backend=backend)
     return len(pending)
 
 
@@ -166,9 +167,13 @@ def _below_min_changes(result, index) -> dict[int, datetime | None]:
     return changes
 
 
-def cycle_run(*, now: datetime | None = None) -> CycleSummary:
-    """One scheduling cycle: finish due tasks, snapshot, decide (pure core), persist."""
-    if settings.OSMO_CLUSTER_BACKEND == "kubernetes":
+def cycle_run(*, now: datetime | None = None, spec: BackendSpec | None = None,
+              embedded: tuple[str, ...] | None = None) -> CycleSummary:
+    """One scheduling cycle of the embedded backend ``spec`` (default: `default`): finish due
+    tasks, snapshot, decide (pure core), persist. ``embedded``: every embedded backend's
+    name, when the loop runs several."""
+    spec = spec or default_spec()
+    if not spec.is_embedded:
         # KAI places pods on the real cluster and the kubelet ends them
         # (scheduler/backends/kubernetes): the embedded loop binds, evicts and completes nothing.
         return CycleSummary(at=now or timezone.now(), duration_ms=0.0, bound=0, evicted=0,
@@ -181,7 +186,7 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
             now = now or timezone.now()
             lifecycle.groups_time_out(now=now)
             completed = complete_due_tasks(now=now)
-            snapshot, index = build_snapshot(now=now)
+            snapshot, index = build_snapshot(now=now, backend=spec.name, embedded=embedded)
             decide = time.perf_counter()
             result = run_cycle(snapshot)
             apply = time.perf_counter()
@@ -199,7 +204,7 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
             lifecycle.groups_record_below_min(_below_min_changes(result, index))
             _check_capacity()
             duration_ms = (time.perf_counter() - started) * 1000
-            pending = _record(result, index, now, duration_ms, bound, evicted)
+            pending = _record(result, index, now, duration_ms, bound, evicted, spec.name)
     except Exception:
         metrics.record_cycle_failed()
         raise
@@ -210,6 +215,22 @@ def cycle_run(*, now: datetime | None = None) -> CycleSummary:
                          first_binds=_first_binds(result, index, now))
     return CycleSummary(at=now, duration_ms=duration_ms, bound=bound, evicted=evicted,
                         pending=pending, completed=completed)
+
+
+def cycles_run(*, now: datetime | None = None) -> CycleSummary:
+    """A cycle per embedded backend (by name), their figures summed: what the loop runs."""
+    specs = embedded_specs()
+    names = tuple(spec.name for spec in specs)
+    total = CycleSummary(at=now or timezone.now(), duration_ms=0.0, bound=0, evicted=0,
+                         pending=0)
+    for spec in specs:
+        summary = cycle_run(now=now, spec=spec, embedded=names)
+        total = CycleSummary(at=summary.at, duration_ms=total.duration_ms + summary.duration_ms,
+                             bound=total.bound + summary.bound,
+                             evicted=total.evicted + summary.evicted,
+                             pending=total.pending + summary.pending,
+                             completed=total.completed + summary.completed)
+    return total
 
 
 def _node_backends(nodes: list[str]) -> list[str]:

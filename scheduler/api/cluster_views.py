@@ -112,7 +112,7 @@ class CycleView(APIView):
     @extend_schema(request=None, responses=CycleSerializer, summary="Run one cycle now")
     def post(self, request):
         _platform_admin(request)
-        return Response(services.cycle_run().as_dict())
+        return Response(services.cycles_run().as_dict())
 
 
 class SchedulerStatusView(APIView):

@@ -179,14 +179,13 @@ class Dispatcher:
         """Up to ``limit`` (else ``batch``) runnable groups, oldest workflow first, without
         those of ``exclude`` (a batch whose creates are still running); only groups of pools
         that name this backend, and none while it is under maintenance."""
-        if Backend.objects.filter(name=self.backend, maintenance=True).exists():
-            return WorkflowGroup.objects.none()
         applied = GroupDispatch.objects.filter(group=OuterRef("pk"), applied_at__isnull=False)
         waiting = GroupDispatch.objects.filter(group=OuterRef("pk"), next_attempt_at__gt=now)
         return (WorkflowGroup.objects
                 .filter(status=TaskStatus.SCHEDULING,
                         workflow__status__in=ALIVE_WORKFLOW_STATUSES)
                 .filter(served_by_q(self.backend, pool_field="workflow__pool"))
+                .filter(~Exists(Backend.objects.filter(name=self.backend, maintenance=True)))
                 .filter(~Exists(applied), ~Exists(waiting))
                 .exclude(pk__in=list(exclude))
                 .select_related("workflow__pool")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.db.models import Q
 from django.utils import timezone
 
+from pools.selectors import served_by_q
 from scheduler.core.kai_names import DEFAULT_BACKEND, queue_name_for
 from scheduler.cycle_record import CycleRecord, PendingGang, cycle_record_write
 from scheduler.models import GroupDispatch
@@ -56,9 +57,9 @@ def pending_publish(*, previous: tuple | None = None,
     the dispatch error instead (code ``dispatch_failed``). Skipped when nothing changed since
     ``previous``; returns what is published. Only ``backend``'s groups, on its row."""
     rows = (GroupDispatch.objects.filter(group__status=TaskStatus.SCHEDULING,
-                                         group__backend=backend,
                                          cleaned_at__isnull=True)
             .filter(~Q(reasons=[]) | Q(applied_at__isnull=True) & ~Q(last_error=""))
+            .filter(served_by_q(backend, pool_field="group__workflow__pool"))
             .select_related("group__workflow__pool").order_by("pk"))
     pending = tuple(
         PendingGang(podgroup=row.group.podgroup, workflow=row.group.workflow.name,

@@ -183,7 +183,7 @@ class Standalone:
         from osmo.accounts import services as accounts
 
         if self.args.demo:
-            from scheduler.demo import seed_demo
+            from scheduler.backends.embedded.demo import seed_demo
 
             seed_demo()
         admin = accounts.user_ensure(username="admin", superuser=True, groups=["osmo-admin"])

@@ -1,7 +1,7 @@
 """The last scheduling cycle's record (`SchedulerCycle`, a row per backend): one typed record,
 one writer.
 
-Three places finish a cycle — the embedded loop (`scheduler.services.cycle_run`), our scheduler
+Three places finish a cycle — the embedded loop (`backends/embedded/cycle.cycle_run`), our scheduler
 on Kubernetes (`backends/kubernetes/runner.publish_cycle`) and, with KAI placing pods, the
 backend publishing KAI's reasons (`backends/kubernetes/reasons.pending_publish`) — and each
 builds a `CycleRecord` and hands it to `cycle_record_write`. `GET /api/scheduler/status` and
@@ -116,3 +116,10 @@ def last_reasons(backend: str = DEFAULT_BACKEND) -> dict[str, list[dict[str, Any
         return reasons
     stored = rows.values_list("pending_gangs", flat=True).first()
     return {gang["podgroup"]: gang["reasons"] for gang in stored or []}
+
+
+def waiting_words(reasons: list[dict]) -> tuple[str, str]:
+    """(event reason, message) of a pending gang: queued, or unschedulable and why."""
+    if not reasons:
+        return "Queued", "waiting for its turn in the queue"
+    return "Unschedulable", "; ".join(r.get("message") or r.get("code", "") for r in reasons)

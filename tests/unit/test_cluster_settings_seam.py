@@ -66,7 +66,7 @@ def test_no_module_outside_the_backends_reads_a_cluster_setting():
 
 def test_the_scan_covers_the_modules_that_read_them_before():
     files = set(outside_files())
-    assert {"osmo/health.py", "osmo/standalone.py", "scheduler/services.py", "scheduler/loop.py",
+    assert {"osmo/health.py", "osmo/standalone.py", "scheduler/services.py",
             "workflows/admission.py", "workflows/api/log_views.py",
             "scheduler/management/commands/run_k8s_backend.py"} <= files
     assert not any(path.startswith("scheduler/backends/") for path in files)

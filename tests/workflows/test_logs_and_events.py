@@ -12,7 +12,7 @@ from django.core import signals
 from django.db import close_old_connections
 from django.utils import timezone
 
-from scheduler.sim_logs import SimulatedOutput
+from scheduler.backends.embedded.sim_logs import SimulatedOutput
 from tests import factories
 from tests.conftest import make_client
 from tests.scheduler.conftest import add_nodes, cycle, spec, submit

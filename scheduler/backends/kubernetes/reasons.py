@@ -11,9 +11,8 @@ from django.utils import timezone
 
 from pools.selectors import served_by_q
 from scheduler.core.kai_names import DEFAULT_BACKEND, queue_name_for
-from scheduler.cycle_record import CycleRecord, PendingGang, cycle_record_write
+from scheduler.cycle_record import CycleRecord, PendingGang, cycle_record_write, waiting_words
 from scheduler.models import GroupDispatch
-from scheduler.services import waiting_words
 from workflows import logstore
 from workflows.models import Task, TaskStatus
 

@@ -1,5 +1,5 @@
 """The backend process: one active instance, elected with a PostgreSQL advisory lock (the
-pattern of :mod:`scheduler.loop`, with a lock of its own so it never waits for a scheduler
+pattern of :mod:`..embedded.loop`, with a lock of its own so it never waits for a scheduler
 loop). The leader runs, until it stops or loses its session:
 
 - a listener thread: LIST + WATCH of our pods → task statuses (:mod:`.listener`);
@@ -247,7 +247,7 @@ class BackendRunner:
         self.placement: Placement | None = None
         self._wake = threading.Event()
 
-    # --- leadership (as scheduler.loop) ------------------------------------------------------
+    # --- leadership (as the embedded loop) ------------------------------------------------
     def stop(self, *_args) -> None:
         self.stopping = True
         self._leading.clear()

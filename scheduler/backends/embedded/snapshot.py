@@ -15,20 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from django.conf import settings
-
 from pools.selectors import served_by_q
 from scheduler.backends.spec import default_spec
 from scheduler.core import Node, Pod, SchedulerConfig, Snapshot, Topology
 from scheduler.core.collector import collector_paused
 from scheduler.core.decode import gang_of, topology_levels
 from scheduler.core.kai_names import DEFAULT_BACKEND, PRIORITY_VALUES, queue_name_for
+from scheduler.cycle_config import scheduler_config
 from scheduler.kai.selectors import cluster_topology, queues
+from scheduler.models import Node as NodeRow
+from scheduler.models import SchedulerCycle
+from scheduler.usage import queue_usage
 from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
-
-from .models import Node as NodeRow
-from .models import SchedulerCycle
-from .usage import queue_usage
 
 SCHEDULABLE_GROUPS = (TaskStatus.SCHEDULING, TaskStatus.RUNNING)
 # Tasks that belong to a live gang: pending, bound or running (finished ones have left it).
@@ -45,13 +43,6 @@ class SnapshotIndex:
 
 def _ts(value: datetime | None) -> float | None:
     return value.timestamp() if value else None
-
-
-def scheduler_config() -> SchedulerConfig:
-    """The cycle's knobs from settings (both backends)."""
-    return SchedulerConfig(reserve_after_seconds=settings.OSMO_RESERVE_AFTER,
-                           max_reservations=settings.OSMO_MAX_RESERVATIONS,
-                           usage_k_value=settings.OSMO_USAGE_K_VALUE)
 
 
 def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None,

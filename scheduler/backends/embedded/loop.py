@@ -10,9 +10,10 @@ import time
 from django.conf import settings
 from django.db import connection
 
-from . import services
-from .backends.spec import default_spec
-from .leader import LeaderLock
+from scheduler.backends.spec import default_spec
+from scheduler.leader import LeaderLock
+
+from . import cycle
 from .sim_logs import SimulatedOutput
 
 logger = logging.getLogger(__name__)
@@ -51,8 +52,8 @@ class SchedulerLoop:
 
     def cycles(self) -> None:
         """A cycle per embedded backend, each on its own nodes (a pool listing several gets
-        them in its order, see :mod:`scheduler.snapshot`)."""
-        summary = services.cycles_run()
+        them in its order, see :mod:`.snapshot`)."""
+        summary = cycle.cycles_run()
         if summary.bound or summary.evicted or summary.completed:
             logger.info("cycle", extra={"event": summary.as_dict()})
 

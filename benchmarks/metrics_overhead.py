@@ -8,7 +8,8 @@ off (``OSMO_METRICS``), measured in alternation because the machine may be share
   Checked before any figure: every submission admitted, the admitted count on /metrics equal
   to what was sent, and the other side's /metrics a 404.
 - Cycle: 4,000 nodes (``--nodes``) × 8 GPUs registered through the services; each repetition
-  admits 500 single-GPU workflows (untimed) and times one ``scheduler.services.cycle_run``
+  admits 500 single-GPU workflows (untimed) and times one
+  ``scheduler.backends.embedded.cycle.cycle_run``
   binding them all, metrics on and off in ABBA order, in multiprocess mode as the standalone's
   scheduler runs; then the recording call alone, which the cycle's own noise cannot hide.
 
@@ -165,6 +166,7 @@ def cycles(repetitions: int, per_cycle: int, nodes: int) -> dict[str, list[float
     from pools import services as pools
     from scheduler import metrics as scheduler_metrics
     from scheduler import services as scheduler
+    from scheduler.backends.embedded import cycle as embedded_cycle
     from workflows.admission import workflow_submit
 
     for i in range(nodes):
@@ -174,7 +176,7 @@ def cycles(repetitions: int, per_cycle: int, nodes: int) -> dict[str, list[float
                                         "topology.osmo/rack": f"r{i // 16}"})
     pools.pool_upsert(actor=None, name="bench", quota_gpus=1_000_000)
     user = accounts.user_ensure(username="bench", groups=["osmo-bench-user"])
-    scheduler.cycle_run()  # warm-up: an empty cycle
+    embedded_cycle.cycle_run()  # warm-up: an empty cycle
     times: dict[str, list[float]] = {"on": [], "off": []}
     order = ["on", "off", "off", "on"] * ((repetitions + 3) // 4)
     for name in order[:repetitions]:
@@ -182,7 +184,7 @@ def cycles(repetitions: int, per_cycle: int, nodes: int) -> dict[str, list[float
             workflow_submit(actor=user, pool="bench", source=SPEC)
         settings.OSMO_METRICS = name == "on"
         started = time.perf_counter()
-        summary = scheduler.cycle_run()
+        summary = embedded_cycle.cycle_run()
         times[name].append(time.perf_counter() - started)
         settings.OSMO_METRICS = True
         assert summary.bound == per_cycle, (summary, per_cycle)

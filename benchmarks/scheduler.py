@@ -12,7 +12,7 @@ changed, then one after 1,000 pods changed; the scheduler decides after each, as
 built snapshot checked against the scenario before its time is printed, and the last one then
 scheduled (snapshot + cycle, checked, and binding and reserving as the scenario's own cycle
 does: the whole cycle); for the one with reservations also from the embedded cluster's
-database rows (`scheduler/snapshot.py`, on a throwaway embedded PostgreSQL).
+database rows (`scheduler/backends/embedded/snapshot.py`, on a throwaway embedded PostgreSQL).
 `--no-snapshots` leaves them out.
 
 No peer runs here: the scenarios labelled "KAI-shaped" have the shape of KAI's own scale
@@ -314,10 +314,10 @@ def measure_snapshots(label: str, snapshot: Snapshot, repeats: int, rows: bool =
     django_env.bootstrap()
     from django.conf import settings
 
+    from scheduler.backends.embedded.snapshot import build_snapshot as from_rows
     from scheduler.backends.kubernetes.snapshot import SnapshotMemo
     from scheduler.backends.kubernetes.snapshot import build_snapshot as from_cache
     from scheduler.core import decode
-    from scheduler.snapshot import build_snapshot as from_rows
 
     def built_right(kind: str, built: Snapshot, expected: tuple, bound: bool = False) -> None:
         if sources.shape(built, bound=bound) != expected:

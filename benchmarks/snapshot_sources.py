@@ -1,6 +1,6 @@
 """A benchmark scenario as the two places the product reads a cycle's snapshot from: the
-embedded cluster's database rows (`scheduler/snapshot.py`) and the Kubernetes backend's
-informer cache (`OSMO_PLACEMENT=osmo`), each written as the product writes them, so that
+embedded cluster's database rows (`scheduler/backends/embedded/snapshot.py`) and the Kubernetes
+backend's informer cache (`OSMO_PLACEMENT=osmo`), each written as the product writes them, so that
 timing their snapshot builders measures what a cycle pays before it decides.
 
 `shape` reduces a snapshot to what both builders must carry over (nodes, gangs, their pods,

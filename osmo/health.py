@@ -80,7 +80,7 @@ class HealthView(APIView):
     def get(self, request):
         parts = {"database": "ok" if database_ok() else "down",
                  "broker": "ok" if broker_ok() else "down"}
-        if settings.OSMO_CLUSTER_BACKEND == "kubernetes":  # the leader's last API contact
+        if ports.cluster().cluster_reported():  # the leader's last API contact
             parts["cluster"] = "ok" if parts["database"] == "ok" and cluster_ok() else "down"
         healthy = all(v == "ok" for v in parts.values())
         backends = backends_health() if parts["database"] == "ok" else {}

@@ -48,6 +48,9 @@ class Port(Generic[T]):
 
 
 class ClusterHealth(Protocol):
+    def cluster_reported(self) -> bool:
+        """`/api/health` has a `cluster` part: the default backend is a Kubernetes cluster."""
+
     def cluster_ok(self) -> bool:
         """The backend's last contact with its cluster was good and recent."""
 

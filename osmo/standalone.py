@@ -185,7 +185,7 @@ class Standalone:
         from osmo.accounts import services as accounts
 
         if self.args.demo:
-            from scheduler.demo import seed_demo
+            from scheduler.backends.embedded.demo import seed_demo
 
             seed_demo()
         admin = accounts.user_ensure(username="admin", superuser=True, groups=["osmo-admin"])
@@ -231,9 +231,9 @@ class Standalone:
         self.spawn("beat", [python, "-m", "celery", "-A", "osmo", "beat", "--loglevel", "INFO",
                             "--schedule", str(self.data_dir / "celerybeat-schedule")], env)
         manage = Path(__file__).resolve().parent.parent / "manage.py"
-        from django.conf import settings
+        from scheduler.backends.spec import default_spec
 
-        if settings.OSMO_CLUSTER_BACKEND == "kubernetes":
+        if default_spec().is_kubernetes:
             # KAI places the pods and the kubelet runs them: the backend dispatches, watches
             # and cleans up (the embedded scheduling loop would place nothing).
             self.spawn("k8s-backend", [python, str(manage), "run_k8s_backend"], env)

@@ -170,6 +170,15 @@ def pools_naming_backends(names: list[str] | None = None) -> dict[str, list[str]
     return dict(by_backend)
 
 
+def served_by_q(backend: str, *, pool_field: str = "pool") -> Q:
+    """Rows whose pool (``pool_field``: the path to it) is served by ``backend``: a top-level
+    pool naming it, or a subpool of one (subpools inherit their parent's backends)."""
+    return (Q(**{f"{pool_field}__parent__isnull": True,
+                 f"{pool_field}__backends__contains": [backend]})
+            | Q(**{f"{pool_field}__parent__isnull": False,
+                   f"{pool_field}__parent__backends__contains": [backend]}))
+
+
 # --- the POOL config's revisions (its audit events) ------------------------------------------
 
 def pool_revisions():

@@ -16,7 +16,8 @@ from scheduler.backends.health import heartbeat_age
 from scheduler.backends.kubernetes.health import cluster_ok
 from scheduler.backends.liveness import is_online
 from scheduler.backends.selectors import backends_with_figures
-from scheduler.core.kai_names import POOL_LABEL
+from scheduler.backends.spec import default_spec
+from scheduler.core.kai_names import DEFAULT_BACKEND, POOL_LABEL
 from scheduler.kai.selectors import queue_manifests
 from scheduler.models import ClusterBackendStatus
 from scheduler.selectors import last_cycle
@@ -38,7 +39,7 @@ class SchedulerCollector:
         cycle = last_cycle()
         if cycle is not None:
             pools = {q["metadata"]["name"]: q["metadata"].get("labels", {}).get(POOL_LABEL, "")
-                     for q in queue_manifests(namespace=settings.OSMO_NAMESPACE)}
+                     for q in queue_manifests(namespace=default_spec().namespace)}
             for key, text in QUEUE_FIGURES:
                 family = GaugeMetricFamily(f"osmo_queue_{key}", text,
                                            labels=["queue_name", "parent_queue", "pool"])
@@ -57,7 +58,7 @@ class SchedulerCollector:
             yield GaugeMetricFamily("osmo_scheduler_last_cycle_timestamp_seconds",
                                     "When the last scheduling cycle ran (Unix time).",
                                     value=cycle.at.timestamp())
-        if settings.OSMO_CLUSTER_BACKEND == "kubernetes":
+        if default_spec().is_kubernetes:
             yield from _backend_families()
         yield from _per_backend_families()
 
@@ -93,7 +94,7 @@ def _backend_families():
         "osmo_backend_apiserver_reachable",
         "1 when the backend leader reached the Kubernetes API server recently (as "
         "/api/health's cluster), else 0.", value=1 if cluster_ok() else 0)
-    row = ClusterBackendStatus.objects.filter(pk=1).first()
+    row = ClusterBackendStatus.objects.filter(backend=DEFAULT_BACKEND).first()
     if row is not None:
         yield GaugeMetricFamily("osmo_backend_last_contact_timestamp_seconds",
                                 "When the backend leader last reported (Unix time).",

@@ -1,6 +1,7 @@
-"""The last scheduling cycle's record (`SchedulerCycle`, one row): one typed record, one writer.
+"""The last scheduling cycle's record (`SchedulerCycle`, a row per backend): one typed record,
+one writer.
 
-Three places finish a cycle — the embedded loop (`scheduler.services.cycle_run`), our scheduler
+Three places finish a cycle — the embedded loop (`backends/embedded/cycle.cycle_run`), our scheduler
 on Kubernetes (`backends/kubernetes/runner.publish_cycle`) and, with KAI placing pods, the
 backend publishing KAI's reasons (`backends/kubernetes/reasons.pending_publish`) — and each
 builds a `CycleRecord` and hands it to `cycle_record_write`. `GET /api/scheduler/status` and
@@ -15,6 +16,7 @@ from typing import Any
 
 from scheduler.core.results import CycleResult, StartEstimate
 
+from .core.kai_names import DEFAULT_BACKEND
 from .models import SchedulerCycle
 
 
@@ -84,11 +86,11 @@ def queue_figures(result: CycleResult | None) -> tuple[QueueFigures, ...]:
 
 # (at, podgroup → reasons) of the record this process wrote last: the next cycle compares its
 # pending gangs' reasons with these (`last_reasons`) without reading the row back.
-_last_written: tuple[datetime | None, dict[str, list[dict[str, Any]]]] = (None, {})
+_last_written: tuple[str, datetime | None, dict[str, list[dict[str, Any]]]] = ("", None, {})
 
 
-def cycle_record_write(record: CycleRecord) -> None:
-    """Replace the row with ``record`` (its metrics kept when the record has none). The
+def cycle_record_write(record: CycleRecord, *, backend: str = DEFAULT_BACKEND) -> None:
+    """Replace ``backend``'s row with ``record`` (its metrics kept when the record has none). The
     records' fields are JSON values already: copied shallowly (`asdict` would copy every
     reason of every pending gang again, each cycle). An UPDATE, not `update_or_create`, which
     would read the whole row (megabytes with thousands of pending gangs) before writing it."""
@@ -99,16 +101,25 @@ def cycle_record_write(record: CycleRecord) -> None:
            "pending_gangs": [vars(gang).copy() for gang in record.pending_gangs]}
     if record.metrics is not None:
         row["metrics"] = record.metrics
-    if not SchedulerCycle.objects.filter(pk=1).update(**row):
-        SchedulerCycle.objects.update_or_create(pk=1, defaults=row)  # the first record
-    _last_written = (record.at, {gang.podgroup: gang.reasons for gang in record.pending_gangs})
+    if not SchedulerCycle.objects.filter(backend=backend).update(**row):
+        SchedulerCycle.objects.update_or_create(backend=backend, defaults=row)  # the first one
+    _last_written = (backend, record.at,
+                     {gang.podgroup: gang.reasons for gang in record.pending_gangs})
 
 
-def last_reasons() -> dict[str, list[dict[str, Any]]]:
-    """podgroup → reasons of the pending gangs in the stored record: from memory when this
-    process wrote it (its `at` tells), else read from the row."""
-    at, reasons = _last_written
-    if at is not None and SchedulerCycle.objects.filter(pk=1, at=at).exists():
+def last_reasons(backend: str = DEFAULT_BACKEND) -> dict[str, list[dict[str, Any]]]:
+    """podgroup → reasons of the pending gangs in ``backend``'s stored record: from memory
+    when this process wrote it (its `at` tells), else read from the row."""
+    written_for, at, reasons = _last_written
+    rows = SchedulerCycle.objects.filter(backend=backend)
+    if written_for == backend and at is not None and rows.filter(at=at).exists():
         return reasons
-    stored = SchedulerCycle.objects.filter(pk=1).values_list("pending_gangs", flat=True).first()
+    stored = rows.values_list("pending_gangs", flat=True).first()
     return {gang["podgroup"]: gang["reasons"] for gang in stored or []}
+
+
+def waiting_words(reasons: list[dict]) -> tuple[str, str]:
+    """(event reason, message) of a pending gang: queued, or unschedulable and why."""
+    if not reasons:
+        return "Queued", "waiting for its turn in the queue"
+    return "Unschedulable", "; ".join(r.get("message") or r.get("code", "") for r in reasons)

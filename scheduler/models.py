@@ -52,8 +52,9 @@ class ClusterTopology(models.Model):
 
 
 class SchedulerCycle(models.Model):
-    """The last scheduling cycle's figures (one row, replaced every cycle)."""
+    """The last scheduling cycle's figures of one backend (a row each, replaced every cycle)."""
 
+    backend = models.CharField(max_length=63, unique=True, default=kai_names.DEFAULT_BACKEND)
     at = models.DateTimeField()
     duration_ms = models.FloatField()
     bound = models.IntegerField()
@@ -63,7 +64,7 @@ class SchedulerCycle(models.Model):
     pending_gangs = models.JSONField(default=list,
                                      help_text="[{podgroup, workflow, group, reasons}]")
     metrics = models.JSONField(default=dict, blank=True,
-                               help_text="OSMO_PLACEMENT=osmo: the cycle's timings and API calls")
+                               help_text="placement osmo: the cycle's timings and API calls")
 
     def __str__(self) -> str:
         return f"cycle at {self.at}"
@@ -104,9 +105,10 @@ class GroupDispatch(models.Model):
 
 
 class ClusterBackendStatus(models.Model):
-    """Kubernetes backend: the leader's last contact with the API server (one row), read by
-    `GET /api/health`."""
+    """Kubernetes backend: the leader's last contact with the API server (a row per backend),
+    read by `GET /api/health`."""
 
+    backend = models.CharField(max_length=63, unique=True, default=kai_names.DEFAULT_BACKEND)
     ok = models.BooleanField(default=False)
     checked_at = models.DateTimeField()
     detail = models.TextField(blank=True, default="")

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from django.conf import settings
 from django.db import connection
 from django.db.models import IntegerField, Max, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from osmo.errors import NotFound
 from pools.node_sets import NodeCapacity
+from scheduler.backends.spec import default_spec
 from scheduler.core import Pod
 from scheduler.core.decode import gang_of
-from scheduler.core.kai_names import PODGROUP_ANNOTATION, SUBGROUP_LABEL
+from scheduler.core.kai_names import DEFAULT_BACKEND, PODGROUP_ANNOTATION, SUBGROUP_LABEL
 from scheduler.core.readiness import InvalidGang, build_tree, is_ready, minimum_pods, ready_counts
 from scheduler.kai.selectors import queues
 from scheduler.kai.workflow_manifests import manifests_for, stored_spec
@@ -41,8 +41,8 @@ def largest_node_gpus(node_selector: Mapping[str, str]) -> int | None:
             .aggregate(largest=Max("gpus"))["largest"])
 
 
-def last_cycle() -> SchedulerCycle | None:
-    return SchedulerCycle.objects.filter(pk=1).first()
+def last_cycle(backend: str = DEFAULT_BACKEND) -> SchedulerCycle | None:
+    return SchedulerCycle.objects.filter(backend=backend).first()
 
 
 def pending_reasons(workflow_names: list[str]) -> dict[str, dict]:
@@ -68,7 +68,7 @@ def pending_reasons(workflow_names: list[str]) -> dict[str, dict]:
 def visible_queue_names(*, roles) -> set[str]:
     """The queues of the pools ``roles`` may view (their pool queues and subpool queues; not
     the cluster's root queue, whose figures sum every tenant's)."""
-    return {queue.queue.name for queue in queues(namespace=settings.OSMO_NAMESPACE, roles=roles)
+    return {queue.queue.name for queue in queues(namespace=default_spec().namespace, roles=roles)
             if queue.pool is not None}
 
 

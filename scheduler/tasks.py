@@ -12,10 +12,10 @@ import logging
 
 import urllib3.exceptions
 from celery import shared_task
-from django.conf import settings
 from django.db import transaction
 
 from scheduler.backends.lost import backends_lost_pass
+from scheduler.backends.spec import default_spec
 from scheduler.kai.sync import KaiSyncError, sync_enabled, sync_namespace
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def kai_queue_sync(namespace: str | None = None) -> dict:
     """Reconcile the namespace's Queues and Topology; returns the summary (JSON)."""
     if not sync_enabled():
         return {"skipped": True}
-    summary = sync_namespace(namespace=namespace or settings.OSMO_NAMESPACE)
+    summary = sync_namespace(namespace=namespace or default_spec().namespace)
     if summary.changed:
         logger.info("kai queue sync: %s", summary.counts())
     return summary.as_dict()

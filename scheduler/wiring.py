@@ -21,6 +21,7 @@ from . import backends, podgrouper, selectors, tasks
 from .backends import health as backend_health
 from .backends.default import backend_kind, backend_names_missing, default_backend_ensure
 from .backends.kubernetes import health
+from .backends.spec import default_spec
 from .kai.podgroups import resolve_constraints
 from .kai.selectors import StoredTopologies, cluster_topology
 from .kai.workflow_manifests import manifests_for
@@ -29,6 +30,12 @@ from .models import BackendKind
 
 class Scheduling:
     """`workflows.ports.Scheduling`: the Topology, the manifests and the pod grouper."""
+
+    def cluster_namespace(self) -> str:
+        return default_spec().namespace
+
+    def logs_copied_live(self) -> bool:
+        return default_spec().is_kubernetes
 
     def topologies(self) -> Mapping[str, list[dict]]:
         return StoredTopologies()

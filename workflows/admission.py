@@ -519,9 +519,11 @@ def workload_submit(*, actor, pool: Pool, manifest, priority: str | None = None)
 
 
 def _group(manifest: dict, *, pool: Pool, priority: str | None, name: str):
-    leaf = queue_name_for(pool.name, settings.OSMO_NAMESPACE)
-    return ports.scheduling().group_workload(
-        manifest, namespace=settings.OSMO_NAMESPACE, default_queue=leaf, allowed_queues={leaf},
+    scheduling = ports.scheduling()
+    namespace = scheduling.cluster_namespace()
+    leaf = queue_name_for(pool.name, namespace)
+    return scheduling.group_workload(
+        manifest, namespace=namespace, default_queue=leaf, allowed_queues={leaf},
         priority=priority, name_prefix=name, max_pods=input_limits().max_pods,
         max_subgroups=input_limits().max_subgroups)
 

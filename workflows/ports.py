@@ -39,6 +39,13 @@ class WorkloadGrouping(Protocol):
 
 
 class Scheduling(Protocol):
+    def cluster_namespace(self) -> str:
+        """The namespace the stored KAI manifests name (the default backend's)."""
+
+    def logs_copied_live(self) -> bool:
+        """Running pods' logs reach the store while someone reads them (a Kubernetes default
+        backend; the embedded cluster writes its lines itself)."""
+
     def topologies(self) -> Mapping[str, list[dict]]:
         """The Topologies a spec's constraints may name (read on first use only)."""
 

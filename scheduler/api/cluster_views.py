@@ -16,6 +16,7 @@ from workflows.spec.units import format_bytes
 
 from .. import selectors, services
 from ..backends.default import embedded_backend_check
+from ..backends.embedded import cycle as embedded_cycle
 from ..models import Node
 from . import serializers as s
 
@@ -112,7 +113,7 @@ class CycleView(APIView):
     @extend_schema(request=None, responses=CycleSerializer, summary="Run one cycle now")
     def post(self, request):
         _platform_admin(request)
-        return Response(services.cycle_run().as_dict())
+        return Response(embedded_cycle.cycles_run().as_dict())
 
 
 class SchedulerStatusView(APIView):

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import yaml
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -37,6 +36,7 @@ from osmo.accounts.roles import roles_for
 from osmo.errors import OsmoError
 from osmo.limits import input_limits
 from scheduler import selectors as scheduler_selectors
+from scheduler.backends.spec import default_spec
 from scheduler.core.podgroup_validation import (
     PODGROUP_API_VERSION,
     PODGROUP_KIND,
@@ -128,7 +128,7 @@ class KaiQueuesView(APIView):
     def get(self, request):
         query = s.KaiQueuesQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        namespace = query.validated_data.get("namespace") or settings.OSMO_NAMESPACE
+        namespace = query.validated_data.get("namespace") or default_spec().namespace
         roles = roles_for(request.user)
         return Response(selectors.queue_manifests(namespace=namespace, roles=roles))
 

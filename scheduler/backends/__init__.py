@@ -1,7 +1,7 @@
 """Cluster backends: where the pods of admitted workflows run.
 
 - ``embedded`` (default): the simulated cluster in the database; our own loop places pods
-  (:mod:`scheduler.loop`, :func:`scheduler.services.cycle_run`).
+  (:mod:`.embedded`: a cycle per embedded backend, each on its own nodes).
 - ``kubernetes``: PodGroups and pods go to a real cluster running KAI Scheduler, which places
   them; pod status comes back through a watch (:mod:`scheduler.backends.kubernetes`, run by
   ``manage.py run_k8s_backend``). The embedded loop then places nothing.
@@ -24,10 +24,12 @@ WAKE_CHANNEL = "osmo_cluster_backend"
 
 
 def backend_name() -> str:
+    """The kind of the `default` backend (the settings' cluster)."""
     return getattr(settings, "OSMO_CLUSTER_BACKEND", EMBEDDED)
 
 
 def is_kubernetes() -> bool:
+    """Some process serves a Kubernetes cluster: wake-ups are worth sending."""
     return backend_name() == KUBERNETES
 
 

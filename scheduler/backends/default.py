@@ -7,22 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
-
 from osmo.errors import OsmoError
 from scheduler.core.kai_names import DEFAULT_BACKEND
 
 from ..models import Backend, BackendKind
 from .revisions import backend_created
 from .selectors import missing_backends
+from .spec import default_spec
 
 
 def default_backend_fields() -> dict[str, Any]:
     """The `default` backend as the settings describe today's cluster (the data migration
     writes the same row)."""
-    return {"kind": settings.OSMO_CLUSTER_BACKEND, "placement": settings.OSMO_PLACEMENT,
-            "k8s_namespace": settings.OSMO_NAMESPACE,
-            "scheduler_name": settings.OSMO_SCHEDULER_NAME}
+    spec = default_spec()
+    return {"kind": spec.kind, "placement": spec.placement, "k8s_namespace": spec.namespace,
+            "scheduler_name": spec.scheduler_name}
 
 
 def default_backend_ensure(using: str = "default") -> None:

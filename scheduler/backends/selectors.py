@@ -63,7 +63,7 @@ def _served_in_process(rows: list[Backend]) -> None:
                     and b.kind == BackendKind.KUBERNETES), None)
     if default is None:
         return
-    status = ClusterBackendStatus.objects.filter(pk=1, ok=True).first()
+    status = ClusterBackendStatus.objects.filter(backend=DEFAULT_BACKEND, ok=True).first()
     if status and (default.last_heartbeat is None or status.checked_at > default.last_heartbeat):
         default.last_heartbeat = status.checked_at
 

@@ -1,8 +1,8 @@
 """KAI and Kubernetes objects, as the API server serves them (plain dicts), decoded into
 ``scheduler.core`` types: pods, Nodes, Queues, Topologies and PodGroups. Pure — no Django, no
 client, in the core so that every app may import it — and the one reading of each: both
-snapshot builders (``scheduler/snapshot.py``: a workflow group's stored gang fields, the stored
-topology levels; ``backends/kubernetes/snapshot.py``: the informers' objects), the Node table
+snapshot builders (``backends/embedded/snapshot.py``: a workflow group's stored gang fields, the
+stored topology levels; ``backends/kubernetes/snapshot.py``: the informers' objects), the Node table
 (``backends/kubernetes/nodes.py``), admission (a pod's requests and a gang's minimum, charged to
 quota) and the pod grouper (a group's GPUs) read a pod, a Node and a gang alike.
 """

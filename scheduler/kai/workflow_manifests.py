@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import yaml
-from django.conf import settings
 
 from osmo.bounded import SAFE_LOADER
 from osmo.text_keyed import TextKeyed
+from scheduler.backends.spec import default_spec
 from scheduler.core.kai_names import POOL_LABEL, WORKFLOW_LABEL, label_value, queue_name_for
 from scheduler.kai.podgroups import build_workflow_manifests
 from scheduler.kai.selectors import cluster_topology
@@ -39,10 +39,11 @@ def _parse(text: str, rendered: bool) -> WorkflowSpec:
 
 def manifests_for(*, spec: WorkflowSpec, workflow_name: str, pool, priority: str) -> list[dict]:
     settings_pool = pool.parent if pool.is_subpool else pool
+    backend = default_spec()  # the manifests a workflow stores: the default cluster's names
     groups = build_workflow_manifests(
-        spec, workflow_name=workflow_name, namespace=settings.OSMO_NAMESPACE,
-        queue=queue_name_for(pool, settings.OSMO_NAMESPACE), priority=priority,
-        scheduler_name=settings.OSMO_SCHEDULER_NAME,
+        spec, workflow_name=workflow_name, namespace=backend.namespace,
+        queue=queue_name_for(pool, backend.namespace), priority=priority,
+        scheduler_name=backend.scheduler_name,
         platforms=settings_pool.platforms or {},
         labels={WORKFLOW_LABEL: label_value(workflow_name), POOL_LABEL: label_value(pool.name)},
         topology=cluster_topology(),

@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from scheduler import services as scheduler_services
-from scheduler.sim_logs import SimulatedOutput
+from scheduler.backends.embedded import cycle as embedded_cycle
+from scheduler.backends.embedded.sim_logs import SimulatedOutput
 from tests import factories
 from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
     browser,
@@ -36,7 +37,7 @@ def running():
     scheduler_services.node_register(name="node-0", gpus=8, cpu_millis=64000,
                                      memory_bytes=2**40, labels={})
     workflow = admission.workflow_submit(actor=None, pool=team, source=SPEC).workflow
-    scheduler_services.cycle_run()
+    embedded_cycle.cycle_run()
     SimulatedOutput().step()
     return workflow
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from osmo.accounts import services as accounts
 from pools import services as pool_services
-from scheduler import services as scheduler_services
-from scheduler.demo import seed_demo
+from scheduler.backends.embedded import cycle as embedded_cycle
+from scheduler.backends.embedded.demo import seed_demo
 from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
     broken_words,
     browser,
@@ -48,7 +48,7 @@ def demo():
                                ("team--a", 8, "3Ti")):  # more memory than a node has: waits
         admission.workflow_submit(actor=admin, pool=pool, source=HELLO.replace(
             "GPUS", str(gpus)).replace("32Gi", memory))
-    scheduler_services.cycle_run()
+    embedded_cycle.cycle_run()
 
 
 def test_the_sign_in_form_the_readme_names(browser, live_server, db):

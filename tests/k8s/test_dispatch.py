@@ -15,8 +15,11 @@ import threading
 import pytest
 from django.utils import timezone
 
+from pools.models import Pool
+from scheduler.backends.default import default_backend_ensure
 from scheduler.backends.kubernetes.dispatch import ClusterUnavailable, Dispatcher
 from scheduler.kai.crd_validation import validate_manifest
+from scheduler.models import Backend as BackendRow
 from scheduler.models import GroupDispatch
 from tests.shared_data import kai_crds
 from workflows.models import WorkflowGroup
@@ -204,3 +207,30 @@ def test_a_dispatched_group_names_the_backend_it_was_created_on(backend, cluster
     assert [g["backend"] for g in alice.get(f"/api/workflow/{name}").json()["groups"]] == [
         "default"]
     assert WorkflowGroup.objects.get().backend == "default"
+
+
+def test_dispatch_claims_only_the_groups_of_pools_that_name_its_backend(backend, cluster,
+                                                                        alice, team) -> None:
+    BackendRow.objects.create(name="other", kind="kubernetes")
+    Pool.objects.filter(name="team").update(backends=["other"])
+    name = submit(alice, "team", spec("elsewhere"))
+    writes = cluster.writes()
+    assert backend.dispatch().applied == []  # `other`'s process takes it, not this one
+    assert cluster.writes() == writes
+    assert not GroupDispatch.objects.exists()
+    Pool.objects.filter(name="team").update(backends=["other", "default"])
+    assert backend.dispatch().applied == [f"{name}-g"]
+    assert WorkflowGroup.objects.get().backend == "default"
+
+
+def test_a_backend_under_maintenance_is_dispatched_nothing(backend, cluster, alice,
+                                                           team) -> None:
+    default_backend_ensure()
+    BackendRow.objects.filter(name="default").update(maintenance=True)
+    name = submit(alice, "team", spec("held"))
+    writes = cluster.writes()
+    assert backend.dispatch().applied == []
+    assert cluster.writes() == writes
+    assert WorkflowGroup.objects.get().backend is None
+    BackendRow.objects.filter(name="default").update(maintenance=False)
+    assert backend.dispatch().applied == [f"{name}-g"]

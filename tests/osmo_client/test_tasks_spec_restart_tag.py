@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from scheduler import services as scheduler_services
+from scheduler.backends.embedded import cycle as embedded_cycle
 from tests import factories
 from workflows import lifecycle
 from workflows.models import Task, Workflow
@@ -39,7 +40,7 @@ def task_list(osmo, **extra):
 def test_task_list_rows_and_sums(osmo_as, team):
     osmo = osmo_as("alice", "osmo-team-user")
     name = submit(osmo, SPEC, pool="team--a")["name"]
-    scheduler_services.cycle_run()
+    embedded_cycle.cycle_run()
     rows = task_list(osmo)["tasks"]
     task = Task.objects.get(workflow__name=name)
     assert rows == [{

@@ -122,7 +122,7 @@ def test_snapshot_takes_a_fixed_number_of_queries(admin, alice, team, size,
                                                   django_assert_num_queries):
     from django.utils import timezone
 
-    from scheduler.snapshot import build_snapshot
+    from scheduler.backends.embedded.snapshot import build_snapshot
 
     add_nodes(admin, size)
     for index in range(size):

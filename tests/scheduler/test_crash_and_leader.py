@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from scheduler import services
-from scheduler.loop import LEADER_LOCK
+from scheduler.backends.embedded import cycle as embedded_cycle
+from scheduler.backends.embedded.loop import LEADER_LOCK
 from scheduler.models import SchedulerCycle
 from tests.scheduler.conftest import add_nodes, cycle, spec, submit
 from workflows.models import Task
@@ -36,9 +36,9 @@ def test_a_failure_between_decision_and_commit_rolls_the_cycle_back(admin, alice
     def crash():
         raise RuntimeError("scheduler died before commit")
 
-    monkeypatch.setattr(services, "_check_capacity", crash)
+    monkeypatch.setattr(embedded_cycle, "_check_capacity", crash)
     with pytest.raises(RuntimeError):
-        services.cycle_run()
+        embedded_cycle.cycle_run()
     assert bound() == []  # the decisions were never committed
     assert not SchedulerCycle.objects.exists()
     monkeypatch.undo()
@@ -55,8 +55,8 @@ def test_the_capacity_guard_refuses_a_double_booking(admin, alice, team):
     cycle(admin)
     # Simulate a stale decision binding the second workflow onto the full node.
     Task.objects.filter(workflow__name=second).update(node_name="node-0")
-    with pytest.raises(services.OverCommitError):
-        services.cycle_run()
+    with pytest.raises(embedded_cycle.OverCommitError):
+        embedded_cycle.cycle_run()
     assert SchedulerCycle.objects.get().bound == 1  # the earlier cycle's record, unchanged
     assert Task.objects.get(workflow__name=first).node_name == "node-0"
 

@@ -12,9 +12,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from scheduler import services
+from scheduler.backends.embedded import cycle as embedded_cycle
+from scheduler.backends.embedded.sim_logs import SimulatedOutput
 from scheduler.core.results import Binding
-from scheduler.sim_logs import SimulatedOutput
 from workflows.models import Task, TaskEvent, TaskLogChunk, Workflow, WorkflowGroup
 
 from .conftest import add_nodes, nodes_of, spec, submit, workflow
@@ -39,7 +39,7 @@ def test_a_cycles_statements_do_not_grow_with_the_tasks_it_ends_and_binds(
 
     def cycle_at(seconds: int):
         with CaptureQueriesContext(connection) as queries:
-            summary = services.cycle_run(now=start + timedelta(seconds=seconds))
+            summary = embedded_cycle.cycle_run(now=start + timedelta(seconds=seconds))
         return summary, len(queries)
 
     first = [submit(alice, "team", small(f"a{i}")) for i in range(2)]
@@ -70,10 +70,10 @@ def test_a_cycle_that_would_double_book_a_gpu_commits_nothing(admin, alice, team
     decision that over-commits a node rolls the whole cycle back."""
     add_nodes(admin, 1)  # 8 GPUs
     full = submit(alice, "team", spec("full", 8))
-    services.cycle_run()
+    embedded_cycle.cycle_run()
     late = submit(alice, "team", spec("late", 1))
     group = WorkflowGroup.objects.get(workflow__name=late)
-    decide = services.run_cycle
+    decide = embedded_cycle.run_cycle
 
     def double_booking(snapshot):
         result = decide(snapshot)
@@ -81,9 +81,9 @@ def test_a_cycle_that_would_double_book_a_gpu_commits_nothing(admin, alice, team
         return replace(result, bindings=(Binding(pod=f"{late}/t0", gang=group.podgroup,
                                                  node="node-0"),))
 
-    monkeypatch.setattr(services, "run_cycle", double_booking)
-    with pytest.raises(services.OverCommitError, match="node-0"):
-        services.cycle_run()
+    monkeypatch.setattr(embedded_cycle, "run_cycle", double_booking)
+    with pytest.raises(embedded_cycle.OverCommitError, match="node-0"):
+        embedded_cycle.cycle_run()
     task = Task.objects.get(workflow__name=late)
     assert (task.status, task.node_name, task.started_at) == ("SCHEDULING", "", None)
     assert workflow(alice, late)["status"] == "PENDING"
@@ -98,7 +98,7 @@ def test_simulated_output_of_new_tasks_takes_a_fixed_number_of_statements(admin,
     for prefix, workflows in (("a", 1), ("b", 6)):
         for i in range(workflows):
             submit(alice, "team", small(f"{prefix}{i}"))
-        services.cycle_run()
+        embedded_cycle.cycle_run()
         with CaptureQueriesContext(connection) as queries:
             written = output.step()
         assert written == 2 * GROUPS * workflows  # where it runs, and its command
@@ -120,14 +120,14 @@ def test_the_record_is_written_without_reading_it_and_read_back_only_after_anoth
     from scheduler.models import SchedulerCycle
 
     waiting = submit(alice, "team", spec("waiting", 8))  # no nodes: pending
-    services.cycle_run()
-    reasons = SchedulerCycle.objects.get(pk=1).pending_gangs[0]["reasons"]
+    embedded_cycle.cycle_run()
+    reasons = SchedulerCycle.objects.get(backend="default").pending_gangs[0]["reasons"]
 
     def unschedulable() -> int:
         return TaskEvent.objects.filter(workflow__name=waiting, reason="Unschedulable").count()
 
     with CaptureQueriesContext(connection) as queries:
-        services.cycle_run()
+        embedded_cycle.cycle_run()
     cycle_rows = [q["sql"] for q in queries.captured_queries
                   if "scheduler_schedulercycle" in q["sql"]]
     assert len(cycle_rows) == 2, cycle_rows  # is the stored record ours? then the UPDATE
@@ -141,9 +141,9 @@ def test_the_record_is_written_without_reading_it_and_read_back_only_after_anoth
     for written in (other, replace(other, reasons=[{"code": "x", "message": "elsewhere"}])):
         cycle_record.cycle_record_write(CycleRecord(at=timezone.now(), duration_ms=0.0,
                                                     pending_gangs=(written,)))
-        cycle_record._last_written = (None, {})  # as another process wrote it
+        cycle_record._last_written = ("", None, {})  # as another process wrote it
         with CaptureQueriesContext(connection) as queries:
-            services.cycle_run()
+            embedded_cycle.cycle_run()
         assert sum(q["sql"].startswith("SELECT") and '"pending_gangs"' in q["sql"]
                    for q in queries.captured_queries) == 1
     assert unschedulable() == 2  # not after the unchanged reasons; after "elsewhere"

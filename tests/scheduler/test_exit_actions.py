@@ -201,7 +201,7 @@ def test_the_embedded_cluster_ends_a_command_with_its_exit_code(admin, alice, se
 
     from django.utils import timezone
 
-    from scheduler import services
+    from scheduler.backends.embedded import cycle as embedded_cycle
 
     settings.OSMO_SIM_TASK_SECONDS = 60
     factories.pool("team", 64, max_retries=1)
@@ -211,10 +211,10 @@ def test_the_embedded_cluster_ends_a_command_with_its_exit_code(admin, alice, se
     task = Task.objects.get(workflow__name=name)
     assert (task.run_seconds, task.sim_exit_code) == (5, 3)
     later = timezone.now() + timedelta(seconds=6)
-    assert services.complete_due_tasks(now=later) == 1
+    assert embedded_cycle.complete_due_tasks(now=later) == 1
     assert tasks_of(alice, name) == {"main": ("SCHEDULING", 1, False)}
     assert cycle(admin)["bound"] == 1
-    assert services.complete_due_tasks(now=later + timedelta(seconds=6)) == 1
+    assert embedded_cycle.complete_due_tasks(now=later + timedelta(seconds=6)) == 1
     body = workflow(alice, name)
     assert (body["status"], body["reason"]) == ("FAILED", "retries_exhausted")
     assert Task.objects.get(workflow__name=name).exit_code == 3

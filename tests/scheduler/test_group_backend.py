@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from pools.models import Pool
 from tests.dashboard.conftest import session_client
 from workflows.models import WorkflowGroup
 
@@ -39,6 +40,7 @@ def test_a_group_bound_on_another_embedded_backends_node_names_that_backend(admi
                                                  "memory": "512Gi", "backend": "lab"},
                           format="json")
     assert response.status_code == 201, response.json()
+    Pool.objects.filter(name="team").update(backends=["lab"])  # the pool's cluster
     name = submit(alice, "team", spec("train", 8))
     too_big = submit(alice, "team", spec("big", 8))  # the only node is full: stays pending
     assert cycle(admin)["bound"] == 1

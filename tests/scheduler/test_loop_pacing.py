@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.loop import SchedulerLoop
+from scheduler.backends.embedded.loop import SchedulerLoop
 
 
 def test_a_cycle_every_interval_and_never_more_than_half_of_the_time_computing() -> None:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from pools.models import Pool
 from pools.services import subpool_archive_if_drained
-from scheduler import services
+from scheduler.backends.embedded import cycle as embedded_cycle
 from tests import factories
 from tests.conftest import make_client
 from tests.scheduler.conftest import add_nodes, cycle, nodes_of, spec, submit, workflow
@@ -146,10 +146,10 @@ def test_tasks_complete_on_the_embedded_cluster(admin, alice, team, settings):
     slow = submit(alice, "team", spec("slow", 1))
     cycle(admin)
     now = timezone.now()
-    services.cycle_run(now=now + timedelta(seconds=10))
+    embedded_cycle.cycle_run(now=now + timedelta(seconds=10))
     assert workflow(alice, quick)["status"] == "COMPLETED"
     assert workflow(alice, slow)["status"] == "RUNNING"
-    services.cycle_run(now=now + timedelta(seconds=61))
+    embedded_cycle.cycle_run(now=now + timedelta(seconds=61))
     assert workflow(alice, slow)["status"] == "COMPLETED"
     assert alice.get("/api/pool_quota").json()["pools"][0]["total_usage_gpus"] == 0
 
@@ -159,7 +159,7 @@ def test_never_completes_by_itself_when_sim_seconds_is_zero(admin, alice, team, 
     add_nodes(admin, 1)
     name = submit(alice, "team", spec("forever", 1, command="[sleep, '1']"))
     cycle(admin)
-    services.cycle_run(now=timezone.now() + timedelta(days=1))
+    embedded_cycle.cycle_run(now=timezone.now() + timedelta(days=1))
     assert workflow(alice, name)["status"] == "RUNNING"
 
 
@@ -184,9 +184,9 @@ workflow:
         ("RUNNING", "node-0"), ("WAITING", None)]
     now = timezone.now()
     # one cycle: a completes first, which releases b, which then binds
-    services.cycle_run(now=now + timedelta(seconds=2))
+    embedded_cycle.cycle_run(now=now + timedelta(seconds=2))
     assert [g["status"] for g in workflow(alice, name)["groups"]] == ["COMPLETED", "RUNNING"]
-    services.cycle_run(now=now + timedelta(seconds=10))
+    embedded_cycle.cycle_run(now=now + timedelta(seconds=10))
     assert workflow(alice, name)["status"] == "COMPLETED"
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from dashboard.presenters import workflow_groups
 from pools.models import PoolUsageSample
-from scheduler import services
+from scheduler.backends.embedded import cycle as embedded_cycle
 from scheduler.selectors import explain
 from scheduler.usage import queue_usage
 from tests import factories
@@ -44,21 +44,21 @@ def test_exec_timeout_ends_the_group_from_its_running_transition_and_siblings_go
     add_nodes(admin, 1)  # one 8-GPU node: g0 runs first, g1 waits for it
     name = submit(alice, "team", timed("train", 8, groups=2, exec_timeout="1m"))
     start = timezone.now()
-    services.cycle_run(now=start)
+    embedded_cycle.cycle_run(now=start)
     assert groups_of(alice, name)["g0"][0] == "RUNNING"
-    services.cycle_run(now=start + timedelta(seconds=59))
+    embedded_cycle.cycle_run(now=start + timedelta(seconds=59))
     assert groups_of(alice, name)["g0"][0] == "RUNNING"
 
-    services.cycle_run(now=start + timedelta(seconds=61))  # g0's minute is up; g1 starts
+    embedded_cycle.cycle_run(now=start + timedelta(seconds=61))  # g0's minute is up; g1 starts
     groups = groups_of(alice, name)
     assert groups["g0"] == ("FAILED_EXEC_TIMEOUT", "exec_timeout", ["FAILED_EXEC_TIMEOUT"])
     assert groups["g1"] == ("RUNNING", None, ["RUNNING"])
     assert workflow(alice, name)["status"] == "RUNNING"
     assert workflow(alice, name)["groups"][1]["tasks"][0]["node"] == "node-0"
 
-    services.cycle_run(now=start + timedelta(seconds=120))  # g1's own minute is not up yet
+    embedded_cycle.cycle_run(now=start + timedelta(seconds=120))  # g1's own minute is not up yet
     assert groups_of(alice, name)["g1"][0] == "RUNNING"
-    services.cycle_run(now=start + timedelta(seconds=122))
+    embedded_cycle.cycle_run(now=start + timedelta(seconds=122))
     body = workflow(alice, name)
     assert (body["status"], body["reason"]) == ("FAILED_EXEC_TIMEOUT", "exec_timeout")
     assert body["exec_timeout_seconds"] == 60
@@ -68,11 +68,11 @@ def test_queue_timeout_ends_a_group_that_never_got_a_node(admin, alice, team):
     add_nodes(admin, 1)
     blocker = submit(alice, "team", timed("blocker", 8))
     start = timezone.now()
-    services.cycle_run(now=start)
+    embedded_cycle.cycle_run(now=start)
     name = submit(alice, "team", timed("late", 4, queue_timeout="30s"))
-    services.cycle_run(now=start + timedelta(seconds=20))
+    embedded_cycle.cycle_run(now=start + timedelta(seconds=20))
     assert groups_of(alice, name)["g0"][0] == "SCHEDULING"
-    services.cycle_run(now=timezone.now() + timedelta(seconds=31))
+    embedded_cycle.cycle_run(now=timezone.now() + timedelta(seconds=31))
     assert groups_of(alice, name)["g0"] == ("FAILED_QUEUE_TIMEOUT", "queue_timeout",
                                            ["FAILED_QUEUE_TIMEOUT"])
     assert workflow(alice, name)["status"] == "FAILED_QUEUE_TIMEOUT"
@@ -110,13 +110,13 @@ def test_a_gang_that_waited_reserves_nodes_and_explain_gives_its_expected_start(
     add_nodes(admin, 2)
     start = timezone.now()
     small = [submit(alice, "team", timed(f"small{i}", 1, exec_timeout="1m")) for i in range(16)]
-    services.cycle_run(now=start)
+    embedded_cycle.cycle_run(now=start)
     assert all(workflow(alice, s)["status"] == "RUNNING" for s in small)
     big = submit(alice, "team", timed("big", 8, exec_timeout="10m"))
-    services.cycle_run(now=start + timedelta(seconds=5))  # waited too little: no reservation
+    embedded_cycle.cycle_run(now=start + timedelta(seconds=5))  # waited too little: no reservation
     assert alice.get(f"/api/workflow/{big}/explain").json()["groups"][0]["estimate"] is None
 
-    services.cycle_run(now=timezone.now() + timedelta(seconds=11))
+    embedded_cycle.cycle_run(now=timezone.now() + timedelta(seconds=11))
     group = alice.get(f"/api/workflow/{big}/explain").json()["groups"][0]
     deadline = WorkflowGroup.objects.get(workflow__name=small[0]).started_at \
         + timedelta(seconds=60)
@@ -158,14 +158,14 @@ def test_usage_decays_with_the_half_life_and_lowers_the_over_quota_share(admin, 
     user = make_client("u", "osmo-busy-user", "osmo-idle-user")
     for pool in ("busy", "idle"):
         submit(user, pool, timed(f"{pool}-job", 8), priority="LOW")
-    services.cycle_run(now=now)
+    embedded_cycle.cycle_run(now=now)
     shares = {q["name"]: q["fair_share_gpus"]
               for q in admin.get("/api/scheduler/status").json()["queues"]}
     # equal weights, but busy's usage (1.0) is twice its normalized weight (0.5): KAI's
     # max(0, 0.5 + (0.5 - 1.0)) = 0 of what is over quota
     assert (shares["osmo-pool-osmo-busy"], shares["osmo-pool-osmo-idle"]) == (0, 8)
     settings.OSMO_USAGE_HALF_LIFE = None
-    services.cycle_run(now=now)
+    embedded_cycle.cycle_run(now=now)
     shares = {q["name"]: q["fair_share_gpus"]
               for q in admin.get("/api/scheduler/status").json()["queues"]}
     assert (shares["osmo-pool-osmo-busy"], shares["osmo-pool-osmo-idle"]) == (4, 4)
@@ -189,8 +189,8 @@ workflow:
 """
     name = submit(alice, "team", text)
     start = timezone.now()
-    services.cycle_run(now=start)
-    services.cycle_run(now=start + timedelta(seconds=31))
+    embedded_cycle.cycle_run(now=start)
+    embedded_cycle.cycle_run(now=start + timedelta(seconds=31))
     groups = groups_of(alice, name)
     assert groups["first"] == ("FAILED_EXEC_TIMEOUT", "exec_timeout", ["FAILED_EXEC_TIMEOUT"])
     assert groups["second"] == ("FAILED_CANCELED", "upstream_failed", ["FAILED_CANCELED"])

@@ -15,7 +15,11 @@ PACKAGES = ("osmo", "pools", "workflows", "scheduler", "dashboard")
 LOCAL_IMPORTS_ALLOWED = {
     # Run after django.setup() in the standalone process, which must configure Django first.
     ("osmo.standalone", "osmo.accounts.services"),
-    ("osmo.standalone", "scheduler.demo"),
+    ("osmo.standalone", "scheduler.backends.embedded.demo"),
+    ("osmo.standalone", "scheduler.backends.spec"),
+    # A backend's spec is a value the spawned scheduler process builds before django.setup():
+    # its module reads Backend rows only when asked for one.
+    ("scheduler.backends.spec", "scheduler.models"),
     # The spawned scheduler process imports the backend only after django.setup().
     ("scheduler.backends.kubernetes.scheduler_process", "scheduler.backends.kubernetes.runner"),
     # AppConfig.ready() connects an app's ports and subscriptions once the registry is ready.

@@ -12,7 +12,7 @@ from django.core import signals
 from django.db import close_old_connections
 from django.utils import timezone
 
-from scheduler.sim_logs import SimulatedOutput
+from scheduler.backends.embedded.sim_logs import SimulatedOutput
 from tests import factories
 from tests.conftest import make_client
 from tests.scheduler.conftest import add_nodes, cycle, spec, submit
@@ -394,7 +394,7 @@ def test_events_tell_a_workflows_life_in_words(admin, alice):
 def _reason(name: str) -> str:
     from scheduler.models import SchedulerCycle
 
-    gang = next(g for g in SchedulerCycle.objects.get(pk=1).pending_gangs
+    gang = next(g for g in SchedulerCycle.objects.get(backend="default").pending_gangs
                 if g["workflow"] == name)
     return "; ".join(r["message"] for r in gang["reasons"])
 

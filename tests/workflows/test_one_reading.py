@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from scheduler.backends.embedded.snapshot import build_snapshot
 from scheduler.backends.kubernetes.nodes import node_fields
 from scheduler.core.decode import node_allocatable, node_schedulable, pod_of
 from scheduler.podgrouper import group_workload
-from scheduler.snapshot import build_snapshot
 from workflows.models import Task, Workflow
 
 GiB = 2**30

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from osmo.errors import NotFound
 from osmo.streaming import client_gone, text_stream
 
-from .. import logreads, logstore
+from .. import logreads, logstore, ports
 from ..models import Task, TaskStatus, Workflow
 from . import log_serializers as s
 from .views import _workflow
@@ -37,7 +37,7 @@ def _task(workflow: Workflow, name: str | None, retry_id: int | None) -> Task | 
 def _live_copy(workflow: Workflow, task: Task | None):
     """On Kubernetes, running pods' logs reach the store while someone reads them: a reader
     renews the backend's interest (at most every 20 s). None on the embedded cluster."""
-    if settings.OSMO_CLUSTER_BACKEND != "kubernetes":
+    if not ports.scheduling().logs_copied_live():
         return None
     selection = logreads.LogSelection(workflow, task)
     renewed = [0.0]

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
+from scheduler.backends.spec import BackendSpec, default_spec
 
 from .client import PODGROUPS, QUEUES, Kube, lister
 from .informer import Informer
@@ -77,16 +77,17 @@ class ClusterCache:
 
 
 def placement_cache(client_factory: Callable[[], Any], wake: threading.Event, *,
-                    watch_timeout: int) -> ClusterCache:
-    """The placement's cache of our namespace, not yet started: a change worth a cycle sets
-    ``wake``."""
-    scheduler_name = settings.OSMO_SCHEDULER_NAME  # read once: every watch event asks
+                    watch_timeout: int, spec: BackendSpec | None = None) -> ClusterCache:
+    """The placement's cache of ``spec``'s namespace (default: the `default` backend's), not
+    yet started: a change worth a cycle sets ``wake``."""
+    spec = spec or default_spec()
+    scheduler_name = spec.scheduler_name  # read once: every watch event asks
 
     def on_change(informer: str, event_type: str, obj: dict[str, Any] | None) -> None:
         if wakes_scheduler(informer, event_type, obj, scheduler_name):
             wake.set()
 
-    return ClusterCache(lambda: Kube(client_factory()), namespace=settings.OSMO_NAMESPACE,
+    return ClusterCache(lambda: Kube(client_factory()), namespace=spec.namespace,
                         watch_timeout=watch_timeout, on_change=on_change)
 
 

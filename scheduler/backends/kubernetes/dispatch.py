@@ -37,19 +37,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from pools.selectors import served_by_q
+from scheduler.backends.spec import BackendSpec, default_spec
 from scheduler.core.kai_names import (
-    DEFAULT_BACKEND,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     WORKFLOW_NAME_ANNOTATION,
 )
 from scheduler.kai.sync import KaiSyncError, needs_update, sync_namespace
 from scheduler.kai.workflow_manifests import stored_spec
-from scheduler.models import GroupDispatch
+from scheduler.models import Backend, GroupDispatch
 from workflows import lifecycle
 from workflows.models import ALIVE_WORKFLOW_STATUSES, TaskStatus, WorkflowGroup
 from workflows.spec import WorkflowSpec
@@ -162,11 +162,11 @@ class Dispatcher:
 
     def __init__(self, kube: Kube, *, namespace: str | None = None, batch: int = 50,
                  max_batch: int = 400, base_delay: float = 2.0, max_delay: float = 300.0,
-                 workers: int = POOL_SIZE):
+                 workers: int = POOL_SIZE, spec: BackendSpec | None = None):
         self.kube = kube
-        self.namespace = namespace or settings.OSMO_NAMESPACE
-        # The runner follows the settings, which describe the `default` backend's cluster.
-        self.backend = DEFAULT_BACKEND
+        self.spec = spec or default_spec()
+        self.namespace = namespace or self.spec.namespace
+        self.backend = self.spec.name  # only groups of pools it serves; recorded on the group
         self.batch = batch
         self.max_batch = max(batch, max_batch)
         self.workers = workers
@@ -178,12 +178,15 @@ class Dispatcher:
     # --- selection ---------------------------------------------------------------------------
     def runnable(self, now: datetime, *, limit: int | None = None, exclude=()):
         """Up to ``limit`` (else ``batch``) runnable groups, oldest workflow first, without
-        those of ``exclude`` (a batch whose creates are still running)."""
+        those of ``exclude`` (a batch whose creates are still running); only groups of pools
+        that name this backend, and none while it is under maintenance."""
         applied = GroupDispatch.objects.filter(group=OuterRef("pk"), applied_at__isnull=False)
         waiting = GroupDispatch.objects.filter(group=OuterRef("pk"), next_attempt_at__gt=now)
         return (WorkflowGroup.objects
                 .filter(status=TaskStatus.SCHEDULING,
                         workflow__status__in=ALIVE_WORKFLOW_STATUSES)
+                .filter(served_by_q(self.backend, pool_field="workflow__pool"))
+                .filter(~Exists(Backend.objects.filter(name=self.backend, maintenance=True)))
                 .filter(~Exists(applied), ~Exists(waiting))
                 .exclude(pk__in=list(exclude))
                 .select_related("workflow__pool")

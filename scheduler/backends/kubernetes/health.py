@@ -14,22 +14,24 @@ import socket
 import threading
 from datetime import timedelta
 
-from django.conf import settings
 from django.utils import timezone
 
+from scheduler.backends.spec import default_spec
+from scheduler.core.kai_names import DEFAULT_BACKEND
 from scheduler.models import ClusterBackendStatus
 
 HEARTBEAT_SECONDS = 5.0
 
 
 def stale_after() -> float:
-    return max(30.0, 5 * settings.OSMO_K8S_INTERVAL)
+    return max(30.0, 5 * default_spec().interval)
 
 
 class Health:
-    """What the leader's threads last saw; written to the database by the main loop."""
+    """What the leader's threads last saw; written to ``backend``'s row by the main loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, backend: str = DEFAULT_BACKEND) -> None:
+        self.backend = backend
         self._lock = threading.Lock()
         self._parts: dict[str, tuple[bool, str]] = {}
         self._written: tuple[bool, str] | None = None
@@ -50,14 +52,19 @@ class Health:
         state = self.state()
         if state == self._written and monotonic_now - self._written_at < HEARTBEAT_SECONDS:
             return
-        ClusterBackendStatus.objects.update_or_create(pk=1, defaults={
+        ClusterBackendStatus.objects.update_or_create(backend=self.backend, defaults={
             "ok": state[0], "detail": state[1][:2000], "checked_at": timezone.now(),
             "leader": socket.gethostname()})
         self._written, self._written_at = state, monotonic_now
 
 
-def cluster_ok() -> bool:
-    """True when the backend leader reached the API server recently."""
-    row = ClusterBackendStatus.objects.filter(pk=1).first()
+def cluster_reported() -> bool:
+    """`GET /api/health` reports a `cluster` part: the `default` backend is a Kubernetes one."""
+    return default_spec().is_kubernetes
+
+
+def cluster_ok(backend: str = DEFAULT_BACKEND) -> bool:
+    """True when ``backend``'s leader reached the API server recently."""
+    row = ClusterBackendStatus.objects.filter(backend=backend).first()
     return bool(row and row.ok and
                 row.checked_at >= timezone.now() - timedelta(seconds=stale_after()))

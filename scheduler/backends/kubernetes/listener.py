@@ -21,9 +21,9 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
+from scheduler.backends.spec import BackendSpec, default_spec
 from scheduler.core.kai_names import PODGROUP_ANNOTATION
 from workflows import lifecycle, selectors
 from workflows.models import ALIVE_TASK_STATUSES, FINAL_TASK_STATUSES, Task
@@ -41,12 +41,12 @@ BATCH = 500  # pods of a re-list applied in one transaction
 
 class PodListener(ListWatch):
     def __init__(self, kube: Kube, *, namespace: str | None = None,
-                 watch_timeout: int | None = None):
+                 watch_timeout: int | None = None, spec: BackendSpec | None = None):
         super().__init__()
         self.kube = kube
-        self.namespace = namespace or settings.OSMO_NAMESPACE
-        self.watch_timeout = settings.OSMO_K8S_WATCH_TIMEOUT if watch_timeout is None \
-            else watch_timeout
+        self.spec = spec or default_spec()
+        self.namespace = namespace or self.spec.namespace
+        self.watch_timeout = self.spec.watch_timeout if watch_timeout is None else watch_timeout
         self.reasons_changed = False
         self.logs = PodLogs(kube, namespace=self.namespace)
 
@@ -88,7 +88,7 @@ class PodListener(ListWatch):
             if observation.status == "SCHEDULING":
                 # KAI's reasons ride on the pods; our own scheduler publishes its own.
                 why = status.reasons_of(observation)
-                if settings.OSMO_PLACEMENT != "osmo" and reasons.group_reasons_record(
+                if not self.spec.places_pods and reasons.group_reasons_record(
                         workflow_name=workflow_name, task_name=task_name, reasons=why):
                     self.reasons_changed = True
                     reasons.unschedulable_event(workflow_name=workflow_name,
@@ -107,7 +107,7 @@ class PodListener(ListWatch):
         """KAI's eviction of a deleted pod's PodGroup, read from its Events — only for a pod
         that ended without saying why (no final phase, no preemption condition) under KAI,
         while its task is alive (a canceled group's pods cost no read)."""
-        if settings.OSMO_PLACEMENT == "osmo":
+        if self.spec.places_pods:
             return None
         probe = status.observe(pod, deleted=True)
         if probe is None or probe.reason != "pod_deleted" or not selectors.task_alive(

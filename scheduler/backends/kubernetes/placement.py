@@ -20,7 +20,7 @@ from django.conf import settings
 
 from scheduler.core import SchedulerConfig, run_cycle
 from scheduler.core.results import CycleResult
-from scheduler.snapshot import scheduler_config
+from scheduler.cycle_config import scheduler_config
 from scheduler.usage import queue_usage
 
 from .applier import Applier

@@ -9,10 +9,10 @@ from __future__ import annotations
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler.core.kai_names import queue_name_for
-from scheduler.cycle_record import CycleRecord, PendingGang, cycle_record_write
+from pools.selectors import served_by_q
+from scheduler.core.kai_names import DEFAULT_BACKEND, queue_name_for
+from scheduler.cycle_record import CycleRecord, PendingGang, cycle_record_write, waiting_words
 from scheduler.models import GroupDispatch
-from scheduler.services import waiting_words
 from workflows import logstore
 from workflows.models import Task, TaskStatus
 
@@ -48,15 +48,17 @@ def preempted_event(*, workflow_name: str, task_name: str, eviction) -> None:
                                                f"KAI {eviction.action}{by}")])
 
 
-def pending_publish(*, previous: tuple | None = None) -> tuple[PendingGang, ...]:
+def pending_publish(*, previous: tuple | None = None,
+                    backend: str = DEFAULT_BACKEND) -> tuple[PendingGang, ...]:
     """Write KAI's reasons of the still-pending groups where ``explain`` and
     ``GET /api/scheduler/status`` read the scheduler's: the ``SchedulerCycle`` row (on this
     backend the embedded loop never writes it). A group the cluster has not accepted yet shows
     the dispatch error instead (code ``dispatch_failed``). Skipped when nothing changed since
-    ``previous``; returns what is published."""
+    ``previous``; returns what is published. Only ``backend``'s groups, on its row."""
     rows = (GroupDispatch.objects.filter(group__status=TaskStatus.SCHEDULING,
                                          cleaned_at__isnull=True)
             .filter(~Q(reasons=[]) | Q(applied_at__isnull=True) & ~Q(last_error=""))
+            .filter(served_by_q(backend, pool_field="group__workflow__pool"))
             .select_related("group__workflow__pool").order_by("pk"))
     pending = tuple(
         PendingGang(podgroup=row.group.podgroup, workflow=row.group.workflow.name,
@@ -67,5 +69,5 @@ def pending_publish(*, previous: tuple | None = None) -> tuple[PendingGang, ...]
         for row in rows)
     if pending != previous:
         cycle_record_write(CycleRecord(at=timezone.now(), duration_ms=0.0,
-                                       pending_gangs=pending))
+                                       pending_gangs=pending), backend=backend)
     return pending

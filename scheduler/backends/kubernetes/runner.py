@@ -1,16 +1,20 @@
 """The backend process: one active instance, elected with a PostgreSQL advisory lock (the
-pattern of :mod:`scheduler.loop`, with a lock of its own so it never waits for a scheduler
+pattern of :mod:`..embedded.loop`, with a lock of its own so it never waits for a scheduler
 loop). The leader runs, until it stops or loses its session:
 
 - a listener thread: LIST + WATCH of our pods → task statuses (:mod:`.listener`);
-- the main loop, every ``OSMO_K8S_INTERVAL`` seconds or as soon as a NOTIFY arrives on
+One process serves one backend (:class:`~scheduler.backends.spec.BackendSpec`, ``--backend
+NAME``, default ``default`` as the settings describe it), with a leader lock of that backend's
+own, so the processes of two backends never exclude each other.
+
+- the main loop, every ``spec.interval`` seconds or as soon as a NOTIFY arrives on
   :data:`scheduler.backends.WAKE_CHANNEL` (LISTENed on the leader's own connection): end the
   groups past their exec_timeout / queue_timeout, dispatch runnable groups, clean up ended
   ones (timed-out groups' pods included), sweep archived pools, publish KAI's pending reasons;
-  every ``OSMO_K8S_RESYNC_INTERVAL`` seconds also the node inventory, a sweep of leftovers and
+  every ``spec.resync_interval`` seconds also the node inventory, a sweep of leftovers and
   a full re-list of the pods (not when the listener listed them in the last half interval, as
   it does at a start);
-- with ``OSMO_PLACEMENT=osmo``, the scheduler (a child process under ``run_k8s_backend``, a
+- with ``placement: osmo``, the scheduler (a child process under ``run_k8s_backend``, a
   thread when asked): informers of Nodes, Pods, PodGroups, Queues and Topologies, and a
   scheduling cycle (:mod:`.placement`) whenever they change, its figures on the
   ``SchedulerCycle`` row (``GET /api/scheduler/status``, ``explain``). Only the leader runs
@@ -30,6 +34,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,7 +45,8 @@ from django.db import connection
 from scheduler import metrics as scheduler_metrics
 from scheduler import services
 from scheduler.backends import WAKE_CHANNEL
-from scheduler.core.kai_names import WORKFLOW_NAME_ANNOTATION
+from scheduler.backends.spec import DEFAULT_K8S_LOCK, BackendSpec, default_spec
+from scheduler.core.kai_names import DEFAULT_BACKEND, WORKFLOW_NAME_ANNOTATION
 from scheduler.cycle_record import CycleRecord, cycle_record_write, queue_figures
 from scheduler.leader import LeaderLock
 from workflows.selectors import workflows_not_started
@@ -58,7 +64,7 @@ from .reporter import pending_gangs
 
 logger = logging.getLogger(__name__)
 
-K8S_LEADER_LOCK = 0x05_1EAE
+K8S_LEADER_LOCK = DEFAULT_K8S_LOCK  # the `default` backend's; others: BackendSpec.leader_lock
 BACKOFF_START, BACKOFF_MAX = 1.0, 60.0
 MAX_BATCHES = 20  # dispatch batches in one pass while groups keep becoming runnable
 CYCLE_GAP = 0.05  # seconds at least between two scheduling cycles (events arrive in bursts)
@@ -96,8 +102,9 @@ def first_binds(placement: Placement, seen: dict[str, None]) -> list[tuple[str, 
     return found
 
 
-def publish_cycle(placement: Placement, figures) -> None:
-    """The cycle's figures where ``GET /api/scheduler/status`` and ``explain`` read them."""
+def publish_cycle(placement: Placement, figures, backend: str | None = None) -> None:
+    """The cycle's figures where ``GET /api/scheduler/status`` and ``explain`` read them
+    (the row of ``backend``, default the `default` one)."""
     metrics = {**figures.to_dict(), "cycles": placement.cycles,
                "bound_total": placement.bound_total,
                "api_calls_total": dict(sorted(placement.totals.items())),
@@ -106,7 +113,7 @@ def publish_cycle(placement: Placement, figures) -> None:
         at=datetime.fromtimestamp(figures.at, tz=UTC), duration_ms=figures.duration_ms,
         bound=figures.bound, evicted=figures.evicted,
         queues=queue_figures(placement.last_result), pending_gangs=pending_gangs(placement),
-        metrics=metrics))
+        metrics=metrics), backend=backend or DEFAULT_BACKEND)
     scheduler_metrics.record_cycle(
         snapshot=figures.snapshot_ms / 1000, decide=figures.decide_ms / 1000,
         apply=figures.apply_ms / 1000, bound=figures.bound,
@@ -121,6 +128,7 @@ def cycle_gap(figures) -> float:
     return (figures.snapshot_ms + figures.decide_ms) / 1000
 
 
+# Settings the scheduler's own process takes from its parent (a test's overrides included).
 CHILD_SETTINGS = ("OSMO_NAMESPACE", "OSMO_SCHEDULER_NAME", "OSMO_PLACEMENT",
                   "OSMO_KAI_KUBECONFIG")
 
@@ -129,20 +137,24 @@ def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interv
                    watch_timeout: int, client_factory: Callable[[], Any],
                    backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_MAX),
                    report: Callable[[bool, str], None] | None = None, holder=None,
-                   publish: Callable[[Placement, Any], None] = publish_cycle,
-                   cache: ClusterCache | None = None) -> None:
+                   publish: Callable[[Placement, Any], None] | None = None,
+                   cache: ClusterCache | None = None, spec: BackendSpec | None = None) -> None:
     """Informers into a cache, then a cycle whenever the cache changed in a way that matters
     (at most every ``CYCLE_GAP`` seconds, and computing — snapshot and decision — never more
     than half of the time: a stream of new pods then meets cycles that each take more of them,
     rather than back-to-back cycles taking the CPU the pods' submissions need; at least every
     ``interval``), each cycle's figures handed to ``publish`` (written to the
-    ``SchedulerCycle`` row). ``cache``: one already started (:func:`.scheduler_process.main`
-    starts it before Django loads), waking ``wake``."""
+    ``SchedulerCycle`` row of ``spec``'s backend). ``cache``: one already started
+    (:func:`.scheduler_process.main` starts it before Django loads), waking ``wake``."""
+    spec = spec or default_spec()
+    if publish is None:
+        def publish(placement: Placement, figures) -> None:
+            publish_cycle(placement, figures, spec.name)
     if cache is None:
-        cache = placement_cache(client_factory, wake, watch_timeout=watch_timeout)
+        cache = placement_cache(client_factory, wake, watch_timeout=watch_timeout, spec=spec)
         cache.start(running, report=report)
     kube = Kube(client_factory())
-    placement = Placement(kube, cache)
+    placement = Placement(kube, cache, scheduler_name=spec.scheduler_name)
     if holder is not None:
         holder.placement = placement
     delay = backoff[0]
@@ -198,10 +210,10 @@ def placement_process(stop, parent: int, config: dict, cache: ClusterCache,
         wake.set()
 
     threading.Thread(target=watch_stop, daemon=True).start()
-    placement_loop(running, wake, interval=config["interval"],
-                   watch_timeout=config["watch_timeout"],
-                   client_factory=lambda: api_client(kubeconfig=config["kubeconfig"]),
-                   backoff=config["backoff"], cache=cache)
+    spec = BackendSpec(**config["spec"])
+    placement_loop(running, wake, interval=spec.interval, watch_timeout=spec.watch_timeout,
+                   client_factory=lambda: api_client(kubeconfig=spec.kubeconfig),
+                   backoff=config["backoff"], cache=cache, spec=spec)
 
 
 class BackendRunner:
@@ -209,26 +221,33 @@ class BackendRunner:
                  watch_timeout: int | None = None, poll: float = 1.0,
                  client_factory: Callable[[], Any] | None = None,
                  backoff_start: float = BACKOFF_START, backoff_max: float = BACKOFF_MAX,
-                 placement_process: bool = False, kubeconfig: str | None = None):
-        self.interval = settings.OSMO_K8S_INTERVAL if interval is None else interval
-        self.resync = settings.OSMO_K8S_RESYNC_INTERVAL if resync is None else resync
+                 placement_process: bool = False, kubeconfig: str | None = None,
+                 spec: BackendSpec | None = None):
+        spec = spec or default_spec()
+        if kubeconfig:
+            spec = spec.with_(kubeconfig=kubeconfig)
+        if watch_timeout is not None:
+            spec = spec.with_(watch_timeout=watch_timeout)
+        self.spec = spec
+        self.interval = spec.interval if interval is None else interval
+        self.resync = spec.resync_interval if resync is None else resync
         self.watch_timeout = watch_timeout
         self.poll = poll
-        self.client_factory = client_factory or api_client
+        self.client_factory = client_factory or (lambda: api_client(kubeconfig=spec.kubeconfig))
         self.backoff_start, self.backoff_max = backoff_start, backoff_max
         self.stopping = False
-        self.leader = LeaderLock(K8S_LEADER_LOCK, name="k8s backend", poll=poll,
+        self.leader = LeaderLock(spec.leader_lock, name=f"k8s backend {spec.name}", poll=poll,
                                  listen=WAKE_CHANNEL)
-        self.health = Health()
+        self.health = Health(spec.name)
         self.listener: PodListener | None = None
         self._leading = threading.Event()
-        self.placing = settings.OSMO_PLACEMENT == "osmo"
+        self.placing = spec.places_pods
         self.placement_process = placement_process
-        self.kubeconfig = kubeconfig
+        self.kubeconfig = spec.kubeconfig
         self.placement: Placement | None = None
         self._wake = threading.Event()
 
-    # --- leadership (as scheduler.loop) ------------------------------------------------------
+    # --- leadership (as the embedded loop) ------------------------------------------------
     def stop(self, *_args) -> None:
         self.stopping = True
         self._leading.clear()
@@ -283,7 +302,9 @@ class BackendRunner:
             placer = threading.Thread(target=self._place, name="osmo-scheduler", daemon=True)
             placer.start()
         kube = Kube(self.client_factory())
-        dispatcher, cleaner, logs = Dispatcher(kube), Cleaner(kube), PodLogs(kube)
+        namespace = self.spec.namespace
+        dispatcher = Dispatcher(kube, namespace=namespace, spec=self.spec)
+        cleaner, logs = Cleaner(kube, namespace=namespace), PodLogs(kube, namespace=namespace)
         next_resync, delay, published = 0.0, self.backoff_start, None
         pools: set[str] = set()
         try:
@@ -307,8 +328,9 @@ class BackendRunner:
                     logs.copy_wanted()  # live lines of the running tasks someone reads
                     if self.listener is not None:
                         self.listener.reasons_changed = False
-                    if not self.placing:  # with OSMO_PLACEMENT=osmo the cycle publishes
-                        published = reasons.pending_publish(previous=published)
+                    if not self.placing:  # with placement osmo the cycle publishes
+                        published = reasons.pending_publish(previous=published,
+                                                            backend=self.spec.name)
                     self.health.report("api", True)
                     delay = self.backoff_start
                 except (ClusterUnavailable, *api_errors()) as exc:
@@ -344,7 +366,8 @@ class BackendRunner:
 
     def _listen(self) -> None:
         kube = Kube(self.client_factory())
-        self.listener = listener = PodListener(kube, watch_timeout=self.watch_timeout)
+        self.listener = listener = PodListener(kube, watch_timeout=self.spec.watch_timeout,
+                                               spec=self.spec)
         delay = self.backoff_start
         try:
             while not self.stopping and self._leading.is_set():
@@ -370,7 +393,7 @@ class BackendRunner:
             kube.close()
             connection.close()
 
-    # --- OSMO_PLACEMENT=osmo: the scheduler ------------------------------------------------
+    # --- placement osmo: the scheduler ------------------------------------------------
     def _place(self) -> None:
         """The scheduler while leading: in this process (a thread), or in a child process of
         its own (``placement_process``: the cycles then do not share this process's
@@ -379,12 +402,12 @@ class BackendRunner:
         running = lambda: not self.stopping and self._leading.is_set()  # noqa: E731
         if not self.placement_process:
             placement_loop(running, self._wake, interval=self.interval,
-                           watch_timeout=self.watch_timeout or settings.OSMO_K8S_WATCH_TIMEOUT,
+                           watch_timeout=self.spec.watch_timeout,
                            client_factory=self.client_factory, backoff=(self.backoff_start,
                                                                          self.backoff_max),
                            report=lambda ok, detail: self.health.report("scheduler", ok,
                                                                         detail),
-                           holder=self)
+                           holder=self, spec=self.spec)
             return
         context = multiprocessing.get_context("spawn")
         delay = self.backoff_start
@@ -404,10 +427,8 @@ class BackendRunner:
         child = context.Process(target=scheduler_process.main, name="osmo-scheduler",
                                 daemon=True,
                                 args=(stop, os.getpid(), {
-                                    "interval": self.interval,
-                                    "watch_timeout": self.watch_timeout
-                                    or settings.OSMO_K8S_WATCH_TIMEOUT,
-                                    "kubeconfig": self.kubeconfig,
+                                    "spec": {**asdict(self.spec),
+                                             "interval": self.interval},
                                     "backoff": (self.backoff_start, self.backoff_max),
                                     "settings": {name: getattr(settings, name)
                                                  for name in CHILD_SETTINGS},

@@ -1,4 +1,4 @@
-"""The entry point of the scheduler's own process (``OSMO_PLACEMENT=osmo``, spawned by the
+"""The entry point of the scheduler's own process (``placement: osmo``, spawned by the
 backend leader): nothing here touches the ORM before ``django.setup()``, so the spawned
 interpreter can import it first.
 
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from django.conf import settings
 
 from osmo import process_gc
+from scheduler.backends.spec import BackendSpec
 
 from .cache import placement_cache
 from .client import api_client
@@ -31,8 +32,9 @@ def start_cache(config: dict, running: Callable[[], bool]):
     for name, value in config["settings"].items():
         setattr(settings, name, value)
     wake = threading.Event()
-    cache = placement_cache(lambda: api_client(kubeconfig=config["kubeconfig"]), wake,
-                            watch_timeout=config["watch_timeout"])
+    spec = BackendSpec(**config["spec"])
+    cache = placement_cache(lambda: api_client(kubeconfig=spec.kubeconfig), wake,
+                            watch_timeout=spec.watch_timeout, spec=spec)
     cache.start(running)
     return cache, wake
 

@@ -7,9 +7,9 @@ plan without writing. Runs whether or not ``OSMO_KAI_SYNC`` is on: asking is con
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from scheduler.backends.spec import default_spec
 from scheduler.kai.sync import KaiSyncError, custom_objects_api, sync_namespace
 
 
@@ -20,12 +20,12 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true",
                             help="Print the plan, change nothing.")
         parser.add_argument("--namespace", default=None,
-                            help="OSMO namespace (default: OSMO_NAMESPACE).")
+                            help="OSMO namespace (default: the default backend's).")
         parser.add_argument("--kubeconfig", default=None, help="kubeconfig file.")
         parser.add_argument("--context", default=None, help="kubeconfig context.")
 
     def handle(self, *args, **options) -> None:
-        namespace = options["namespace"] or settings.OSMO_NAMESPACE
+        namespace = options["namespace"] or default_spec().namespace
         try:
             api = custom_objects_api(kubeconfig=options["kubeconfig"],
                                      context=options["context"])

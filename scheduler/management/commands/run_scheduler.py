@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand
 
 from osmo import process_gc
 from osmo.observability.server import serve_if_configured
-from scheduler.loop import SchedulerLoop
+from scheduler.backends.embedded.loop import SchedulerLoop
 
 
 class Command(BaseCommand):

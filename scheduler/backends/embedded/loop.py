@@ -10,8 +10,10 @@ import time
 from django.conf import settings
 from django.db import connection
 
-from . import services
-from .leader import LeaderLock
+from scheduler.backends.spec import default_spec
+from scheduler.leader import LeaderLock
+
+from . import cycle
 from .sim_logs import SimulatedOutput
 
 logger = logging.getLogger(__name__)
@@ -40,15 +42,20 @@ class SchedulerLoop:
                 started = time.monotonic()
                 if self.interval > 0:
                     try:
-                        summary = services.cycle_run()
-                        if summary.bound or summary.evicted or summary.completed:
-                            logger.info("cycle", extra={"event": summary.as_dict()})
+                        self.cycles()
                     except Exception:  # noqa: BLE001 - a failed cycle rolls back; try again
                         logger.exception("scheduler: cycle failed")
                         connection.close()
                     self._print()
                 time.sleep(self.pause(time.monotonic() - started))
         self.leader.release()
+
+    def cycles(self) -> None:
+        """A cycle per embedded backend, each on its own nodes (a pool listing several gets
+        them in its order, see :mod:`.snapshot`)."""
+        summary = cycle.cycles_run()
+        if summary.bound or summary.evicted or summary.completed:
+            logger.info("cycle", extra={"event": summary.as_dict()})
 
     def pause(self, took: float) -> float:
         """Seconds to sleep after a cycle that took `took`: a cycle every interval, and
@@ -61,7 +68,7 @@ class SchedulerLoop:
 
     def _print(self) -> None:
         """The embedded cluster's tasks print their lines (not on Kubernetes: pods do)."""
-        if settings.OSMO_CLUSTER_BACKEND != "embedded":
+        if not default_spec().is_embedded:
             return
         try:
             self.output.step()

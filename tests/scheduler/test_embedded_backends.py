@@ -1,0 +1,109 @@
+"""Several embedded backends side by side: each its own nodes and its own cycle. A group of a
+pool is placed only on nodes of a backend its pool names (subpools inherit), the first that
+fits in the pool's order; a gang never spans two backends; every backend has its cycle row."""
+
+from __future__ import annotations
+
+import pytest
+
+from pools.models import Pool
+from scheduler.models import SchedulerCycle
+from tests import factories
+from workflows.models import Task, WorkflowGroup
+
+from .conftest import cycle, spec, submit
+
+pytestmark = pytest.mark.django_db
+
+
+def embedded_backend(admin, name: str, gpus: int = 8) -> None:
+    response = admin.post(f"/api/configs/backend/{name}", {"kind": "embedded"}, format="json")
+    assert response.status_code == 201, response.json()
+    response = admin.post("/api/cluster/nodes", {"name": f"{name}-0", "gpus": gpus, "cpu": 64,
+                                                 "memory": "512Gi", "backend": name},
+                          format="json")
+    assert response.status_code == 201, response.json()
+
+
+def pool_on(name: str, *backends: str) -> None:
+    factories.pool(name, 64)
+    Pool.objects.filter(name=name, parent__isnull=True).update(backends=list(backends))
+
+
+def placed(name: str) -> tuple[str | None, list[str]]:
+    """(the group's backend, its tasks' nodes)."""
+    group = WorkflowGroup.objects.get(workflow__name=name)
+    return group.backend, list(Task.objects.filter(group=group).order_by("position")
+                               .values_list("node_name", flat=True))
+
+
+@pytest.fixture
+def fleet(admin):
+    embedded_backend(admin, "a")
+    embedded_backend(admin, "b")
+    pool_on("team-a", "a")
+    pool_on("team-b", "b")
+    pool_on("team-c", "a", "b")
+    pool_on("team-d", "b", "a")
+
+
+def pending_on(backend: str) -> list[str]:
+    return [gang["workflow"] for gang in
+            SchedulerCycle.objects.get(backend=backend).pending_gangs]
+
+
+def test_gangs_land_only_on_the_backends_their_pool_names(admin, alice, fleet):
+    on_a = submit(alice, "team-a", spec("full-a", 8))
+    also_a = submit(alice, "team-a", spec("more-a", 4))  # a is full; b is free but not A's
+    on_c = submit(alice, "team-c", spec("gang-c", 4, tasks=2))  # a full: the next, b
+    assert cycle(admin)["bound"] == 3
+    assert placed(on_a) == ("a", ["a-0"])
+    assert placed(on_c) == ("b", ["b-0", "b-0"])
+    assert placed(also_a) == (None, [""])
+    assert set(pending_on("a")) == {also_a, on_c}  # a had no room for C: b took it
+    assert pending_on("b") == []
+    assert set(SchedulerCycle.objects.values_list("backend", flat=True)) == {"a", "b",
+                                                                            "default"}
+    assert cycle(admin)["bound"] == 0  # nothing moves on the next round
+    assert placed(also_a) == (None, [""])
+    assert pending_on("a") == [also_a]  # C's gang is b's now: a no longer considers it
+
+
+def test_a_pool_on_both_takes_the_first_in_its_order_that_fits(admin, alice, fleet):
+    first_a = submit(alice, "team-c", spec("c-first", 4))
+    first_b = submit(alice, "team-d", spec("d-first", 4))
+    assert cycle(admin)["bound"] == 2
+    assert placed(first_a) == ("a", ["a-0"])
+    assert placed(first_b) == ("b", ["b-0"])
+
+
+def test_a_gang_is_never_split_across_backends(admin, alice, fleet):
+    submit(alice, "team-a", spec("half-a", 4))
+    submit(alice, "team-b", spec("half-b", 4))
+    assert cycle(admin)["bound"] == 2
+    # 4 GPUs free on each backend: 8 in all, but no one backend has them.
+    gang = submit(alice, "team-c", spec("gang", 4, tasks=2))
+    for _ in range(3):
+        assert cycle(admin)["bound"] == 0
+    assert placed(gang) == (None, ["", ""])
+    assert gang in pending_on("a") and gang in pending_on("b")
+
+
+def test_a_subpool_inherits_its_parents_backends(admin, alice, fleet):
+    parent = Pool.objects.get(name="team-b", parent__isnull=True)
+    factories.subpool(parent, "child", 8)
+    name = submit(alice, "team-b--child", spec("child", 2))
+    assert cycle(admin)["bound"] == 1
+    assert placed(name) == ("b", ["b-0"])
+
+
+def test_the_default_backend_places_nothing_of_a_pool_that_does_not_name_it(admin, alice,
+                                                                              fleet):
+    admin.post("/api/cluster/nodes", {"name": "d-0", "gpus": 8, "cpu": 64, "memory": "512Gi"},
+               format="json")
+    name = submit(alice, "team-a", spec("a-only", 8))
+    other = submit(alice, "team-a", spec("a-next", 8))  # a full, default free: stays pending
+    assert cycle(admin)["bound"] == 1
+    assert placed(name) == ("a", ["a-0"])
+    assert placed(other) == (None, [""])
+    assert pending_on("default") == []

@@ -14,6 +14,8 @@ from pools.models import Pool
 from pools.services import subpool_archive_if_drained
 from scheduler import services
 from scheduler.backends.kubernetes import reasons
+from scheduler.backends.kubernetes.nodes import inventory
+from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME, RACK_LABEL, ZONE_LABEL
 from scheduler.models import GroupDispatch
 from tests import factories
 from tests.dashboard.conftest import session_client
@@ -247,3 +249,38 @@ def test_a_deleted_subpool_is_archived_once_kai_s_pods_are_gone(kai_cluster, bac
     assert backend.cleanup() == 1
     assert cluster.get("podgroups", f"{name}-g") is None
     assert Pool.objects.get(pk=sub.pk).subpool_state == "ARCHIVED"
+
+
+SUBGROUP_RACKS = """
+workflow:
+  name: racked
+  groups:
+  - name: g
+    scheduling:
+      subGroups:
+      - {name: a, minMember: 2, topologyConstraint: {requiredTopologyLevel: rack}}
+      - {name: b, minMember: 2, topologyConstraint: {requiredTopologyLevel: rack}}
+    tasks:
+    - {name: a, image: x, command: [train], resource: r, replicas: 2, lead: true}
+    - {name: b, image: x, command: [train], resource: r, replicas: 2}
+  resources:
+    r: {gpu: 8, cpu: 2, memory: 8Gi}
+"""
+
+
+def test_each_subgroup_s_rack_constraint_keeps_it_on_one_rack(kai_cluster, backend, cluster,
+                                                              alice, team) -> None:
+    # r2 is one node (first by name): no subgroup of two 8-GPU pods fits there.
+    racks = {"a0": "r2", "b0": "r1", "b1": "r1", "c0": "r3", "c1": "r3"}
+    for node, rack in racks.items():
+        add_node(cluster, node, gpus=8, labels={RACK_LABEL: rack, ZONE_LABEL: "z1"})
+    inventory(backend.kube)
+    name = submit(alice, "team", SUBGROUP_RACKS)
+    assert backend.dispatch().applied == [f"{name}-g"]
+    subgroups = cluster.get("podgroups", f"{name}-g")["spec"]["subGroups"]
+    assert [s["topologyConstraint"] for s in subgroups] == [
+        {"requiredTopologyLevel": RACK_LABEL, "topology": DEFAULT_TOPOLOGY_NAME}] * 2
+    settle(backend, alice, name, ("RUNNING", ["RUNNING"] * 4), cluster)
+    placed = nodes_of(cluster, name)
+    by_subgroup = {s: {racks[placed[f"{name}-g-{s}-{i}"]] for i in range(2)} for s in "ab"}
+    assert sorted(r for rs in by_subgroup.values() for r in rs) == ["r1", "r3"], placed

@@ -9,11 +9,13 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from pools.models import Pool
 from pools.services import subpool_archive_if_drained
 from scheduler import services
 from scheduler.backends.kubernetes import reasons
+from scheduler.backends.kubernetes.kai_readiness import SILENT_AFTER_SECONDS, requirements_missing
 from scheduler.backends.kubernetes.nodes import inventory
 from scheduler.core.kai_names import DEFAULT_TOPOLOGY_NAME, RACK_LABEL, ZONE_LABEL
 from scheduler.models import GroupDispatch
@@ -176,7 +178,10 @@ def test_kai_s_reason_reaches_explain_and_the_workflow_page(kai_cluster, backend
     wait_for(stepped(backend, lambda: GroupDispatch.objects.filter(
         group__workflow__name=name).exclude(reasons=[]).exists()), 20,
         what="KAI's reasons kept")
-    reasons.pending_publish()
+    # KAI answered: no "scheduler silent", however long the group waits.
+    later = timezone.now() + timedelta(seconds=SILENT_AFTER_SECONDS + 1)
+    assert requirements_missing(backend.kube, now=later) == []
+    reasons.pending_publish(now=later)
     (group,) = alice.get(f"/api/workflow/{name}/explain").json()["groups"]
     kai_words = why_pending(cluster)[f"{name}-g-t0"]
     assert [r["message"] for r in group["reasons"]] == [kai_words]

@@ -27,6 +27,10 @@ room for is refused). Scenarios, each on an empty cluster:
   pair's ratio says as much about the minute as about the code. Printed: every run's times,
   then the median and the min–max range of each side and of the ratio, N stated; a target
   is judged on the median ratio.
+  With ``--placement kai``, after those: (1k) the product with ``OSMO_PLACEMENT=kai`` and the
+  real KAI Scheduler v0.17.0 (``../shared/tools/kai``, scheduler + binder) placing the pods,
+  REST → all Running, and (5) KAI alone on the same PodGroups and pods created directly
+  (``schedulerName: kai-scheduler``), start → last binding, beside (1), (3) and (4).
 - ``gang``: one 512-pod gang (1 GPU each, ``minMember`` 512) on 512 nodes × 8 GPUs
   (``--big-nodes``).
 - ``rack``: a 16 × 8-GPU gang that requires one rack, on 512 nodes (32 racks of 16;
@@ -41,6 +45,7 @@ scheduler's bind and delete counts. Then it prints where the time goes and the l
     python benchmarks/k8s_fill.py [fill gang rack] [--nodes 500] [--workflows 4000]
                                   [--clients 8] [--runs 3] [--floor-processes 2,4,8]
                                   [--floor-threads 4] [--no-schedulers] [--big-nodes 512]
+                                  [--placement kai]
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ from benchmarks import cpu  # noqa: E402
 from benchmarks.checks import best_floor, describe_spread, spread  # noqa: E402
 from benchmarks.end_to_end import SPEC  # noqa: E402 - the same one-GPU workflow
 from benchmarks.standalone import Standalone  # noqa: E402
+from scheduler.core.kai_names import BINDREQUEST_API_VERSION  # noqa: E402
 from tests.kube_real.kubelet import (  # noqa: E402 - the tests' kubelet admission
     Admission,
     overcommitted,
@@ -82,6 +88,7 @@ from tests.kube_real.kubelet import (  # noqa: E402 - the tests' kubelet admissi
 NAMESPACE = "osmo"
 SETTLED_CPU = 0.05  # CPU-seconds a second: the API server and etcd are idle
 SCHEDULER = "osmo-scheduler"
+KAI_SCHEDULER = "kai-scheduler"
 RACK = "topology.osmo/rack"
 
 
@@ -318,6 +325,8 @@ def _clean(admin: Admin) -> None:
     """No pod and no PodGroup left in the namespace (the next phase starts on empty nodes)."""
     admin.delete_namespace_pods(NAMESPACE)
     admin.call("DELETE", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups")
+    # KAI's BindRequests name the pods: a later phase's pod of the same name is not to meet one.
+    admin.call("DELETE", f"/apis/{BINDREQUEST_API_VERSION}/namespaces/{NAMESPACE}/bindrequests")
     deadline = time.monotonic() + 120
     while admin.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
                      query=[("limit", "1")])["items"]:
@@ -383,11 +392,13 @@ def _until(done, limit: float, label: str, problems=lambda: []) -> None:
         time.sleep(0.05)
 
 
-def product_phase(server, admin: Admin, args, data_dir: Path) -> dict:
+def product_phase(server, admin: Admin, args, data_dir: Path, placement: str = "osmo") -> dict:
     """(1) ``osmo standalone`` as a user starts it (on a new ``data_dir``), on this cluster:
-    REST → Running."""
+    REST → Running. ``placement`` ``kai``: (1k) the real KAI Scheduler places the pods."""
+    kai = start_kai(server, data_dir.parent / f"{data_dir.name}-kai") if placement == "kai" \
+        else None
     standalone = Standalone(data_dir, {
-        "OSMO_CLUSTER_BACKEND": "kubernetes", "OSMO_PLACEMENT": "osmo",
+        "OSMO_CLUSTER_BACKEND": "kubernetes", "OSMO_PLACEMENT": placement,
         "OSMO_KAI_KUBECONFIG": str(server.backend_kubeconfig)})
     standalone.start()
     standalone.join_database()
@@ -447,13 +458,15 @@ def product_phase(server, admin: Admin, args, data_dir: Path) -> dict:
         if all_running is None or "tasks_running" not in figures:
             problems.append(f"not every pod Running and task RUNNING within {args.limit:g} s")
         calls = (cycle or {}).get("api_calls_total", {})
-        if (cycle or {}).get("bound_total") != args.workflows or calls.get("delete"):
+        if kai is not None:  # KAI binds: our scheduler's cycle record has no figures
+            kai.check()
+        elif (cycle or {}).get("bound_total") != args.workflows or calls.get("delete"):
             problems.append(f"the scheduler bound {(cycle or {}).get('bound_total')} pods and "
                             f"deleted {calls.get('delete', 0)}; expected {args.workflows}, 0")
         if _bindings(requests) != args.workflows:
             problems.append(f"{_bindings(requests)} bindings for {args.workflows} pods")
         problems += verify(admin, count=args.workflows, running=True)
-        report("product", problems)
+        report("product" if kai is None else "product-kai", problems)
         figures.update(
             time=all_running, submitted=submitted, submit_times=submit_times,
             created=sorted(kubelet.created.values()), bound=sorted(kubelet.bound.values()),
@@ -467,7 +480,23 @@ def product_phase(server, admin: Admin, args, data_dir: Path) -> dict:
     finally:
         kubelet.stop()
         standalone.stop()
+        if kai is not None:
+            kai.stop()
     return figures
+
+
+def start_kai(server, run_dir: Path):
+    """The real KAI Scheduler v0.17.0 (scheduler + binder, ``tests/kube_real/kai.py``) on this
+    API server, the namespace as KAI needs it (its root CA's ConfigMap)."""
+    from tests.kube_real.kai import Kai, prepare_namespace
+    from tests.kube_real.kai import unavailable_reason as kai_unavailable
+
+    reason = kai_unavailable()
+    if reason:
+        raise SystemExit(reason)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    prepare_namespace(server, NAMESPACE)
+    return Kai(server, run_dir).start()
 
 
 def floor_jobs(templates: list[dict], nodes: list[str]) -> list[tuple[dict, dict, str]]:
@@ -644,6 +673,31 @@ def osmo_scheduler_phase(server, admin: Admin, args, templates: list[dict]) -> d
     return figures
 
 
+def kai_scheduler_phase(server, admin: Admin, args, templates: list[dict],
+                        run_dir: Path) -> dict:
+    """(5) The real KAI Scheduler v0.17.0 on the same PodGroups and pods, created directly
+    (``schedulerName: kai-scheduler``): start → last binding (its binder posts them)."""
+    objects = []
+    for obj in templates:
+        obj = json.loads(json.dumps(obj))
+        if obj["kind"] == "Pod":
+            obj["spec"]["schedulerName"] = KAI_SCHEDULER
+        objects.append(obj)
+    started: list = []
+
+    def launch():
+        kai = start_kai(server, run_dir / f"kai-alone-{len(started)}")
+        started.append(kai)
+        return kai.processes["kai-scheduler"], kai.stop
+
+    try:
+        return _scheduler_figures("kai-scheduler", server, admin, args, objects, launch)
+    except SystemExit:
+        if started:  # why KAI bound nothing, in its words
+            print("[kai-scheduler] its log's end:\n" + started[-1].log("kai-scheduler")[-4000:])
+        raise
+
+
 def fill(server, admin: Admin, args, run_dir: Path) -> None:
     started = time.perf_counter()
     nodes = admin.nodes(args.nodes)
@@ -651,7 +705,8 @@ def fill(server, admin: Admin, args, run_dir: Path) -> None:
           f"{args.workflows} one-GPU jobs, {args.clients} clients, {args.runs} run(s) of each; "
           f"the floor at {', '.join(map(str, args.floor_processes))} client processes × "
           f"{args.floor_threads} threads; load before: {os.getloadavg()[0]:.1f}", flush=True)
-    runs: dict[str, list[dict]] = {"product": [], "floor": [], "kube": [], "ours": []}
+    runs: dict[str, list[dict]] = {"product": [], "floor": [], "kube": [], "ours": [],
+                                   "product-kai": [], "kai": []}
     templates: list[dict] = []
 
     def run(phase: str, round_: int) -> None:
@@ -659,6 +714,11 @@ def fill(server, admin: Admin, args, run_dir: Path) -> None:
             figures = product_phase(server, admin, args, run_dir / f"osmo-{round_ + 1}")
             if not templates:  # the first product's objects are what the others write
                 templates.extend(figures["templates"])
+        elif phase == "product-kai":
+            figures = product_phase(server, admin, args, run_dir / f"osmo-kai-{round_ + 1}",
+                                    placement="kai")
+        elif phase == "kai":
+            figures = kai_scheduler_phase(server, admin, args, templates, run_dir)
         elif phase == "floor":
             figures = floor_phase(server, admin, args, templates, nodes)
         elif phase == "kube":
@@ -673,11 +733,15 @@ def fill(server, admin: Admin, args, run_dir: Path) -> None:
     # Each compared pair runs in the order A B, then B A, ...: the machine's speed drifts within
     # minutes, and a drift then weighs on both sides of a ratio alike.
     pairs = [("product", "floor")] + ([] if args.no_schedulers else [("kube", "ours")])
+    if "kai" in args.placement:  # after ours: the PodGroups and pods ours wrote are KAI's too
+        pairs += [("product-kai",)] + ([] if args.no_schedulers else [("kai",)])
     for pair in pairs:
         for round_ in range(args.runs):
             for phase in (pair if round_ % 2 == 0 else pair[::-1]):
                 run(phase, round_)
-    print_fill(args, **runs)
+    print_fill(args, runs["product"], runs["floor"], runs["kube"], runs["ours"])
+    if "kai" in args.placement:
+        print_kai(args, runs)
 
 
 def _each(runs: list[dict], figure) -> str:
@@ -759,6 +823,37 @@ def print_fill(args, product: list[dict], floor: list[dict], kube: list[dict],
                   "process's CPU: the osmo-scheduler part of (4) above)")
 
 
+def print_kai(args, runs: dict[str, list[dict]]) -> None:
+    """The same work with the real KAI placing the pods, beside ours and kube-scheduler's."""
+    jobs, product, kai_product = args.workflows, runs["product"], runs["product-kai"]
+    print("\n[fill] with OSMO_PLACEMENT=kai, the real KAI Scheduler v0.17.0 placing:")
+    print(f"  (1k) product, REST → all Running: {_times(kai_product)} s — "
+          f"{_spread_of(kai_product)}; (1) with our scheduler: {_times(product)} s")
+    ratios = _ratios(kai_product, product)
+    print(f"  (1k) / (1): {describe_spread(ratios, digits=2)}; by run "
+          f"{' / '.join(f'{r:.2f}' for r in ratios)}")
+    if runs["kai"]:
+        def rate(figures: dict) -> str:
+            return f"{jobs / figures['time']:.0f}"
+
+        def first(figures: dict) -> str:
+            return f"{figures['first']:.1f}"
+
+        print(f"  (5) KAI alone, start → last binding: {_times(runs['kai'])} s "
+              f"({_each(runs['kai'], rate)} pods/s; first binding "
+              f"{_each(runs['kai'], first)} s); ours (4) {_each(runs['ours'], rate)} pods/s, "
+              f"kube-scheduler (3) {_each(runs['kube'], rate)} pods/s")
+        ratios = _ratios(runs["kai"], runs["ours"])
+        print(f"  KAI's time / ours, start → last binding: {describe_spread(ratios, digits=2)}"
+              f" (KAI's published rig: 4,000 jobs on 500 nodes in 398 s on its own machine)")
+    for index, figures in enumerate(kai_product, 1):
+        _print_product(jobs, index, figures)
+    for index, figures in enumerate(runs["kai"], 1):
+        requests = figures["requests"]
+        print(f"  API server requests, kai-scheduler run {index}: {sum(requests.values())} — "
+              + ", ".join(f"{k} {v}" for k, v in requests.most_common(6)))
+
+
 def _print_product(jobs: int, index: int, product: dict) -> None:
     start, submit_times = product["start"], sorted(product["submit_times"])
     print(f"\n[fill] where the product's time goes, run {index}:")
@@ -773,9 +868,10 @@ def _print_product(jobs: int, index: int, product: dict) -> None:
     print(f"  a pod waits a median {product['created_to_bound'] * 1000:.0f} ms from its creation "
           f"to its binding; every task RUNNING in the database at "
           f"{product['tasks_running']:.1f} s")
-    cycle = product["cycle"]
-    print(f"  the scheduler: {cycle.get('cycles')} cycles, ms in them "
-          f"{cycle.get('time_total_ms')}, its API calls {cycle.get('api_calls_total', {})}")
+    cycle = product["cycle"] or {}
+    if cycle.get("cycles"):  # with OSMO_PLACEMENT=kai, KAI's cycles are not ours to count
+        print(f"  the scheduler: {cycle.get('cycles')} cycles, ms in them "
+              f"{cycle.get('time_total_ms')}, its API calls {cycle.get('api_calls_total', {})}")
     requests = product["requests"]
     print(f"  API server requests: {sum(requests.values())} — "
           + ", ".join(f"{k} {v}" for k, v in requests.most_common(6)))
@@ -962,6 +1058,11 @@ def main() -> None:
                         help="fill: keep-alive connections of each floor client process")
     parser.add_argument("--big-nodes", type=int, default=512,
                         help="gang, rack: the nodes (the gang's pods; racks of 16)")
+    parser.add_argument("--placement", type=lambda text: set(text.split(",")),
+                        default={"osmo"},
+                        help="fill: 'kai' (or 'osmo,kai') also runs the product with "
+                             "OSMO_PLACEMENT=kai and the real KAI Scheduler alone on the "
+                             "same pods")
     parser.add_argument("--no-schedulers", action="store_true",
                         help="fill: only the product and the floor, not (3) and (4)")
     args = parser.parse_args()

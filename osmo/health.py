@@ -34,6 +34,14 @@ def cluster_ok() -> bool:
         return False
 
 
+def placement_missing() -> list[dict[str, str]]:
+    try:
+        return ports.cluster().placement_missing()
+    except Exception:  # noqa: BLE001 - the database's part already says why
+        connection.close_if_unusable_or_obsolete()
+        return []
+
+
 def broker_ok() -> bool:
     import redis
 
@@ -65,6 +73,16 @@ class BackendHealthSerializer(serializers.Serializer):
                                    "embedded backend needs none).")
 
 
+class PlacementMissingSerializer(serializers.Serializer):
+    requirement = serializers.ChoiceField(choices=["crd", "priorityclass", "scheduler"])
+    detail = serializers.CharField()
+
+
+class PlacementHealthSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    missing = PlacementMissingSerializer(many=True)
+
+
 class HealthView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
@@ -75,7 +93,13 @@ class HealthView(APIView):
         "backends": serializers.DictField(
             child=BackendHealthSerializer(),
             help_text="Per backend, by name. A backend OFFLINE does not make the service "
-                      "degraded (its work waits).")}),
+                      "degraded (its work waits)."),
+        "placement": PlacementHealthSerializer(
+            required=False,
+            help_text="Kubernetes backend only: whether the cluster has what KAI placement "
+                      "needs (its CRDs, the PriorityClasses, a scheduler that acts). Missing "
+                      "parts do not make the service degraded: work queues and `explain` "
+                      "says why it waits.")}),
         summary="Liveness of the service and its parts")
     def get(self, request):
         parts = {"database": "ok" if database_ok() else "down",
@@ -84,8 +108,11 @@ class HealthView(APIView):
             parts["cluster"] = "ok" if parts["database"] == "ok" and cluster_ok() else "down"
         healthy = all(v == "ok" for v in parts.values())
         backends = backends_health() if parts["database"] == "ok" else {}
-        return Response({"status": "ok" if healthy else "degraded", **parts,
-                         "backends": backends}, status=200 if healthy else 503)
+        body = {"status": "ok" if healthy else "degraded", **parts, "backends": backends}
+        if "cluster" in parts and parts["database"] == "ok":
+            missing = placement_missing()
+            body["placement"] = {"ok": not missing, "missing": missing}
+        return Response(body, status=200 if healthy else 503)
 
 
 def service_version() -> dict:

@@ -54,6 +54,10 @@ class ClusterHealth(Protocol):
     def cluster_ok(self) -> bool:
         """The backend's last contact with its cluster was good and recent."""
 
+    def placement_missing(self) -> list[dict[str, str]]:
+        """What KAI placement lacks on the cluster, as the leader last found: [{requirement,
+        detail}]."""
+
 
 cluster: Port[ClusterHealth] = Port("osmo.ports.cluster")
 

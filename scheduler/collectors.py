@@ -14,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from scheduler.backends.health import heartbeat_age
 from scheduler.backends.kubernetes.health import cluster_ok
+from scheduler.backends.kubernetes.kai_readiness import PLACEMENT_REQUIREMENTS
 from scheduler.backends.liveness import is_online
 from scheduler.backends.selectors import backends_with_figures
 from scheduler.backends.spec import default_spec
@@ -95,6 +96,17 @@ def _backend_families():
         "1 when the backend leader reached the Kubernetes API server recently (as "
         "/api/health's cluster), else 0.", value=1 if cluster_ok() else 0)
     row = ClusterBackendStatus.objects.filter(backend=DEFAULT_BACKEND).first()
+    missing = GaugeMetricFamily(
+        "osmo_backend_placement_missing",
+        "What KAI placement lacks on the cluster, by requirement (crd, priorityclass, "
+        "scheduler): how many of each the leader last found missing (as /api/health's "
+        "placement).", labels=["requirement"])
+    counts = dict.fromkeys(PLACEMENT_REQUIREMENTS, 0)
+    for item in (row.placement_missing if row is not None else []):
+        counts[item["requirement"]] = counts.get(item["requirement"], 0) + 1
+    for requirement, count in counts.items():
+        missing.add_metric([requirement], count)
+    yield missing
     if row is not None:
         yield GaugeMetricFamily("osmo_backend_last_contact_timestamp_seconds",
                                 "When the backend leader last reported (Unix time).",

@@ -113,6 +113,9 @@ class ClusterBackendStatus(models.Model):
     checked_at = models.DateTimeField()
     detail = models.TextField(blank=True, default="")
     leader = models.CharField(max_length=253, blank=True, default="")
+    placement_missing = models.JSONField(
+        default=list, blank=True,
+        help_text="What KAI placement lacks on the cluster: [{requirement, detail}].")
 
     def __str__(self) -> str:
         return f"cluster {'ok' if self.ok else 'down'} at {self.checked_at}"

@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler.models import Backend
+from scheduler.models import Backend, ClusterBackendStatus
 
 DEFAULT = {"default": {"status": "ONLINE", "online": True, "heartbeat_age": None}}
 
@@ -49,3 +49,20 @@ def test_health_reports_each_backend_and_an_offline_one_keeps_it_ok(client, brok
         "new": {"status": "OFFLINE", "online": False}}}
     assert ages["default"] is None and ages["new"] is None
     assert 90 <= ages["far"] < 100 and 5 <= ages["near"] < 15 and 5 <= ages["held"] < 15
+
+
+@pytest.mark.django_db
+def test_what_kai_placement_lacks_is_reported_and_leaves_health_ok(client, broker_url,
+                                                                   settings):
+    settings.OSMO_CLUSTER_BACKEND = "kubernetes"
+    missing = [{"requirement": "priorityclass", "detail": "PriorityClass osmo-low does not "
+                                                          "exist"}]
+    ClusterBackendStatus.objects.create(pk=1, ok=True, checked_at=timezone.now(),
+                                        placement_missing=missing)
+    response = client.get("/api/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok",
+                               "cluster": "ok", "backends": DEFAULT,
+                               "placement": {"ok": False, "missing": missing}}
+    ClusterBackendStatus.objects.filter(pk=1).update(placement_missing=[])
+    assert client.get("/api/health").json()["placement"] == {"ok": True, "missing": []}

@@ -16,6 +16,8 @@ QUEUE_API_VERSION = "scheduling.run.ai/v2"
 QUEUE_KIND = "Queue"
 TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
 TOPOLOGY_KIND = "Topology"
+# What KAI's scheduler writes for its binder to post a pod's binding.
+BINDREQUEST_API_VERSION = "scheduling.run.ai/v1alpha2"
 
 QUEUE_LABEL = "kai.scheduler/queue"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"

@@ -21,6 +21,24 @@ Controls, as KAI and the kubelet would act: :meth:`unschedulable`, :meth:`bind`,
 :meth:`stop` / :meth:`start` (the server goes away and comes back on the same port, state kept).
 Idle watches end after :attr:`watch_linger` seconds (a real server keeps them open until
 ``timeoutSeconds``; ending early is legal and keeps the tests fast).
+
+Where it is still used, and why (everything about "KAI places the pods" runs on the real KAI
+Scheduler of ``tests/kube_real``: ``test_kai_scheduler.py``, ``test_kai_workflows.py``,
+``test_kai_differential.py``, ``test_kai_readiness.py``):
+
+- ``tests/k8s/test_dispatch.py``: the exact order of the backend's writes, an idle pass making
+  no call at all (the request log), and answers injected into one request (a 409 on a replace,
+  a 422, a 403 or a 503 on one pod), which neither a real API server nor KAI can be made to
+  give on cue;
+- ``tests/k8s/test_status.py``: an API server answering 500 to every request for a while, a
+  403 on one kind only, the server gone and back on the same port with its state;
+- ``tests/k8s/test_runner.py``: watch streams cut mid-flight and a 500 outage under the running
+  leader.
+
+None of them is about placement: the emulator's ``bind`` and ``unschedulable`` only put pods in
+the states those cases start from. The tests of ``tests/kube_real`` that bind through
+``Cluster.run``/``bind``/``preempt`` (status mapping, pod logs, cleanup, the kubelet stand-in)
+are about what follows a placement, not the placement, so they need no scheduler at all.
 """
 
 from __future__ import annotations

@@ -34,12 +34,19 @@ class Health:
         self.backend = backend
         self._lock = threading.Lock()
         self._parts: dict[str, tuple[bool, str]] = {}
-        self._written: tuple[bool, str] | None = None
+        self._placement_missing: list[dict[str, str]] = []
+        self._written: tuple | None = None
         self._written_at = 0.0
 
     def report(self, part: str, ok: bool, detail: str = "") -> None:
         with self._lock:
             self._parts[part] = (ok, "" if ok else f"{part}: {detail}")
+
+    def placement(self, missing: list[dict[str, str]]) -> None:
+        """What KAI placement lacks (``kai_readiness``): kept apart from ``ok``, since the
+        API server is reachable and work still queues."""
+        with self._lock:
+            self._placement_missing = list(missing)
 
     def state(self) -> tuple[bool, str]:
         with self._lock:
@@ -49,13 +56,21 @@ class Health:
 
     def write(self, monotonic_now: float) -> None:
         """Write the row when the state changed or the heartbeat is due."""
-        state = self.state()
+        with self._lock:
+            missing = list(self._placement_missing)
+        state = (*self.state(), missing)
         if state == self._written and monotonic_now - self._written_at < HEARTBEAT_SECONDS:
             return
         ClusterBackendStatus.objects.update_or_create(backend=self.backend, defaults={
             "ok": state[0], "detail": state[1][:2000], "checked_at": timezone.now(),
-            "leader": socket.gethostname()})
+            "leader": socket.gethostname(), "placement_missing": missing})
         self._written, self._written_at = state, monotonic_now
+
+
+def placement_missing(backend: str = DEFAULT_BACKEND) -> list[dict[str, str]]:
+    """What ``backend``'s leader last found KAI placement lacks (empty without a row)."""
+    row = ClusterBackendStatus.objects.filter(backend=backend).only("placement_missing").first()
+    return list(row.placement_missing) if row else []
 
 
 def cluster_reported() -> bool:

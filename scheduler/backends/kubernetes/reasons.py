@@ -6,6 +6,8 @@ scheduler's. (With ``OSMO_PLACEMENT=osmo`` our scheduler's cycle publishes its o
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import Q
 from django.utils import timezone
 
@@ -15,6 +17,10 @@ from scheduler.cycle_record import CycleRecord, PendingGang, cycle_record_write,
 from scheduler.models import GroupDispatch
 from workflows import logstore
 from workflows.models import Task, TaskStatus
+
+from .kai_readiness import silent_groups, silent_reason
+
+MAX_SILENT = 1000  # the record stays bounded when nothing schedules at all
 
 
 def group_reasons_record(*, workflow_name: str, task_name: str,
@@ -48,24 +54,35 @@ def preempted_event(*, workflow_name: str, task_name: str, eviction) -> None:
                                                f"KAI {eviction.action}{by}")])
 
 
-def pending_publish(*, previous: tuple | None = None,
-                    backend: str = DEFAULT_BACKEND) -> tuple[PendingGang, ...]:
+def _published_reasons(row: GroupDispatch, silent: set[int]) -> list[dict[str, str]]:
+    if not row.applied_at and row.last_error:
+        return [{"code": "dispatch_failed", "message": row.last_error}]
+    if row.pk in silent:
+        return [silent_reason()]
+    return row.reasons
+
+
+def pending_publish(*, previous: tuple | None = None, backend: str = DEFAULT_BACKEND,
+                    now: datetime | None = None) -> tuple[PendingGang, ...]:
     """Write KAI's reasons of the still-pending groups where ``explain`` and
     ``GET /api/scheduler/status`` read the scheduler's: the ``SchedulerCycle`` row (on this
     backend the embedded loop never writes it). A group the cluster has not accepted yet shows
-    the dispatch error instead (code ``dispatch_failed``). Skipped when nothing changed since
-    ``previous``; returns what is published. Only ``backend``'s groups, on its row."""
+    the dispatch error instead (code ``dispatch_failed``), and one no scheduler has acted on
+    (``kai_readiness.silent_groups``) says so (code ``scheduler_silent``): none waits without
+    a word. Skipped when nothing changed since ``previous``; returns what is published. Only
+    ``backend``'s groups, on its row."""
+    silent = set(silent_groups(now).values_list("pk", flat=True)[:MAX_SILENT])
     rows = (GroupDispatch.objects.filter(group__status=TaskStatus.SCHEDULING,
                                          cleaned_at__isnull=True)
-            .filter(~Q(reasons=[]) | Q(applied_at__isnull=True) & ~Q(last_error=""))
+            .filter(~Q(reasons=[]) | Q(applied_at__isnull=True) & ~Q(last_error="")
+                    | Q(pk__in=silent))
             .filter(served_by_q(backend, pool_field="group__workflow__pool"))
             .select_related("group__workflow__pool").order_by("pk"))
     pending = tuple(
         PendingGang(podgroup=row.group.podgroup, workflow=row.group.workflow.name,
                     group=row.group.name,
                     queue=queue_name_for(row.group.workflow.pool, row.namespace),
-                    reasons=row.reasons if row.applied_at or not row.last_error else [
-                        {"code": "dispatch_failed", "message": row.last_error}])
+                    reasons=_published_reasons(row, silent))
         for row in rows)
     if pending != previous:
         cycle_record_write(CycleRecord(at=timezone.now(), duration_ms=0.0,

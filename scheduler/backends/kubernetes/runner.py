@@ -51,7 +51,7 @@ from scheduler.cycle_record import CycleRecord, cycle_record_write, queue_figure
 from scheduler.leader import LeaderLock
 from workflows.selectors import workflows_not_started
 
-from . import nodes, reasons, scheduler_process
+from . import kai_readiness, nodes, reasons, scheduler_process
 from .cache import ClusterCache, placement_cache
 from .cleanup import Cleaner
 from .client import Kube, api_client, api_errors, describe
@@ -313,6 +313,7 @@ class BackendRunner:
                 try:
                     if time.monotonic() >= next_resync:
                         nodes.inventory(kube)
+                        self.health.placement(kai_readiness.requirements_missing(kube))
                         cleaner.sweep()
                         dispatcher.known_queues.clear()  # re-check queues now and then
                         if self.listener is not None:

@@ -55,6 +55,11 @@ def health(client) -> tuple[int, dict]:
     response = client.get("/api/health")
     body = response.json()
     assert set(body.pop("backends")) == {"default"}  # per backend: tests/test_health.py
+    # What KAI placement lacks: tests/kube_real/test_kai_readiness.py on the real API server.
+    # Reported with the cluster part only, and never as a degraded service.
+    placement = body.pop("placement", None)
+    assert (placement is not None) == ("cluster" in body)
+    assert placement is None or set(placement) == {"ok", "missing"}
     return response.status_code, body
 
 

@@ -18,6 +18,7 @@ deleted while nobody watched: its task ends FAILED_EVICTED (``pod_deleted``).
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +38,9 @@ from .pod_logs import PodLogs
 logger = logging.getLogger(__name__)
 
 BATCH = 500  # pods of a re-list applied in one transaction
+# A deleted pod's PodGroup Events are read this many times, this many seconds apart, for KAI's
+# Evict Event (written after the delete, at times): 3 s at most, for a pod deleted unexplained.
+EVICT_EVENT_READS, EVICT_EVENT_WAIT = 7, 0.5
 
 
 class PodListener(ListWatch):
@@ -116,15 +120,22 @@ class PodListener(ListWatch):
         group = ((pod.get("metadata") or {}).get("annotations") or {}).get(PODGROUP_ANNOTATION)
         if not group:
             return None
-        try:
-            body = raw(self.kube.core.list_namespaced_event(
-                self.namespace, field_selector=f"involvedObject.kind=PodGroup,"
-                                               f"involvedObject.name={group}",
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
-        except Exception as exc:  # noqa: BLE001 - then it ends as a deleted pod
-            logger.warning("k8s backend: reading the Events of %s failed: %s", group, exc)
-            return None
-        return status.kai_eviction(pod, body.get("items") or [])
+        # KAI's event recorder writes asynchronously: its Evict Event may arrive a moment
+        # after the pod is gone, so an answer without one is read again, for a bounded time.
+        for attempt in range(EVICT_EVENT_READS):
+            try:
+                body = raw(self.kube.core.list_namespaced_event(
+                    self.namespace, field_selector=f"involvedObject.kind=PodGroup,"
+                                                   f"involvedObject.name={group}",
+                    _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
+            except Exception as exc:  # noqa: BLE001 - then it ends as a deleted pod
+                logger.warning("k8s backend: reading the Events of %s failed: %s", group, exc)
+                return None
+            eviction = status.kai_eviction(pod, body.get("items") or [])
+            if eviction is not None or attempt == EVICT_EVENT_READS - 1:
+                return eviction
+            time.sleep(EVICT_EVENT_WAIT)
+        return None
 
     def _preempted(self, pod: dict[str, Any], workflow_name: str, task_name: str,
                    observation: status.Observation) -> int:

@@ -83,4 +83,4 @@ def test_osmo_placement_records_its_cycles_binds_and_leadership(osmo_runner, clu
     assert counts("osmo_backend_kube_api_requests_total", verb="create",
                   resource="pods/binding", code="201") - binds == 2
     assert counts("osmo_scheduler_cycle_duration_seconds_count", phase="decide") > decided
-    assert counts("osmo_leader_election_master_status", name="k8s backend") == 1
+    assert counts("osmo_leader_election_master_status", name="k8s backend default") == 1

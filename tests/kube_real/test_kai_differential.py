@@ -219,11 +219,19 @@ def test_each_subgroup_keeps_to_one_rack_on_both(runs) -> None:
 
 def test_a_constraint_naming_no_topology_is_kept_by_ours_and_dropped_by_kai(runs) -> None:
     """KAI v0.17 ignores a topologyConstraint without ``topology``; ours reads its level on
-    the cluster's nodes (docs/SCHEDULING.md). The product's own PodGroups always name it."""
-    kai, ours = runs(lambda run: racked(run, {"requiredTopologyLevel": RACK_LABEL}))
-    assert kai.bound == ours.bound == {"racked": 4}
-    assert one_rack_each(ours), ours
-    assert not one_rack_each(kai), kai  # r2's node took a pod: the constraint was not read
+    the cluster's nodes (docs/SCHEDULING.md). The product's own PodGroups always name it.
+    Two 8-GPU pods that must share a rack, on two racks of one 8-GPU node each: a constraint
+    that is read binds nothing, one that is dropped binds both (one pod on each rack)."""
+    def split(run: Run) -> Outcome:
+        run.nodes({"s0": (8, "r1"), "s1": (8, "r2")})
+        run.gang(Gang("split", pods=2, gpus=8, subgroups=("a",), subgroup_spec={
+            "topologyConstraint": {"requiredTopologyLevel": RACK_LABEL}}))
+        return run.settled()
+
+    kai, ours = runs(split)
+    assert ours.bound == {"split": 0}, ours
+    assert kai.bound == {"split": 2}, kai
+    assert sorted(kai.racks["split/a"]) == ["r1", "r2"], kai
 
 
 def test_low_work_is_evicted_whole_for_normal_work_on_both(runs) -> None:

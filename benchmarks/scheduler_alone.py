@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,10 +30,12 @@ def main(kubeconfig: str) -> None:
     from django.conf import settings
 
     from scheduler.backends.kubernetes.scheduler_process import start_cache
+    from scheduler.backends.spec import default_spec
 
+    # The backend's spec as the product's scheduler process gets it, on this kubeconfig.
+    spec = default_spec().with_(kind="kubernetes", placement="osmo", kubeconfig=kubeconfig)
     stop = threading.Event()
-    cache, wake = start_cache({"settings": {}, "kubeconfig": kubeconfig,
-                               "watch_timeout": settings.OSMO_K8S_WATCH_TIMEOUT},
+    cache, wake = start_cache({"settings": {}, "spec": asdict(spec)},
                               lambda: not stop.is_set())
     signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
     import django
@@ -53,7 +56,7 @@ def main(kubeconfig: str) -> None:
     placement_loop(lambda: not stop.is_set(), wake, interval=settings.OSMO_K8S_INTERVAL,
                    watch_timeout=settings.OSMO_K8S_WATCH_TIMEOUT,
                    client_factory=lambda: api_client(kubeconfig=kubeconfig), publish=publish,
-                   cache=cache)
+                   cache=cache, spec=spec)
     print(json.dumps(seen), flush=True)
 
 

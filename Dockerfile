@@ -5,7 +5,9 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY osmo osmo
 COPY pools pools
+COPY credentials credentials
 COPY workflows workflows
+COPY workflow_apps workflow_apps
 COPY scheduler scheduler
 COPY dashboard dashboard
 COPY migrations migrations

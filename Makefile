@@ -24,7 +24,7 @@ install: $(BIN)/.installed
 # started where PYTHONDONTWRITEBYTECODE is set would otherwise compile them at every start,
 # 0.13 s of CPU each. Up to date, this takes a few hundredths of a second.
 bytecode: install
-	$(BIN)/python -m compileall -q osmo pools workflows scheduler migrations dashboard benchmarks manage.py
+	$(BIN)/python -m compileall -q osmo pools credentials workflows workflow_apps scheduler migrations dashboard benchmarks manage.py
 
 # The dashboard's browser tests drive Debian's Chromium (never a downloaded browser).
 browser:

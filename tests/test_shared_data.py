@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("osmo", "pools", "workflows", "scheduler", "dashboard", "migrations", "templates",
-         "tests", "manage.py", "pyproject.toml")
+PARTS = ("osmo", "pools", "credentials", "workflows", "workflow_apps", "scheduler", "dashboard",
+         "migrations", "templates", "tests", "manage.py", "pyproject.toml")
 # One module that reads OSMO's examples at import, and the real-API-server tier.
 NEEDS_SHARED = ("tests/unit/workflow_spec/test_templating.py", "tests/kube_real/test_needs_it.py")
 

@@ -79,7 +79,7 @@ def test_another_users_credential_is_403_and_nothing_written(team, alice, bob):
 @pytest.mark.parametrize("uses, field", [
     ("      omni: {OMNI_USER: no_such_key}\n", "workflow.tasks[0].credentials.omni"),
     ("      omni: null\n", "workflow.tasks[0].credentials.omni"),
-    ("      ngc: /root/.docker\n", "workflow.tasks[0].credentials.ngc"),
+    ("      ngc: /var/lib/registry-auth\n", "workflow.tasks[0].credentials.ngc"),
     ("      omni: {1BAD: omni_user}\n", "workflow.tasks[0].credentials.omni.1BAD"),
     ("      omni: 7\n", "workflow.tasks[0].credentials.omni"),
     ("      'bad name!': /x\n", "workflow.tasks[0].credentials"),

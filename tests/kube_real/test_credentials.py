@@ -40,7 +40,7 @@ workflow:
       resource: r
       replicas: 2
       credentials:
-        bucket: /root/.osmo
+        bucket: /var/run/bucket
   resources:
     r: {gpu: 1, cpu: 2, memory: 8Gi}
 """
@@ -110,7 +110,7 @@ def test_credentials_become_secrets_owned_by_the_pods(backend, cluster, alice_cr
         assert [v["secret"]["secretName"] for v in volumes] == [f"{pg}-w-bucket-cred"]
         mounts = [m for m in worker["spec"]["containers"][0]["volumeMounts"]
                   if m["name"] == volumes[0]["name"]]
-        assert [(m["mountPath"], m["readOnly"]) for m in mounts] == [("/root/.osmo", True)]
+        assert [(m["mountPath"], m["readOnly"]) for m in mounts] == [("/var/run/bucket", True)]
 
     # A second pass adopts what exists and creates nothing twice.
     assert backend.dispatch().applied == []

@@ -208,6 +208,11 @@ def cluster(apiserver, namespace):
     # later test's node of the same name does not count them (kubelet counts every namespace).
     apiserver.request("DELETE", f"/api/v1/namespaces/{namespace}/pods",
                       query=[("gracePeriodSeconds", "0")])
+    # And what the cleaner does when a workflow ends: its PodGroups go. A later test reuses
+    # the workflow names (its database starts empty), and KAI v0.17 confuses two PodGroups of
+    # one name in two namespaces: it evicted for a stale one and wrote the Evict Event there.
+    apiserver.request(
+        "DELETE", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")
     for name in hands.added:
         try:
             hands.delete_node(name)

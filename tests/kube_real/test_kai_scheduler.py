@@ -125,7 +125,11 @@ def wait_preempted(backend, client, low: str) -> list[str]:
         status, tasks = statuses(client, low)
         return status == "FAILED_PREEMPTED" and sorted(tasks) == ["FAILED_CANCELED",
                                                                   "FAILED_PREEMPTED"]
-    wait_for(ended, 30, what=f"{low} preempted")
+    try:
+        wait_for(ended, 30, what=f"{low} preempted")
+    except AssertionError:
+        raise AssertionError(f"{low} is {statuses(client, low)}, not preempted; its events: "
+                             f"{event_lines(client, low)}") from None
     preempted = [line for line in event_lines(client, low) if "PreemptedBy" in line]
     assert len(preempted) == 1, event_lines(client, low)
     return preempted

@@ -39,9 +39,8 @@ logger = logging.getLogger(__name__)
 
 BATCH = 500  # pods of a re-list applied in one transaction
 # A deleted pod's PodGroup Events are read this many times, this many seconds apart, for KAI's
-# Evict Event (its recorder writes it after the delete, later still on a busy API server):
-# 10 s at most, and only for a pod deleted unexplained.
-EVICT_EVENT_READS, EVICT_EVENT_WAIT = 21, 0.5
+# Evict Event (written after the delete, at times): 3 s at most, for a pod deleted unexplained.
+EVICT_EVENT_READS, EVICT_EVENT_WAIT = 7, 0.5
 
 
 class PodListener(ListWatch):

@@ -13,6 +13,7 @@ from pools import drain, tasks
 from pools.models import Pool, PoolEvent
 from pools.services import subpool_archive_if_drained
 from tests import factories
+from tests.races import together
 from workflows.models import Workflow
 
 
@@ -78,35 +79,13 @@ def test_only_deleting_subpools_are_touched(team):
     assert PoolEvent.objects.filter(action="subpool_archived").count() == 0
 
 
-def run_together(*targets) -> list:
-    """Run the callables at the same moment, each on its own connection; their results."""
-    barrier = threading.Barrier(len(targets))
-    results: list = [None] * len(targets)
-
-    def run(index, target):
-        try:
-            barrier.wait()
-            results[index] = target()
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, t)) for i, t in enumerate(targets)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    return results
-
-
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_runs_transition_once():
     team = factories.pool("team", 10)
     subpools = [deleting_subpool(team, name, drained=True) for name in "abcdef"]
     for sub in subpools:
-        results = run_together(*[lambda pk=sub.pk: subpool_archive_if_drained(subpool_id=pk)
-                                 for _ in range(4)])
+        results = together([lambda pk=sub.pk: subpool_archive_if_drained(subpool_id=pk)
+                                 for _ in range(4)], timeout=30)
         assert sorted(results) == [False, False, False, True]
         assert (state(sub), archived_events(sub)) == ("ARCHIVED", 1)
 

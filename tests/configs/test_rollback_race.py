@@ -4,10 +4,8 @@ the parent's quota: a rollback takes the same locks as the update it stands for.
 from __future__ import annotations
 
 import random
-import threading
 
 import pytest
-from django.db import connection
 from django.db.models import OuterRef, Subquery, Sum
 
 from osmo import config_history
@@ -16,33 +14,10 @@ from pools import services
 from pools.models import Pool, PoolEvent
 from scheduler.configs.services import config_rollback
 from tests import factories
+from tests.races import all_together
 
 SUBPOOLS = 10
 ROUNDS = 12
-
-
-def _threads(count: int, work) -> list:
-    barrier = threading.Barrier(count)
-    outcomes, errors, lock = [], [], threading.Lock()
-
-    def run(index: int) -> None:
-        try:
-            barrier.wait()
-            result = work(index)
-            with lock:
-                outcomes.append(result)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
-    return outcomes
 
 
 def _family(parent: Pool) -> tuple[int, int, int]:
@@ -78,7 +53,7 @@ def _rollback(revision: int) -> str:
 def test_racing_rollbacks_above_the_share_let_exactly_what_fits_through(family):
     parent, high = family
     revisions_before = PoolEvent.objects.count()
-    outcomes = _threads(SUBPOOLS, lambda i: _rollback(high[i]))
+    outcomes = all_together([lambda i=i: _rollback(high[i]) for i in range(SUBPOOLS)])
     assert sorted(outcomes) == ["ok"] * 2 + ["quota_exceeds_parent"] * (SUBPOOLS - 2)
     assert _family(parent) == (20, 16, 16)
     # One revision for each rollback that went through, numbered without gaps.
@@ -113,7 +88,8 @@ def test_rollbacks_mixed_with_updates_and_parent_shrinks_keep_the_invariant(fami
             assert allocated == active <= quota
         return seen
 
-    outcomes = [code for seen in _threads(8, work) for code in seen]
+    outcomes = [code for seen in all_together([lambda i=i: work(i) for i in range(8)])
+                for code in seen]
     assert set(outcomes) <= {"ok", "quota_exceeds_parent"}
     assert "ok" in outcomes
     quota, allocated, active = _family(parent)

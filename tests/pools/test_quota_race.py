@@ -3,47 +3,29 @@
 from __future__ import annotations
 
 import random
-import threading
 
 import pytest
-from django.db import connection
 from django.db.models import Sum
 
 from osmo.errors import OsmoError
 from pools import services
 from pools.models import Pool, PoolEvent
 from tests import factories
+from tests.races import all_together
 
 THREADS = 12
 ROUNDS = 15
 
 
 def _race(worker) -> list[tuple[str, bool]]:
-    barrier = threading.Barrier(THREADS)
-    outcomes: list[tuple[str, bool]] = []
-    lock = threading.Lock()
-    errors: list[BaseException] = []
-
-    def run(index: int) -> None:
+    """THREADS threads at once, each running ROUNDS rounds of ``worker``; every outcome."""
+    def rounds(index: int) -> list[tuple[str, bool]]:
         rng = random.Random(index)
-        try:
-            barrier.wait()
-            for round_ in range(ROUNDS):
-                result = worker(index, round_, rng)
-                with lock:
-                    outcomes.append(result)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
+        return [worker(index, round_, rng) for round_ in range(ROUNDS)]
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
-    return outcomes
+    return [outcome for outcomes in all_together([lambda i=i: rounds(i)
+                                                  for i in range(THREADS)])
+            for outcome in outcomes]
 
 
 def _active_sum(parent: Pool) -> int:

@@ -7,36 +7,15 @@ import threading
 import time
 
 import pytest
-from django.db import connection
 
 from osmo.errors import OsmoError
 from pools import services as pool_services
 from pools.models import Pool, PoolEvent
 from tests import factories
+from tests.races import errors_of, together
 from tests.workflows.conftest import gpu_spec
 from workflows.admission import workflow_submit
 from workflows.models import Workflow
-
-
-def run_threads(*targets) -> list[BaseException]:
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(targets))
-
-    def wrap(target):
-        try:
-            barrier.wait()
-            target()
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=wrap, args=(t,)) for t in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
 
 
 @pytest.mark.django_db(transaction=True)
@@ -66,7 +45,7 @@ def test_parent_submissions_never_exceed_the_unallocated_share_at_their_time():
                                          subpool_name=name, quota_gpus=quota)
         carved.set()
 
-    assert run_threads(submitter, submitter, submitter, carve) == []
+    assert errors_of(together([submitter, submitter, submitter, carve])) == []
     codes = {code for code, _ in outcomes}
     assert codes <= {"ok", "exceeds_unallocated"}
     assert "exceeds_unallocated" in codes  # the race really crossed the limit
@@ -96,7 +75,7 @@ def test_submissions_racing_a_subpool_delete_leave_nothing_pending():
         pool_services.subpool_delete(actor=None, subpool=Pool.objects.select_related("parent")
                                      .get(pk=sub.pk))
 
-    assert run_threads(submitter, submitter, submitter, delete) == []
+    assert errors_of(together([submitter, submitter, submitter, delete])) == []
     assert set(outcomes) <= {"ok", "subpool_not_active"}
     sub.refresh_from_db()
     assert sub.subpool_state == "ARCHIVED"

@@ -638,7 +638,12 @@ def test_the_console_shows_the_ready_line_and_one_admin_token_kept_across_starts
             assert _live_standalone_tokens(port, token) == [token[:12]]
             web_log = (data / "logs" / "web.log").read_text()
             assert web_log.count("/api/whoami") == 5  # one access line each, in the file
-            assert "celery@" in (data / "logs" / "worker.log").read_text()  # its banner
+            # The worker's banner, once it has started: "ready" waits for /api/health, and
+            # on a busy machine the worker can take some seconds more.
+            worker_log, deadline = data / "logs" / "worker.log", time.monotonic() + 60
+            while "celery@" not in worker_log.read_text():
+                assert time.monotonic() < deadline, worker_log.read_text()
+                time.sleep(0.2)
             tokens.append(token)
         finally:
             process.send_signal(signal.SIGTERM)

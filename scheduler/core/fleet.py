@@ -95,30 +95,58 @@ def _try(gang: Gang, nodes: Sequence[Node], topology: Topology,
          used: Sequence[tuple[int, int, int]] | None) -> tuple[bool, Reason | None]:
     """Whether the gang's minimum fits with `used` held (None: every node empty), and the
     placement's first note when it does not."""
+    fits, why, _cluster = _place(gang, nodes, topology, used)
+    return fits, why
+
+
+def _place(gang: Gang, nodes: Sequence[Node], topology: Topology,
+           used: Sequence[tuple[int, int, int]] | None
+           ) -> tuple[bool, Reason | None, Cluster | None]:
+    """As `_try`, with the cluster the minimum was placed in when it fits."""
     try:
         tree = build_tree(gang)
     except InvalidGang as error:
-        return False, Reason("invalid_podgroup", str(error))
+        return False, Reason("invalid_podgroup", str(error)), None
     cluster = Cluster(list(nodes), topology, used)
     work = GangWork(gang, tree, cluster, topology)
     if work.bad_levels:
         return False, Reason("topology_unknown_level",
                              f"its topology levels {', '.join(work.bad_levels)} are not in "
-                             "this cluster's Topology")
+                             "this cluster's Topology"), None
     lower = work.demand(0)
     if lower is None:
         return False, Reason("minimum_unreachable",
-                             "it has fewer pods or subgroups than its minimum requires")
+                             "it has fewer pods or subgroups than its minimum requires"), None
     if any(lower[i] > cluster.total_free[i] for i in range(3)):
         return False, Reason("insufficient_gpus" if lower[0] > cluster.total_free[0]
                              else "insufficient_cpu" if lower[1] > cluster.total_free[1]
                              else "insufficient_memory",
                              f"its minimum needs {lower[0]} GPUs; {cluster.total_free[0]} of "
-                             f"{cluster.capacity[0]} are free there")
+                             f"{cluster.capacity[0]} are free there"), None
     if Placer(cluster, topology, MAX_DOMAIN_ATTEMPTS).place_minimum(work):
-        return True, None
+        return True, None, cluster
     return False, work.notes[0] if work.notes else Reason(
-        "unschedulable", "no set of its nodes meets all of the gang's constraints")
+        "unschedulable", "no set of its nodes meets all of the gang's constraints"), None
+
+
+def reserve(gang: Gang, option: BackendOption) -> tuple[BackendOption, bool]:
+    """The backend with the gang's minimum held where it would start now — what a gang
+    already sent there takes before the next one is judged —, and whether it fitted (the
+    option unchanged when it did not)."""
+    gang = _unbound(gang)
+    if option.unusable is not None:
+        return option, False
+    fits, _why, cluster = _place(gang, option.nodes, option.topology, _used(option.nodes, None))
+    if not fits or cluster is None:
+        return option, False
+    nodes = tuple(
+        node if (node.gpus - cluster.free_gpu[i], node.cpu - cluster.free_cpu[i],
+                 node.memory - cluster.free_mem[i]) == (node.bound or (0, 0, 0))
+        else replace(node, bound=(node.gpus - cluster.free_gpu[i],
+                                  node.cpu - cluster.free_cpu[i],
+                                  node.memory - cluster.free_mem[i]))
+        for i, node in enumerate(cluster.nodes))
+    return replace(option, nodes=nodes), True
 
 
 def _estimate(gang: Gang, option: BackendOption, now: float) -> float | None:

@@ -52,6 +52,7 @@ class AgentPods(PodListener):
         names = {key[0] for key in (task_of_pod(pod) for pod, _ in pods) if key}
         ours = set(AgentWork.objects.filter(
             backend=self.backend.name, kind=AgentWorkKind.CREATE,
+            group__backend=self.backend.name,  # a group moved away: its stale reports count not
             group__workflow__name__in=names).values_list("group__workflow__name", flat=True))
         return super().handle_batch([(pod, deleted) for pod, deleted in pods
                                      if (task_of_pod(pod) or ("",))[0] in ours])

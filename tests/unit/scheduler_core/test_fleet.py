@@ -152,3 +152,16 @@ def test_the_clusters_quotas_never_sum_above_the_pools(quota, held, order):
     assert all(share >= 0 for share in shares.values())
     if sum(held.get(b, 0) for b in order) <= quota:
         assert all(shares[b] >= held.get(b, 0) for b in order)
+
+
+def test_a_reserved_gang_holds_its_nodes_for_the_next_choice():
+    from scheduler.core.fleet import reserve
+
+    option = BackendOption("a", busy(nodes(2, prefix="a"), 0), NONE)
+    held, fitted = reserve(whole_nodes_gang(2), option)
+    assert fitted and [n.bound for n in held.nodes] == [(8, 0, 0), (8, 0, 0)]
+    again, fitted = reserve(whole_nodes_gang(1), held)
+    assert not fitted and again is held  # no room left: unchanged
+    assert not judge(whole_nodes_gang(1), held, now=0.0).starts_now
+    off = replace(option, unusable="OFFLINE")
+    assert reserve(whole_nodes_gang(1), off) == (off, False)

@@ -24,7 +24,8 @@ from datetime import datetime
 
 import orjson
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from scheduler.kai.selectors import desired_cluster_objects
@@ -46,6 +47,7 @@ PODS_PER_ITEM = 100  # a 1,000-task group is 11 items of a few hundred KiB each
 CLAIM_BATCH = 50  # groups claimed in one transaction
 POLL_ITEMS = 200  # items in one poll answer at most
 POLL_BYTES = 8 * 1024 * 1024  # and about this many bytes (one item always goes)
+MOVED = "moved"  # the outcome of a create whose group was taken to another backend
 
 
 def claim_groups(backend: Backend, *, limit: int = CLAIM_BATCH) -> int:
@@ -138,9 +140,11 @@ def fence_moved(backend_name: str, group_ids: list[int]) -> int:
         sent = set(AgentWork.objects.filter(backend=backend_name, kind=AgentWorkKind.CREATE,
                                             group_id__in=group_ids)
                    .values_list("group_id", flat=True))
+        # Every create of theirs there says so: the agent's reports about them count no more
+        # (agent.pods), and the unacked ones are not handed out again.
         AgentWork.objects.filter(backend=backend_name, kind=AgentWorkKind.CREATE,
-                                 group_id__in=group_ids, acked_at__isnull=True).update(
-            acked_at=now, outcome="moved")
+                                 group_id__in=group_ids).update(
+            acked_at=Coalesce("acked_at", Value(now)), outcome=MOVED)
         groups = list(WorkflowGroup.objects.filter(pk__in=sorted(sent))
                       .select_related("workflow"))
         AgentWork.objects.bulk_create([AgentWork(

@@ -100,34 +100,39 @@ def test_the_most_free_gpus_win_when_several_start_it_now(admin_client, alice):
         "message": "backend east: it could start here too; west was chosen first"}]
 
 
+def race(group_id: int) -> dict[str, set[int]]:
+    """Two connections record a choice for one group at the same moment, east and west."""
+    barrier = threading.Barrier(2)
+    won: dict[str, set[int]] = {}
+    errors: list[BaseException] = []
+
+    def choose(backend: str) -> None:
+        try:
+            barrier.wait()
+            won[backend] = lifecycle.groups_choose_backend({group_id: backend})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=choose, args=(name,)) for name in ("east", "west")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    return won
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_connections_choosing_for_one_group_exactly_one_wins():
     for name in ("east", "west"):
         Backend.objects.create(name=name, kind="embedded")
     pool = factories.pool("team", 64, backends=["east", "west"])
     for _round in range(10):
-        workflow = factories.pending_workflow(pool, 1)
-        target = workflow.groups.get()
+        target = factories.pending_workflow(pool, 1).groups.get()
         WorkflowGroup.objects.filter(pk=target.pk).update(status="SCHEDULING")
-        barrier = threading.Barrier(2)
-        won: dict[str, set[int]] = {}
-        errors: list[BaseException] = []
-
-        def choose(backend: str) -> None:
-            try:
-                barrier.wait()
-                won[backend] = lifecycle.groups_choose_backend({target.pk: backend})
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=choose, args=(name,)) for name in ("east", "west")]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert not errors, errors
+        won = race(target.pk)
         winners = [name for name, ids in won.items() if ids == {target.pk}]
         assert len(winners) == 1 and sorted(won) == ["east", "west"]
         assert [ids for name, ids in won.items() if name not in winners] == [set()]

@@ -11,7 +11,9 @@ more backends (and, as load, those of the single-backend pools sharing them):
   ran is taken back and chosen again at once; one waiting where another backend would start
   it now moves there (`move_target`, at most once per `OSMO_FLEET_MOVE_INTERVAL`). Work it
   had on the old cluster is fenced (`agent.work.fence_moved`);
-- an unchosen group is chosen (`choose`) and reserved.
+- an unchosen group is chosen (`choose`) and reserved; when no backend's inventory can hold
+  it, the first usable backend that has sent no nodes yet takes it (its own placement
+  decides there); else it stays unchosen and waits, and `explain` says why.
 
 Choices are recorded with a conditional update (`workflows.lifecycle.groups_choose_backend`):
 of two processes choosing for one group, exactly one wins. Passes also exclude each other
@@ -33,6 +35,7 @@ from pools.selectors import served_by_q
 from scheduler.core import Pod
 from scheduler.core.decode import gang_of, topology_levels
 from scheduler.core.fleet import BackendOption, choose, judge, move_target, reserve
+from scheduler.core.kai_names import DEFAULT_BACKEND
 from scheduler.core.model import Gang, Node, Topology
 from scheduler.kai.selectors import cluster_topology
 from scheduler.models import Node as NodeRow
@@ -41,7 +44,7 @@ from workflows.models import ALIVE_WORKFLOW_STATUSES, Task, TaskStatus, Workflow
 from workflows.selectors import gpu_holding_tasks
 
 from .agent.work import fence_moved
-from .liveness import OFFLINE, ONLINE, backend_status
+from .liveness import MAINTENANCE, OFFLINE, ONLINE, backend_status
 from .selectors import backends_live
 
 FLEET_LOCK = 0x05_F1EE  # one fleet pass at a time across processes
@@ -101,8 +104,14 @@ def options_of(names: set[str], now: datetime) -> tuple[dict[str, BackendOption]
     rows = {backend.name: backend for backend in backends_live() if backend.name in names}
     options, statuses = {}, {}
     for name in names:
-        if name in rows:
-            statuses[name], why = _unusable(rows[name], now)
+        row = rows.get(name)
+        if name == DEFAULT_BACKEND and (row is None or not row.k8s_uid):
+            # Served by this installation's own backend process, not an agent: the process
+            # that dispatches is the one alive, so the fleet takes it as reachable.
+            statuses[name], why = (MAINTENANCE, "it is MAINTENANCE") \
+                if row is not None and row.maintenance else (ONLINE, None)
+        elif row is not None:
+            statuses[name], why = _unusable(row, now)
         else:
             statuses[name], why = OFFLINE, "it does not exist"
         options[name] = BackendOption(name, tuple(nodes[name]), topology, why)
@@ -145,6 +154,12 @@ def _waiting(names: set[str], group_ids=None) -> tuple[list[dict], dict[int, Gan
     gangs = {row["id"]: gang_of(row["podgroup"] or str(row["id"]), row["gang"] or {},
                                 tuple(pods[row["id"]])) for row in rows if pods[row["id"]]}
     return rows, gangs, ran
+
+
+def _without_inventory(options: list[BackendOption]) -> str | None:
+    """When no backend's inventory can hold a gang: the first usable one that has sent no
+    nodes yet (its own placement decides there), as one cluster without a node mirror did."""
+    return next((o.name for o in options if o.unusable is None and not o.nodes), None)
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -197,9 +212,10 @@ def _pass(names: set[str], now: datetime) -> FleetSummary:
                 options[target], _ = reserve(gang, options[target])
             continue
         choice = choose(gang, [options[n] for n in order], now.timestamp())
-        if choice.backend is not None:
-            choices[row["id"]] = choice.backend
-            options[choice.backend], _ = reserve(gang, options[choice.backend])
+        target = choice.backend or _without_inventory([options[n] for n in order])
+        if target is not None:
+            choices[row["id"]] = target
+            options[target], _ = reserve(gang, options[target])
     summary = FleetSummary()
     for source, ids in offline.items():
         moved = lifecycle.groups_move_backend(ids, source=source, target=None, now=now,

@@ -185,6 +185,7 @@ def _pass(names: set[str], now: datetime) -> FleetSummary:
     names |= {name for row in rows for name in _pool_order(row)}
     options, statuses = options_of(names, now)
     interval = settings.OSMO_FLEET_MOVE_INTERVAL
+    ever: dict = {}  # the nodes do not change within the pass: each shape is tried once
     choices: dict[int, str] = {}
     offline: dict[str, list[int]] = {}
     moves: dict[tuple[str, str], list[int]] = {}
@@ -206,12 +207,12 @@ def _pass(names: set[str], now: datetime) -> FleetSummary:
                 continue
             target = move_target(gang, current, [options[n] for n in order], now.timestamp(),
                                  ran=False, last_moved=_ts(row["backend_moved_at"]),
-                                 interval=interval)
+                                 interval=interval, ever=ever)
             if target is not None:
                 moves.setdefault((current, target), []).append(row["id"])
                 options[target], _ = reserve(gang, options[target])
             continue
-        choice = choose(gang, [options[n] for n in order], now.timestamp())
+        choice = choose(gang, [options[n] for n in order], now.timestamp(), ever)
         target = choice.backend or _without_inventory([options[n] for n in order])
         if target is not None:
             choices[row["id"]] = target

@@ -162,16 +162,31 @@ def _estimate(gang: Gang, option: BackendOption, now: float) -> float | None:
     return None
 
 
-def judge(gang: Gang, option: BackendOption, now: float) -> Verdict:
-    """One backend for one gang."""
+def shape_of(gang: Gang) -> tuple:
+    """What the "could it ever fit" test reads of a gang: its rule and its pods' requests,
+    not its names."""
+    return (gang.min_member, gang.min_subgroup, gang.subgroups, gang.topology,
+            tuple((p.subgroup, p.gpus, p.cpu, p.memory, p.node_selector) for p in gang.pods))
+
+
+def judge(gang: Gang, option: BackendOption, now: float,
+          ever: dict | None = None) -> Verdict:
+    """One backend for one gang. ``ever``: a memo of whether each backend's nodes, empty, hold
+    each gang shape, kept by a caller judging many gangs on the same nodes."""
     gang = _unbound(gang)
     free = sum(max(0, node.gpus - (node.bound or (0, 0, 0))[0])
                for node in option.nodes if node.schedulable)
     if option.unusable is not None:
         return Verdict(option.name, False, False, None, free,
                        Reason("backend_unusable", option.unusable))
-    ever, why = _try(gang, option.nodes, option.topology, None)
-    if not ever:
+    key = (option.name, shape_of(gang)) if ever is not None else None
+    if key is not None and key in ever:
+        fits, why = ever[key]
+    else:
+        fits, why = _try(gang, option.nodes, option.topology, None)
+        if key is not None:
+            ever[key] = (fits, why)
+    if not fits:
         return Verdict(option.name, False, False, None, free, Reason(
             why.code if why else "unschedulable",
             f"its nodes could never hold the gang, even empty: {why.message if why else ''}"))
@@ -187,11 +202,12 @@ def _rank(verdict: Verdict, order: int) -> tuple:
             -verdict.free_gpus, order)
 
 
-def choose(gang: Gang, options: Sequence[BackendOption], now: float) -> FleetChoice:
+def choose(gang: Gang, options: Sequence[BackendOption], now: float,
+           ever: dict | None = None) -> FleetChoice:
     """The backend the gang goes to among `options` (in the pool's order), and every verdict.
     A gang no backend could hold now or at a known time still goes to the best eligible one
     (it waits there, as on one cluster); None only when no backend could ever hold it."""
-    verdicts = [judge(gang, option, now) for option in options]
+    verdicts = [judge(gang, option, now, ever) for option in options]
     eligible = [(v, i) for i, v in enumerate(verdicts) if v.eligible]
     if not eligible:
         return FleetChoice(None, tuple(verdicts))
@@ -213,17 +229,18 @@ def _passed_over(verdict: Verdict, best: Verdict) -> Verdict:
 
 
 def move_target(gang: Gang, current: str, options: Sequence[BackendOption], now: float, *,
-                ran: bool, last_moved: float | None, interval: float) -> str | None:
+                ran: bool, last_moved: float | None, interval: float,
+                ever: dict | None = None) -> str | None:
     """Where a gang waiting in `current` should move: a backend that starts it now while
     `current` does not. Never when one of its pods has run (`ran`), nor twice within
     `interval` seconds."""
     if ran or (last_moved is not None and now - last_moved < interval):
         return None
     here = next((o for o in options if o.name == current), None)
-    if here is not None and judge(gang, here, now).starts_now:
+    if here is not None and judge(gang, here, now, ever).starts_now:
         return None
     others = [o for o in options if o.name != current]
-    choice = choose(gang, others, now)
+    choice = choose(gang, others, now, ever)
     if choice.backend is None or not choice.verdict(choice.backend).starts_now:
         return None
     return choice.backend

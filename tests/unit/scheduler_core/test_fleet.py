@@ -165,3 +165,13 @@ def test_a_reserved_gang_holds_its_nodes_for_the_next_choice():
     assert not judge(whole_nodes_gang(1), held, now=0.0).starts_now
     off = replace(option, unusable="OFFLINE")
     assert reserve(whole_nodes_gang(1), off) == (off, False)
+
+
+def test_the_ever_memo_gives_the_same_verdicts():
+    options = [BackendOption("a", busy(nodes(1, prefix="a"), 0), NONE),
+               BackendOption("b", busy(nodes(4, prefix="b"), 4), NONE)]
+    memo: dict = {}
+    for count in (2, 2, 1):
+        assert choose(whole_nodes_gang(count), options, 0.0, memo) == \
+            choose(whole_nodes_gang(count), options, 0.0)
+    assert len(memo) == 4  # two shapes on two backends

@@ -101,21 +101,33 @@ def options_of(names: set[str], now: datetime) -> tuple[dict[str, BackendOption]
             schedulable=row["schedulable"], bound=used.get(row["name"], (0, 0, 0)),
             releases=()))
     topology = Topology(levels=topology_levels(cluster_topology()))
+    states = _states(names, now)
+    options = {name: BackendOption(name, tuple(nodes[name]), topology, states[name][1])
+               for name in names}
+    return options, {name: state[0] for name, state in states.items()}
+
+
+def _statuses(names: set[str], now: datetime) -> dict[str, str]:
+    """Each backend's status, as the options carry it."""
+    return {name: state[0] for name, state in _states(names, now).items()}
+
+
+def _states(names: set[str], now: datetime) -> dict[str, tuple[str, str | None]]:
+    """Each backend's status and why nothing may go there (None: it may)."""
     rows = {backend.name: backend for backend in backends_live() if backend.name in names}
-    options, statuses = {}, {}
+    states = {}
     for name in names:
         row = rows.get(name)
         if name == DEFAULT_BACKEND and (row is None or not row.k8s_uid):
             # Served by this installation's own backend process, not an agent: the process
             # that dispatches is the one alive, so the fleet takes it as reachable.
-            statuses[name], why = (MAINTENANCE, "it is MAINTENANCE") \
+            states[name] = (MAINTENANCE, "it is MAINTENANCE") \
                 if row is not None and row.maintenance else (ONLINE, None)
         elif row is not None:
-            statuses[name], why = _unusable(row, now)
+            states[name] = _unusable(row, now)
         else:
-            statuses[name], why = OFFLINE, "it does not exist"
-        options[name] = BackendOption(name, tuple(nodes[name]), topology, why)
-    return options, statuses
+            states[name] = (OFFLINE, "it does not exist")
+    return states
 
 
 def _pool_order(row: dict) -> list[str]:
@@ -166,9 +178,12 @@ def _ts(value: datetime | None) -> float | None:
     return value.timestamp() if value else None
 
 
-def fleet_pass(now: datetime | None = None) -> FleetSummary:
+def fleet_pass(now: datetime | None = None, *, moves: bool = True) -> FleetSummary:
     """Choose, move and re-dispatch (see the module's docstring); nothing when no pool names
-    two backends, or another process's pass is running."""
+    two backends, or another process's pass is running. ``moves=False`` (the callers that
+    come often: each dispatch pass, each agent poll): no moves, and no pass at all unless a
+    group waits unchosen or on an OFFLINE backend — one query — since a pass reads every
+    waiting group of the fleet."""
     names = fleet_names()
     if not names:
         return FleetSummary()
@@ -177,10 +192,23 @@ def fleet_pass(now: datetime | None = None) -> FleetSummary:
             cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [FLEET_LOCK])
             if not cursor.fetchone()[0]:
                 return FleetSummary()
-        return _pass(names, now or timezone.now())
+        now = now or timezone.now()
+        if not moves and not _anything_to_choose(names, now):
+            return FleetSummary()
+        return _pass(names, now, moves)
 
 
-def _pass(names: set[str], now: datetime) -> FleetSummary:
+def _anything_to_choose(names: set[str], now: datetime) -> bool:
+    offline = [name for name, status in _statuses(names, now).items()
+               if status == OFFLINE]
+    several = (Q(workflow__pool__parent__isnull=True, workflow__pool__backends__len__gte=2)
+               | Q(workflow__pool__parent__backends__len__gte=2))
+    return WorkflowGroup.objects.filter(
+        status=TaskStatus.SCHEDULING, workflow__status__in=ALIVE_WORKFLOW_STATUSES).filter(
+        several & (Q(backend__isnull=True) | Q(backend__in=offline))).exists()
+
+
+def _pass(names: set[str], now: datetime, moves: bool = True) -> FleetSummary:
     rows, gangs, ran = _waiting(names)
     names |= {name for row in rows for name in _pool_order(row)}
     options, statuses = options_of(names, now)
@@ -188,7 +216,7 @@ def _pass(names: set[str], now: datetime) -> FleetSummary:
     ever: dict = {}  # the nodes do not change within the pass: each shape is tried once
     choices: dict[int, str] = {}
     offline: dict[str, list[int]] = {}
-    moves: dict[tuple[str, str], list[int]] = {}
+    moving: dict[tuple[str, str], list[int]] = {}
     for row in rows:
         gang = gangs.get(row["id"])
         if gang is None or row["id"] in ran:
@@ -203,13 +231,13 @@ def _pass(names: set[str], now: datetime) -> FleetSummary:
                 options[current], fitted = reserve(gang, options[current])
             else:
                 fitted = False
-            if fitted or len(order) < 2:
+            if fitted or len(order) < 2 or not moves:
                 continue
             target = move_target(gang, current, [options[n] for n in order], now.timestamp(),
                                  ran=False, last_moved=_ts(row["backend_moved_at"]),
                                  interval=interval, ever=ever)
             if target is not None:
-                moves.setdefault((current, target), []).append(row["id"])
+                moving.setdefault((current, target), []).append(row["id"])
                 options[target], _ = reserve(gang, options[target])
             continue
         choice = choose(gang, [options[n] for n in order], now.timestamp(), ever)
@@ -223,7 +251,7 @@ def _pass(names: set[str], now: datetime) -> FleetSummary:
                                               reason=OFFLINE_REASON)
         fence_moved(source, moved)
         summary.redispatched += len(moved)
-    for (source, target), ids in moves.items():
+    for (source, target), ids in moving.items():
         moved = lifecycle.groups_move_backend(
             ids, source=source, target=target, now=now,
             reason=f"backend {target} starts it now, {source} does not")
@@ -254,7 +282,7 @@ def fleet_explain(workflow, groups) -> dict[int, dict]:
         return {}
     now = timezone.now()
     rows, gangs, _ran = _waiting(set(order), [g.pk for g in waiting])
-    options, _statuses = options_of(set(order), now)
+    options, _states_now = options_of(set(order), now)
     out = {}
     for row in rows:
         gang = gangs.get(row["id"])

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from scheduler import services as scheduler_services
 from scheduler.backends.agent.work import claim_groups
-from scheduler.backends.fleet import fleet_pass
+from scheduler.backends.fleet import FleetSummary, fleet_pass
 from scheduler.backends.kubernetes.dispatch import Dispatcher
 from scheduler.backends.spec import spec_for
 from scheduler.core.kai_names import TASK_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION
@@ -161,7 +161,8 @@ def test_a_silent_backend_gives_its_waiting_gangs_back_fenced(admin_client, alic
     west = make_client("agent-west", "osmo-backend-west")
     register(east, "east")
     name = submit(alice, "team", spec("w", gpus=1))
-    work = poll(east, "east")  # chosen east (a tie: the pool's order), claimed, created
+    assert fleet_pass().chosen == 1  # east: a tie, the pool's order
+    work = poll(east, "east")  # claimed, created
     assert group(name).backend == "east"
     creates = [w for w in work if w["kind"] == "create"]
     assert creates
@@ -229,6 +230,9 @@ def test_a_waiting_gang_moves_once_per_interval_and_never_once_a_pod_ran(admin_c
     assert fleet_pass().chosen == 2
     assert (group(first).backend, group(second).backend) == ("east", "east")  # second waits
     node(admin_client, "west", 0, 8)
+    # The frequent callers' pass (each dispatch pass, each agent poll) never moves.
+    assert fleet_pass(moves=False) == FleetSummary()
+    assert group(second).backend == "east"
     with override_settings(OSMO_FLEET_MOVE_INTERVAL=3600):
         assert fleet_pass().moved == 1
         assert group(second).backend == "west" and group(second).backend_moved_at is not None

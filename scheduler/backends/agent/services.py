@@ -161,7 +161,8 @@ def agent_poll(*, backend: Backend, acks: list[dict], after: int = 0) -> list[di
     work.ack(backend, acks)
     Backend.objects.filter(pk=backend.pk).update(last_heartbeat=timezone.now())
     work.queue_sync(backend)
-    fleet_pass()  # this backend's share of the waiting gangs, chosen before it claims
+    # This backend's share of the waiting gangs, chosen before it claims.
+    fleet_pass(moves=False)
     work.claim_groups(backend)
     work.queue_cleanups(backend)
     return work.unacked(backend, after=after)

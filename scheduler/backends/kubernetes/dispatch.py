@@ -208,7 +208,8 @@ class Dispatcher:
         ``batch`` groups, doubled up to ``max_batch`` while each comes back full (a backlog).
         Raises ClusterUnavailable once every batch started has been created and recorded (the
         failed groups are claimed again next pass)."""
-        fleet_pass()  # the waiting gangs of pools naming several backends: whose each is
+        # The waiting gangs of pools naming several backends: whose each is.
+        fleet_pass(moves=False)
         summary = DispatchSummary()
         started: deque[_Batch] = deque()
         size, unavailable = self.batch, None

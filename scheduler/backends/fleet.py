@@ -27,14 +27,14 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q, Sum
+from django.db.models import Q
 from django.utils import timezone
 
 from pools.models import Pool
 from pools.selectors import served_by_q
 from scheduler.core import Pod
 from scheduler.core.decode import gang_of, topology_levels
-from scheduler.core.fleet import BackendOption, choose, judge, move_target, reserve
+from scheduler.core.fleet import INF, BackendOption, choose, judge, move_target, reserve
 from scheduler.core.kai_names import DEFAULT_BACKEND
 from scheduler.core.model import Gang, Node, Topology
 from scheduler.kai.selectors import cluster_topology
@@ -87,19 +87,31 @@ def options_of(names: set[str], now: datetime) -> tuple[dict[str, BackendOption]
                                                         dict[str, str]]:
     """Each backend's option (its Node rows with what the bound work holds on them) and
     status; a name without a row is an option nothing may go to."""
-    used = {row["node_name"]: (row["gpus"] or 0, row["cpu"] or 0, row["memory"] or 0)
-            for row in gpu_holding_tasks().exclude(node_name="")
-            .filter(node_name__in=NodeRow.objects.filter(backend__in=names).values("name"))
-            .values("node_name").annotate(gpus=Sum("gpus"), cpu=Sum("cpu_millis"),
-                                          memory=Sum("memory_bytes")).order_by()}
+    held: dict[str, list[int]] = {}
+    releases: dict[str, list[tuple]] = {}
+    for row in (gpu_holding_tasks().exclude(node_name="")
+                .filter(node_name__in=NodeRow.objects.filter(backend__in=names).values("name"))
+                .values("node_name", "gpus", "cpu_millis", "memory_bytes", "group_id",
+                        "group__started_at", "workflow__exec_timeout_seconds")):
+        total = held.setdefault(row["node_name"], [0, 0, 0])
+        total[0] += row["gpus"]
+        total[1] += row["cpu_millis"]
+        total[2] += row["memory_bytes"]
+        # What it holds is free again at its group's exec_timeout (none: never, as the core
+        # counts it), which the soonest-start estimate reads.
+        started, limit = row["group__started_at"], row["workflow__exec_timeout_seconds"]
+        deadline = started.timestamp() + limit if started is not None and limit else INF
+        releases.setdefault(row["node_name"], []).append(
+            (deadline, row["gpus"], row["cpu_millis"], row["memory_bytes"],
+             str(row["group_id"])))
     nodes: dict[str, list[Node]] = {name: [] for name in names}
     for row in NodeRow.objects.filter(backend__in=names).order_by("name").values(
             "name", "backend", "gpus", "cpu_millis", "memory_bytes", "labels", "schedulable"):
         nodes[row["backend"]].append(Node(
             name=row["name"], gpus=row["gpus"], cpu=row["cpu_millis"],
             memory=row["memory_bytes"], labels=row["labels"] or {},
-            schedulable=row["schedulable"], bound=used.get(row["name"], (0, 0, 0)),
-            releases=()))
+            schedulable=row["schedulable"], bound=tuple(held.get(row["name"], (0, 0, 0))),
+            releases=tuple(sorted(releases.get(row["name"], ())))))
     topology = Topology(levels=topology_levels(cluster_topology()))
     states = _states(names, now)
     options = {name: BackendOption(name, tuple(nodes[name]), topology, states[name][1])

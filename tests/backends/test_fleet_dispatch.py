@@ -252,3 +252,27 @@ def test_a_waiting_gang_moves_once_per_interval_and_never_once_a_pod_ran(admin_c
         backend = group(third).backend
         assert fleet_pass().moved == 0
         assert group(third).backend == backend
+
+
+def busy_on(pool, node_name: str, gpus: int, exec_timeout: int | None):
+    """A running workflow holding `gpus` on `node_name`, ending at its exec_timeout."""
+    workflow = factories.running_workflow(pool, gpus)
+    Task.objects.filter(workflow=workflow).update(node_name=node_name)
+    workflow.groups.update(started_at=timezone.now())
+    type(workflow).objects.filter(pk=workflow.pk).update(exec_timeout_seconds=exec_timeout)
+    return workflow
+
+
+def test_among_backends_that_cannot_start_it_now_the_soonest_start_wins(admin_client, alice):
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west", 8)
+    pool = team()
+    busy_on(pool, "west-0", 8, None)  # west's work never ends by itself
+    busy_on(pool, "east-0", 8, 3600)  # east's ends within the hour
+    name = submit(alice, "team", spec("next", gpus=8))
+    assert fleet_pass().chosen == 1
+    assert group(name).backend == "east"
+    [west] = alice.get(f"/api/workflow/{name}/explain").json()["groups"][0][
+        "backend_choice"]["passed_over"]
+    assert (west["backend"], west["code"]) == ("west", "insufficient_gpus")
+    assert west["message"] == "backend west: its minimum needs 8 GPUs; 0 of 8 are free there"

@@ -10,7 +10,7 @@ backend its pool names, no backend given more than its nodes hold, and then one 
 per backend (untimed) binds every gang wholly on the nodes of the backend chosen for it.
 Exits non-zero below ``--min-rate`` gangs/s (default 100).
 
-    python benchmarks/fleet_dispatch.py [--gangs 1000] [--nodes 256] [--min-rate 100]
+    python benchmarks/fleet_dispatch.py [--gangs 380] [--nodes 256] [--min-rate 100]
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def shapes(gangs: int, capacity: int, seed: int = 46) -> list[tuple[int, int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--gangs", type=int, default=1000)
+    parser.add_argument("--gangs", type=int, default=380)
     parser.add_argument("--nodes", type=int, default=256)
     parser.add_argument("--min-rate", type=float, default=100.0)
     args = parser.parse_args()

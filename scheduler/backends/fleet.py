@@ -34,7 +34,15 @@ from pools.models import Pool
 from pools.selectors import served_by_q
 from scheduler.core import Pod
 from scheduler.core.decode import gang_of, topology_levels
-from scheduler.core.fleet import INF, BackendOption, choose, judge, move_target, reserve
+from scheduler.core.fleet import (
+    INF,
+    BackendOption,
+    choose,
+    judge,
+    move_target,
+    reserve,
+    with_live,
+)
 from scheduler.core.kai_names import DEFAULT_BACKEND
 from scheduler.core.model import Gang, Node, Topology
 from scheduler.kai.selectors import cluster_topology
@@ -114,8 +122,9 @@ def options_of(names: set[str], now: datetime) -> tuple[dict[str, BackendOption]
             releases=tuple(sorted(releases.get(row["name"], ())))))
     topology = Topology(levels=topology_levels(cluster_topology()))
     states = _states(names, now)
-    options = {name: BackendOption(name, tuple(nodes[name]), topology, states[name][1])
-               for name in names}
+    # Live views: a pass judges many gangs on the same nodes (`scheduler.core.fleet.live`).
+    options = {name: with_live(BackendOption(name, tuple(nodes[name]), topology,
+                                             states[name][1])) for name in names}
     return options, {name: state[0] for name, state in states.items()}
 
 

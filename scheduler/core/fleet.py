@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from scheduler.core.cluster import Cluster
 from scheduler.core.model import Gang, Node, Topology
@@ -45,6 +45,10 @@ class BackendOption:
     nodes: tuple[Node, ...]
     topology: Topology
     unusable: str | None = None
+    # A caller judging many gangs in a row may keep the free-capacity view of the nodes, what
+    # they hold included (`live`): each try then places on it and undoes, and `reserve`
+    # keeps its placement there, instead of building the view again per try.
+    live: Cluster | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -99,15 +103,22 @@ def _try(gang: Gang, nodes: Sequence[Node], topology: Topology,
     return fits, why
 
 
+def with_live(option: BackendOption) -> BackendOption:
+    """The option with its free-capacity view kept (see `BackendOption.live`)."""
+    return replace(option, live=Cluster(list(option.nodes), option.topology,
+                                        _used(option.nodes, None)))
+
+
 def _place(gang: Gang, nodes: Sequence[Node], topology: Topology,
-           used: Sequence[tuple[int, int, int]] | None
+           used: Sequence[tuple[int, int, int]] | None, live: Cluster | None = None
            ) -> tuple[bool, Reason | None, Cluster | None]:
-    """As `_try`, with the cluster the minimum was placed in when it fits."""
+    """As `_try`, with the cluster the minimum was placed in when it fits (``live``: that
+    view, the placement left on it)."""
     try:
         tree = build_tree(gang)
     except InvalidGang as error:
         return False, Reason("invalid_podgroup", str(error)), None
-    cluster = Cluster(list(nodes), topology, used)
+    cluster = live if live is not None else Cluster(list(nodes), topology, used)
     work = GangWork(gang, tree, cluster, topology)
     if work.bad_levels:
         return False, Reason("topology_unknown_level",
@@ -129,13 +140,31 @@ def _place(gang: Gang, nodes: Sequence[Node], topology: Topology,
         "unschedulable", "no set of its nodes meets all of the gang's constraints"), None
 
 
+def _fits_now(gang: Gang, option: BackendOption) -> tuple[bool, Reason | None]:
+    if option.live is None:
+        return _try(gang, option.nodes, option.topology, _used(option.nodes, None))
+    mark = option.live.mark()
+    fits, why, _cluster = _place(gang, option.nodes, option.topology, None, option.live)
+    option.live.rollback(mark)
+    return fits, why
+
+
 def reserve(gang: Gang, option: BackendOption) -> tuple[BackendOption, bool]:
     """The backend with the gang's minimum held where it would start now — what a gang
     already sent there takes before the next one is judged —, and whether it fitted (the
-    option unchanged when it did not)."""
+    option unchanged when it did not). With a `live` view the placement stays on it (the
+    nodes' `bound` then says what they held before)."""
     gang = _unbound(gang)
     if option.unusable is not None:
         return option, False
+    if option.live is not None:
+        mark = option.live.mark()
+        fits, _why, _cluster = _place(gang, option.nodes, option.topology, None, option.live)
+        if not fits:
+            option.live.rollback(mark)
+            return option, False
+        option.live.commit()
+        return option, True
     fits, _why, cluster = _place(gang, option.nodes, option.topology, _used(option.nodes, None))
     if not fits or cluster is None:
         return option, False
@@ -174,8 +203,9 @@ def judge(gang: Gang, option: BackendOption, now: float,
     """One backend for one gang. ``ever``: a memo of whether each backend's nodes, empty, hold
     each gang shape, kept by a caller judging many gangs on the same nodes."""
     gang = _unbound(gang)
-    free = sum(max(0, node.gpus - (node.bound or (0, 0, 0))[0])
-               for node in option.nodes if node.schedulable)
+    free = option.live.total_free[0] if option.live is not None else sum(
+        max(0, node.gpus - (node.bound or (0, 0, 0))[0])
+        for node in option.nodes if node.schedulable)
     if option.unusable is not None:
         return Verdict(option.name, False, False, None, free,
                        Reason("backend_unusable", option.unusable))
@@ -190,7 +220,7 @@ def judge(gang: Gang, option: BackendOption, now: float,
         return Verdict(option.name, False, False, None, free, Reason(
             why.code if why else "unschedulable",
             f"its nodes could never hold the gang, even empty: {why.message if why else ''}"))
-    now_ok, why = _try(gang, option.nodes, option.topology, _used(option.nodes, None))
+    now_ok, why = _fits_now(gang, option)
     if now_ok:
         return Verdict(option.name, True, True, now, free)
     return Verdict(option.name, True, False, _estimate(gang, option, now), free,

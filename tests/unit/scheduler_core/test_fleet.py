@@ -175,3 +175,24 @@ def test_the_ever_memo_gives_the_same_verdicts():
         assert choose(whole_nodes_gang(count), options, 0.0, memo) == \
             choose(whole_nodes_gang(count), options, 0.0)
     assert len(memo) == 4  # two shapes on two backends
+
+
+def test_a_live_view_chooses_and_reserves_as_rebuilding_the_nodes_does():
+    from scheduler.core.fleet import reserve, with_live
+
+    def run(live: bool) -> list[str | None]:
+        options = [BackendOption("a", busy(nodes(4, prefix="a"), 4), NONE),
+                   BackendOption("b", busy(nodes(2, prefix="b"), 0), NONE)]
+        if live:
+            options = [with_live(o) for o in options]
+        picked = []
+        for count, gpus in ((2, 8), (1, 4), (2, 4), (1, 8), (4, 2), (1, 4)):
+            g = gang("g", pod_list=pods("p", count, gpus=gpus), min_member=count)
+            choice = choose(g, options, 0.0)
+            picked.append(choice.backend)
+            if choice.backend is not None:
+                i = [o.name for o in options].index(choice.backend)
+                options[i], _ = reserve(g, options[i])
+        return picked
+
+    assert run(live=True) == run(live=False) == ["b", "a", "a", "a", "a", "a"]

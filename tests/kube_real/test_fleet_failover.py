@@ -6,11 +6,14 @@ nothing. The test plays KAI and the kubelet, as the rest of this tier does."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from scheduler.backends import services as backend_services
-from scheduler.models import AgentWork, Node
+from scheduler.models import AgentWork, Backend, Node
 from tests import factories
 from tests.k8s.conftest import spec, statuses, submit
 from workflows.models import Task, WorkflowGroup
@@ -65,6 +68,12 @@ def test_a_dead_agents_waiting_gang_runs_on_the_other_cluster_and_is_fenced_ther
         east.kill()  # before its pod ran
         wait_until(lambda: other.names("pods") == [pod], LEASE + 30,
                    "the gang dispatched to west once east's lease ended", west)
+        # Recovery: from the end of east's lease to the gang's pod on west (within one of
+        # west's polls, which the fleet pass precedes).
+        lease_end = Backend.objects.get(name="east").last_heartbeat + timedelta(seconds=LEASE)
+        recovery = (timezone.now() - lease_end).total_seconds()
+        print(f"recovery: the gang's pod on west {recovery:.1f} s after east's lease ended")
+        assert recovery < 15  # one poll of west (10 s long-poll) and its creates
         assert WorkflowGroup.objects.get().backend == "west"
         assert cluster.names("pods") == [pod]  # east's API server still holds the old one
 

@@ -699,12 +699,15 @@ class GroupView:
     duration: str
     estimate: dict | None = None  # a reserved group's start estimate (explain)
     backend: str | None = None  # where it was dispatched (None until then)
+    passed_over: list[dict] | None = None  # explain's backend_choice: why each other backend
 
 
 def workflow_groups(workflow, explanation: dict, now) -> list[GroupView]:
     """Groups with their tasks, durations (running ones up to ``now``) and explain reasons."""
     reasons = {group["name"]: group["reasons"] for group in explanation["groups"]}
     estimates = {group["name"]: group.get("estimate") for group in explanation["groups"]}
+    passed = {group["name"]: (group.get("backend_choice") or {}).get("passed_over")
+              for group in explanation["groups"]}
     views = []
     for group in workflow.groups.all():
         tasks = [TaskView(task.name, task.status, task.reason or "", task.gpus,
@@ -717,5 +720,6 @@ def workflow_groups(workflow, explanation: dict, now) -> list[GroupView]:
                                reasons.get(group.name, []), tasks,
                                duration(group.started_at, group.finished_at or (
                                    now if group.started_at else None)),
-                               estimates.get(group.name), group.backend))
+                               estimates.get(group.name), group.backend,
+                               passed.get(group.name)))
     return views

@@ -269,6 +269,9 @@ OSMO_SCHEDULER_NAME = os.environ.get(
 # is OFFLINE, and seconds OFFLINE before its running tasks end FAILED_BACKEND_ERROR.
 OSMO_BACKEND_LEASE = env_int("OSMO_BACKEND_LEASE", 30)
 OSMO_BACKEND_LOST_TIMEOUT = env_int("OSMO_BACKEND_LOST_TIMEOUT", 600)
+# A gang waiting in one backend moves to another of its pool that starts it now at most once
+# per this many seconds (scheduler/backends/fleet.py).
+OSMO_FLEET_MOVE_INTERVAL = env_int("OSMO_FLEET_MOVE_INTERVAL", 60)
 # How often the started work of lost backends is ended (scheduler/backends/lost.py).
 OSMO_BACKEND_LOST_CHECK_INTERVAL = env_int("OSMO_BACKEND_LOST_CHECK_INTERVAL", 15)
 # Kubernetes backend: seconds between dispatch/cleanup passes (a NOTIFY wakes it sooner),

@@ -20,6 +20,7 @@ from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 from workflows.models import FINAL_TASK_STATUSES, TaskStatus
 from workflows.selectors import gpu_holding_tasks, visible_workflows
 
+from .backends.fleet import fleet_explain
 from .backends.health import backends_unavailable
 from .backends.selectors import gpus_used_by_node  # noqa: F401 - the cluster views read it here
 from .models import Node, SchedulerCycle
@@ -104,12 +105,15 @@ def explain(workflow) -> dict:
     """Per group: the last cycle's reasons, or why it is not (yet) in the scheduler, and the
     start estimate of a group that holds a reservation (`estimate`: null otherwise; see
     `scheduler.cycle_record.estimate_row`). A group that waits while none of its pool's
-    backends can take work says that first."""
+    backends can take work says that first. A waiting group of a pool naming several
+    backends has `backend_choice`: the one chosen and why each other was passed over
+    (`backends.fleet.fleet_explain`); null otherwise."""
     cycle = last_cycle()
     by_podgroup = {p["podgroup"]: p for p in (cycle.pending_gangs if cycle else [])}
     rows = list(workflow.groups.all())
     unavailable = (backends_unavailable(workflow.pool)
                    if any(g.status == TaskStatus.SCHEDULING for g in rows) else None)
+    choices = fleet_explain(workflow, rows)
     groups = []
     for group in rows:
         estimate = None
@@ -128,7 +132,8 @@ def explain(workflow) -> dict:
         else:
             reasons = []
         groups.append({"name": group.name, "podgroup": group.podgroup, "status": group.status,
-                       "backend": group.backend, "reasons": reasons, "estimate": estimate})
+                       "backend": group.backend, "reasons": reasons, "estimate": estimate,
+                       "backend_choice": choices.get(group.pk)})
     return {"workflow": workflow.name, "groups": groups}
 
 

@@ -14,6 +14,7 @@ import urllib3.exceptions
 from celery import shared_task
 from django.db import transaction
 
+from scheduler.backends.fleet import fleet_pass
 from scheduler.backends.lost import backends_lost_pass
 from scheduler.backends.spec import default_spec
 from scheduler.kai.sync import KaiSyncError, sync_enabled, sync_namespace
@@ -52,5 +53,8 @@ def queue_sync_on_commit(namespace: str | None = None) -> None:
 
 @shared_task
 def backends_lost() -> dict:
-    """The started groups of lost backends end FAILED_BACKEND_ERROR (`backends/lost.py`)."""
+    """The started groups of lost backends end FAILED_BACKEND_ERROR (`backends/lost.py`);
+    the not-started ones of OFFLINE backends are chosen again (`backends/fleet.py`), also
+    when no other process runs a pass."""
+    fleet_pass()
     return backends_lost_pass()

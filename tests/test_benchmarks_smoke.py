@@ -32,6 +32,8 @@ SMOKE: dict[str, tuple[list[str], str, str | None]] = {
                        "--web-workers", "1", "--limit", "60"],
                       r"^all RUNNING after [\d.]+ s \(8 running\)", None),
     "fleet_quality.py": (["--quick"], r"^  utilization fleet / one cluster: [\d.]+", None),
+    "fleet_dispatch.py": (["--gangs", "20", "--nodes", "8", "--min-rate", "0"],
+                          r"^fleet dispatch rate: \d+ gangs/s", None),
     "gang_start.py": (["--nodes", "2", "--gang", "1", "--gang-seconds", "3", "--warmup", "2",
                        "--after", "12", "--limit", "60"],
                       r"^gang start: [\d.]+ s after submission", None),

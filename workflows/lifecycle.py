@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from osmo import events
@@ -721,3 +721,49 @@ def group_fail_submission(*, group_id: int) -> None:
     _end_tasks(Task.objects.filter(group_id=group_id), TaskStatus.FAILED,
                "submission_failed", now)
     settle(workflow, now)
+
+
+# --- the fleet: which backend a group goes to (scheduler/backends/fleet.py decides) --------
+
+def groups_choose_backend(choices: Mapping[int, str]) -> set[int]:
+    """Record each group's chosen backend where none is recorded yet and it still waits to
+    be scheduled: a conditional update, so of two processes choosing for one group exactly
+    one wins. Returns the ids recorded."""
+    if not choices:
+        return set()
+    ids = list(choices)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE workflows_workflowgroup g SET backend = v.backend "
+            "FROM unnest(%s::bigint[], %s::text[]) AS v(id, backend) "
+            "WHERE g.id = v.id AND g.id = ANY(%s::bigint[]) AND g.backend IS NULL "
+            "AND g.status = %s RETURNING g.id",
+            [ids, [choices[i] for i in ids], ids, TaskStatus.SCHEDULING])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _ran() -> Exists:
+    """A task of the group reached a node or started."""
+    return Exists(Task.objects.filter(group_id=OuterRef("pk")).filter(
+        ~Q(node_name="") | Q(started_at__isnull=False)))
+
+
+def groups_move_backend(group_ids: Sequence[int], *, source: str, target: str | None,
+                        now: datetime, reason: str) -> list[int]:
+    """Take not-started groups away from ``source`` (OFFLINE, or a waiting gang another
+    backend starts now): to ``target``, or none (chosen again at once). Only groups still
+    recorded on ``source``, SCHEDULING, none of whose tasks ever reached a node — a pod that
+    ran pins its gang. Returns the ids moved; each workflow gets an event."""
+    rows = list(WorkflowGroup.objects.filter(
+        pk__in=list(group_ids), backend=source, status=TaskStatus.SCHEDULING)
+        .filter(~_ran()).values_list("pk", "workflow_id", "name"))
+    if not rows:
+        return []
+    moved = [pk for pk, _, _ in rows]
+    WorkflowGroup.objects.filter(pk__in=moved, backend=source).update(
+        backend=target, backend_moved_at=now)
+    where = f"to backend {target}" if target else "to be dispatched elsewhere"
+    logstore.events_record([Event(workflow_id, None, "BackendMoved",
+                                  f"group {name} left backend {source} {where}: {reason}", now)
+                            for _, workflow_id, name in rows])
+    return moved

@@ -138,6 +138,9 @@ class WorkflowGroup(models.Model):
     backend = models.CharField(max_length=63, null=True, blank=True,
                                help_text="The backend's name it was dispatched to (null until "
                                          "then); a name, as a node's, not a key.")
+    backend_moved_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the fleet last moved it to another backend (a "
+                                         "waiting gang moves at most once per interval).")
     gang = models.JSONField(default=dict, blank=True,
                             help_text="The PodGroup's gang fields: minMember, minSubGroup, "
                                       "subGroups, topologyConstraint.")

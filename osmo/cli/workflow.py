@@ -118,6 +118,16 @@ def expected_start(explanation: dict | None) -> str | None:
     return None
 
 
+def backend_choice_lines(group: dict) -> list[str]:
+    """The backend chosen for a waiting group of a pool naming several, and why each other
+    one was passed over."""
+    choice = group.get("backend_choice")
+    if not choice:
+        return []
+    return [f"  backend: {choice['backend'] or 'none can take it now'}",
+            *(f"  - {other['message']} [{other['code']}]" for other in choice["passed_over"])]
+
+
 def describe(workflow: dict, explanation: dict | None = None) -> str:
     pending = workflow.get("pending_reason")
     reason = (f"{pending['group']}: {pending['message']}" if pending
@@ -135,6 +145,11 @@ def describe(workflow: dict, explanation: dict | None = None) -> str:
     rows = [[group["name"], task["name"], task["status"], task["gpus"], dash(task["node"]),
              dash(task["exit_code"])]
             for group in workflow.get("groups", []) for task in group.get("tasks", [])]
+    choices = [line for group in (explanation or {}).get("groups", [])
+               for line in ([f"{group['name']}:"] + backend_choice_lines(group)
+                            if group.get("backend_choice") else [])]
+    if choices:
+        text += "\nBackends:\n" + "".join(f"{line}\n" for line in choices)
     if rows:
         text += "\n" + table(("Group", "Task", "Status", "GPUs", "Node", "Exit Code"), rows)
     return text
@@ -160,6 +175,7 @@ def explain(args) -> int:
         if estimate:
             lines.append(f"  expected start: {estimate['expected_start_at'] or 'no estimate'}"
                          f" (reserved: {', '.join(estimate['reserved_nodes'])})")
+        lines += backend_choice_lines(group)
         if not group["reasons"]:
             lines.append("  - nothing is holding it back")
     emit(args, explanation, "\n".join(lines) + "\n")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from scheduler.core.cluster import Cluster
 from scheduler.core.model import Gang, Node, Topology
@@ -45,6 +45,10 @@ class BackendOption:
     nodes: tuple[Node, ...]
     topology: Topology
     unusable: str | None = None
+    # A caller judging many gangs in a row may keep the free-capacity view of the nodes, what
+    # they hold included (`live`): each try then places on it and undoes, and `reserve`
+    # keeps its placement there, instead of building the view again per try.
+    live: Cluster | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -95,30 +99,83 @@ def _try(gang: Gang, nodes: Sequence[Node], topology: Topology,
          used: Sequence[tuple[int, int, int]] | None) -> tuple[bool, Reason | None]:
     """Whether the gang's minimum fits with `used` held (None: every node empty), and the
     placement's first note when it does not."""
+    fits, why, _cluster = _place(gang, nodes, topology, used)
+    return fits, why
+
+
+def with_live(option: BackendOption) -> BackendOption:
+    """The option with its free-capacity view kept (see `BackendOption.live`)."""
+    return replace(option, live=Cluster(list(option.nodes), option.topology,
+                                        _used(option.nodes, None)))
+
+
+def _place(gang: Gang, nodes: Sequence[Node], topology: Topology,
+           used: Sequence[tuple[int, int, int]] | None, live: Cluster | None = None
+           ) -> tuple[bool, Reason | None, Cluster | None]:
+    """As `_try`, with the cluster the minimum was placed in when it fits (``live``: that
+    view, the placement left on it)."""
     try:
         tree = build_tree(gang)
     except InvalidGang as error:
-        return False, Reason("invalid_podgroup", str(error))
-    cluster = Cluster(list(nodes), topology, used)
+        return False, Reason("invalid_podgroup", str(error)), None
+    cluster = live if live is not None else Cluster(list(nodes), topology, used)
     work = GangWork(gang, tree, cluster, topology)
     if work.bad_levels:
         return False, Reason("topology_unknown_level",
                              f"its topology levels {', '.join(work.bad_levels)} are not in "
-                             "this cluster's Topology")
+                             "this cluster's Topology"), None
     lower = work.demand(0)
     if lower is None:
         return False, Reason("minimum_unreachable",
-                             "it has fewer pods or subgroups than its minimum requires")
+                             "it has fewer pods or subgroups than its minimum requires"), None
     if any(lower[i] > cluster.total_free[i] for i in range(3)):
         return False, Reason("insufficient_gpus" if lower[0] > cluster.total_free[0]
                              else "insufficient_cpu" if lower[1] > cluster.total_free[1]
                              else "insufficient_memory",
                              f"its minimum needs {lower[0]} GPUs; {cluster.total_free[0]} of "
-                             f"{cluster.capacity[0]} are free there")
+                             f"{cluster.capacity[0]} are free there"), None
     if Placer(cluster, topology, MAX_DOMAIN_ATTEMPTS).place_minimum(work):
-        return True, None
+        return True, None, cluster
     return False, work.notes[0] if work.notes else Reason(
-        "unschedulable", "no set of its nodes meets all of the gang's constraints")
+        "unschedulable", "no set of its nodes meets all of the gang's constraints"), None
+
+
+def _fits_now(gang: Gang, option: BackendOption) -> tuple[bool, Reason | None]:
+    if option.live is None:
+        return _try(gang, option.nodes, option.topology, _used(option.nodes, None))
+    mark = option.live.mark()
+    fits, why, _cluster = _place(gang, option.nodes, option.topology, None, option.live)
+    option.live.rollback(mark)
+    return fits, why
+
+
+def reserve(gang: Gang, option: BackendOption) -> tuple[BackendOption, bool]:
+    """The backend with the gang's minimum held where it would start now — what a gang
+    already sent there takes before the next one is judged —, and whether it fitted (the
+    option unchanged when it did not). With a `live` view the placement stays on it (the
+    nodes' `bound` then says what they held before)."""
+    gang = _unbound(gang)
+    if option.unusable is not None:
+        return option, False
+    if option.live is not None:
+        mark = option.live.mark()
+        fits, _why, _cluster = _place(gang, option.nodes, option.topology, None, option.live)
+        if not fits:
+            option.live.rollback(mark)
+            return option, False
+        option.live.commit()
+        return option, True
+    fits, _why, cluster = _place(gang, option.nodes, option.topology, _used(option.nodes, None))
+    if not fits or cluster is None:
+        return option, False
+    nodes = tuple(
+        node if (node.gpus - cluster.free_gpu[i], node.cpu - cluster.free_cpu[i],
+                 node.memory - cluster.free_mem[i]) == (node.bound or (0, 0, 0))
+        else replace(node, bound=(node.gpus - cluster.free_gpu[i],
+                                  node.cpu - cluster.free_cpu[i],
+                                  node.memory - cluster.free_mem[i]))
+        for i, node in enumerate(cluster.nodes))
+    return replace(option, nodes=nodes), True
 
 
 def _estimate(gang: Gang, option: BackendOption, now: float) -> float | None:
@@ -134,20 +191,36 @@ def _estimate(gang: Gang, option: BackendOption, now: float) -> float | None:
     return None
 
 
-def judge(gang: Gang, option: BackendOption, now: float) -> Verdict:
-    """One backend for one gang."""
+def shape_of(gang: Gang) -> tuple:
+    """What the "could it ever fit" test reads of a gang: its rule and its pods' requests,
+    not its names."""
+    return (gang.min_member, gang.min_subgroup, gang.subgroups, gang.topology,
+            tuple((p.subgroup, p.gpus, p.cpu, p.memory, p.node_selector) for p in gang.pods))
+
+
+def judge(gang: Gang, option: BackendOption, now: float,
+          ever: dict | None = None) -> Verdict:
+    """One backend for one gang. ``ever``: a memo of whether each backend's nodes, empty, hold
+    each gang shape, kept by a caller judging many gangs on the same nodes."""
     gang = _unbound(gang)
-    free = sum(max(0, node.gpus - (node.bound or (0, 0, 0))[0])
-               for node in option.nodes if node.schedulable)
+    free = option.live.total_free[0] if option.live is not None else sum(
+        max(0, node.gpus - (node.bound or (0, 0, 0))[0])
+        for node in option.nodes if node.schedulable)
     if option.unusable is not None:
         return Verdict(option.name, False, False, None, free,
                        Reason("backend_unusable", option.unusable))
-    ever, why = _try(gang, option.nodes, option.topology, None)
-    if not ever:
+    key = (option.name, shape_of(gang)) if ever is not None else None
+    if key is not None and key in ever:
+        fits, why = ever[key]
+    else:
+        fits, why = _try(gang, option.nodes, option.topology, None)
+        if key is not None:
+            ever[key] = (fits, why)
+    if not fits:
         return Verdict(option.name, False, False, None, free, Reason(
             why.code if why else "unschedulable",
             f"its nodes could never hold the gang, even empty: {why.message if why else ''}"))
-    now_ok, why = _try(gang, option.nodes, option.topology, _used(option.nodes, None))
+    now_ok, why = _fits_now(gang, option)
     if now_ok:
         return Verdict(option.name, True, True, now, free)
     return Verdict(option.name, True, False, _estimate(gang, option, now), free,
@@ -159,11 +232,12 @@ def _rank(verdict: Verdict, order: int) -> tuple:
             -verdict.free_gpus, order)
 
 
-def choose(gang: Gang, options: Sequence[BackendOption], now: float) -> FleetChoice:
+def choose(gang: Gang, options: Sequence[BackendOption], now: float,
+           ever: dict | None = None) -> FleetChoice:
     """The backend the gang goes to among `options` (in the pool's order), and every verdict.
     A gang no backend could hold now or at a known time still goes to the best eligible one
     (it waits there, as on one cluster); None only when no backend could ever hold it."""
-    verdicts = [judge(gang, option, now) for option in options]
+    verdicts = [judge(gang, option, now, ever) for option in options]
     eligible = [(v, i) for i, v in enumerate(verdicts) if v.eligible]
     if not eligible:
         return FleetChoice(None, tuple(verdicts))
@@ -185,17 +259,18 @@ def _passed_over(verdict: Verdict, best: Verdict) -> Verdict:
 
 
 def move_target(gang: Gang, current: str, options: Sequence[BackendOption], now: float, *,
-                ran: bool, last_moved: float | None, interval: float) -> str | None:
+                ran: bool, last_moved: float | None, interval: float,
+                ever: dict | None = None) -> str | None:
     """Where a gang waiting in `current` should move: a backend that starts it now while
     `current` does not. Never when one of its pods has run (`ran`), nor twice within
     `interval` seconds."""
     if ran or (last_moved is not None and now - last_moved < interval):
         return None
     here = next((o for o in options if o.name == current), None)
-    if here is not None and judge(gang, here, now).starts_now:
+    if here is not None and judge(gang, here, now, ever).starts_now:
         return None
     others = [o for o in options if o.name != current]
-    choice = choose(gang, others, now)
+    choice = choose(gang, others, now, ever)
     if choice.backend is None or not choice.verdict(choice.backend).starts_now:
         return None
     return choice.backend

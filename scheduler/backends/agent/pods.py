@@ -21,6 +21,8 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
+
 from scheduler.models import AgentWork, AgentWorkKind, Backend
 from workflows import lifecycle
 from workflows.models import ALIVE_TASK_STATUSES, Task
@@ -28,7 +30,7 @@ from workflows.models import ALIVE_TASK_STATUSES, Task
 from ..kubernetes import moves, status
 from ..kubernetes.listener import PodListener
 from ..kubernetes.objects import task_of_pod
-from .work import applied_before_listing
+from .work import MOVED, applied_before_listing
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +54,11 @@ class AgentPods(PodListener):
         names = {key[0] for key in (task_of_pod(pod) for pod, _ in pods) if key}
         ours = set(AgentWork.objects.filter(
             backend=self.backend.name, kind=AgentWorkKind.CREATE,
-            group__workflow__name__in=names).values_list("group__workflow__name", flat=True))
+            group__workflow__name__in=names)
+            # Work moved to another backend: this agent's reports about it are stale.
+            .exclude(outcome=MOVED)
+            .filter(Q(group__backend__isnull=True) | Q(group__backend=self.backend.name))
+            .values_list("group__workflow__name", flat=True))
         return super().handle_batch([(pod, deleted) for pod, deleted in pods
                                      if (task_of_pod(pod) or ("",))[0] in ours])
 

@@ -21,6 +21,7 @@ from osmo.errors import Conflict, OsmoError
 from scheduler import services as scheduler_services
 from scheduler.models import AgentMessage, Backend, BackendKind, Node
 
+from ..fleet import fleet_pass
 from ..kubernetes.nodes import node_fields
 from ..selectors import backend_get
 from . import work
@@ -160,6 +161,8 @@ def agent_poll(*, backend: Backend, acks: list[dict], after: int = 0) -> list[di
     work.ack(backend, acks)
     Backend.objects.filter(pk=backend.pk).update(last_heartbeat=timezone.now())
     work.queue_sync(backend)
+    # This backend's share of the waiting gangs, chosen before it claims.
+    fleet_pass(moves=False)
     work.claim_groups(backend)
     work.queue_cleanups(backend)
     return work.unacked(backend, after=after)

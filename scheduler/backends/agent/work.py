@@ -24,7 +24,8 @@ from datetime import datetime
 
 import orjson
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from scheduler.kai.selectors import desired_cluster_objects
@@ -37,6 +38,7 @@ from workflows.models import (
     WorkflowGroup,
 )
 
+from ..destined import destined_q
 from ..kubernetes.objects import group_objects, group_selector
 
 logger = logging.getLogger(__name__)
@@ -45,12 +47,7 @@ PODS_PER_ITEM = 100  # a 1,000-task group is 11 items of a few hundred KiB each
 CLAIM_BATCH = 50  # groups claimed in one transaction
 POLL_ITEMS = 200  # items in one poll answer at most
 POLL_BYTES = 8 * 1024 * 1024  # and about this many bytes (one item always goes)
-
-
-def _serves(name: str) -> Q:
-    """Groups of the pools that name backend ``name`` (subpools inherit their parent's)."""
-    return (Q(workflow__pool__parent__isnull=True, workflow__pool__backends__contains=[name])
-            | Q(workflow__pool__parent__backends__contains=[name]))
+MOVED = "moved"  # the outcome of a create whose group was taken to another backend
 
 
 def claim_groups(backend: Backend, *, limit: int = CLAIM_BATCH) -> int:
@@ -64,7 +61,7 @@ def claim_groups(backend: Backend, *, limit: int = CLAIM_BATCH) -> int:
         groups = list(WorkflowGroup.objects
                       .filter(status=TaskStatus.SCHEDULING,
                               workflow__status__in=ALIVE_WORKFLOW_STATUSES)
-                      .filter(_serves(backend.name), ~Exists(dispatched))
+                      .filter(destined_q(backend.name), ~Exists(dispatched))
                       .select_related("workflow__pool")
                       .order_by("workflow__submitted_at", "workflow_id", "position")
                       .select_for_update(skip_locked=True, of=("self",))[:limit])
@@ -129,12 +126,47 @@ def queue_sync(backend: Backend, *, force: bool = False) -> bool:
     return True
 
 
+def fence_moved(backend_name: str, group_ids: list[int]) -> int:
+    """Groups taken away from ``backend_name`` (OFFLINE, or moved to another backend) before
+    any of their pods ran: their unacked creates there are never handed out, their objects
+    there are queued for deletion as fences — while one is unacked the agent is given
+    nothing else (:func:`unacked`), so a returning cluster deletes moved work before it
+    starts anything —, and their dispatch record goes so that the next backend claims them.
+    Returns the fences queued."""
+    if not group_ids:
+        return 0
+    now = timezone.now()
+    with transaction.atomic():
+        sent = set(AgentWork.objects.filter(backend=backend_name, kind=AgentWorkKind.CREATE,
+                                            group_id__in=group_ids)
+                   .values_list("group_id", flat=True))
+        # Every create of theirs there says so: the agent's reports about them count no more
+        # (agent.pods), and the unacked ones are not handed out again.
+        AgentWork.objects.filter(backend=backend_name, kind=AgentWorkKind.CREATE,
+                                 group_id__in=group_ids).update(
+            acked_at=Coalesce("acked_at", Value(now)), outcome=MOVED)
+        groups = list(WorkflowGroup.objects.filter(pk__in=sorted(sent))
+                      .select_related("workflow"))
+        AgentWork.objects.bulk_create([AgentWork(
+            backend=backend_name, kind=AgentWorkKind.DELETE, group=group,
+            payload={"podgroup": group.podgroup, "fence": True,
+                     "selector": group_selector(group.workflow.name, group.name)})
+            for group in groups])
+        GroupDispatch.objects.filter(group_id__in=group_ids).delete()
+    if groups:
+        logger.info("agent %s: %d moved group(s) fenced", backend_name, len(groups))
+    return len(groups)
+
+
 def unacked(backend: Backend, *, after: int = 0) -> list[dict]:
-    """The unacked items after id ``after``, oldest first, bounded by count and bytes."""
+    """The unacked items after id ``after``, oldest first, bounded by count and bytes; only
+    the fences while one is unacked (see :func:`fence_moved`)."""
     out, size = [], 0
-    for item in (AgentWork.objects.filter(backend=backend.name, acked_at__isnull=True,
-                                          pk__gt=after)
-                 .order_by("pk").values("pk", "kind", "payload")[:POLL_ITEMS]):
+    items = AgentWork.objects.filter(backend=backend.name, acked_at__isnull=True, pk__gt=after)
+    fences = items.filter(kind=AgentWorkKind.DELETE, payload__fence=True)
+    if fences.exists():
+        items = fences
+    for item in items.order_by("pk").values("pk", "kind", "payload")[:POLL_ITEMS]:
         entry = {"id": item["pk"], "kind": item["kind"], "payload": item["payload"]}
         size += len(orjson.dumps(entry))
         if out and size > POLL_BYTES:
@@ -176,7 +208,9 @@ def ack(backend: Backend, acks: Iterable[dict]) -> list[int]:
             GroupDispatch.objects.filter(group_id=group_id).update(last_error=error)
             lifecycle.group_fail_submission(group_id=group_id)
         cleaned = [item.group_id for item in items if item.kind == AgentWorkKind.DELETE]
-        GroupDispatch.objects.filter(group_id__in=cleaned).update(cleaned_at=now)
+        # A group that moved to another backend keeps its new dispatch as it is.
+        GroupDispatch.objects.filter(group_id__in=cleaned, group__backend=backend.name).update(
+            cleaned_at=now)
     return done
 
 

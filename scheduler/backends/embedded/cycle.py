@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduler import metrics
+from scheduler.backends.fleet import fleet_pass
 from scheduler.backends.spec import BackendSpec, default_spec, embedded_specs
 from scheduler.core import run_cycle
 from scheduler.core.kai_names import DEFAULT_BACKEND, queue_name_for
@@ -206,6 +207,7 @@ def cycle_run(*, now: datetime | None = None, spec: BackendSpec | None = None,
 
 def cycles_run(*, now: datetime | None = None) -> CycleSummary:
     """A cycle per embedded backend (by name), their figures summed: what the loop runs."""
+    fleet_pass(now)  # which backend each waiting gang of a pool naming several goes to
     specs = embedded_specs()
     names = tuple(spec.name for spec in specs)
     total = CycleSummary(at=now or timezone.now(), duration_ms=0.0, bound=0, evicted=0,

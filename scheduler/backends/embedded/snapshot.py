@@ -2,10 +2,9 @@
 
 A fixed number of queries whatever the cluster size: nodes, the topology, the pool tree (for the
 queues), the gangs (groups ready to schedule or running), and their tasks. One embedded
-backend at a time: its own nodes, and the gangs of the pools that name it — none with a pod on
-another backend's node (a gang never spans two), and a pending one only once every embedded
-backend its pool lists before this one left it pending in its last cycle (first that fits, in
-the pool's order). The queues are the
+backend at a time: its own nodes, and the gangs that are its to run (`destined_q`: chosen
+for it by the fleet pass, which runs before the cycles, or of a pool it alone serves), so a
+gang never spans two backends. The queues are the
 core `Queue` objects the KAI Queue manifests are written from (`scheduler.kai.queues`), so what
 a real cluster would get is what this loop schedules.
 """
@@ -15,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from pools.selectors import served_by_q
+from scheduler.backends.destined import destined_q
 from scheduler.backends.spec import default_spec
 from scheduler.core import Node, Pod, SchedulerConfig, Snapshot, Topology
 from scheduler.core.collector import collector_paused
@@ -24,7 +23,6 @@ from scheduler.core.kai_names import DEFAULT_BACKEND, PRIORITY_VALUES, queue_nam
 from scheduler.cycle_config import scheduler_config
 from scheduler.kai.selectors import cluster_topology, queues
 from scheduler.models import Node as NodeRow
-from scheduler.models import SchedulerCycle
 from scheduler.usage import queue_usage
 from workflows.models import Task, TaskStatus, WorkflowGroup, WorkflowStatus
 
@@ -54,23 +52,6 @@ def build_snapshot(*, now: datetime, config: SchedulerConfig | None = None,
         return _build_snapshot(now, config, backend, tuple(embedded or (backend,)))
 
 
-def _pending_elsewhere(backends: set[str]) -> dict[str, set[str]]:
-    """backend → the podgroups its last cycle left pending."""
-    return {name: {gang["podgroup"] for gang in pending or []}
-            for name, pending in SchedulerCycle.objects.filter(backend__in=backends)
-            .values_list("backend", "pending_gangs")}
-
-
-def _turn_has_come(row: dict, backend: str, embedded: tuple[str, ...],
-                   pending: dict[str, set[str]]) -> bool:
-    """Every embedded backend the group's pool lists before ``backend`` left it pending."""
-    listed = (row["workflow__pool__parent__backends"] if row["workflow__pool__parent_id"]
-              else row["workflow__pool__backends"]) or []
-    earlier = [name for name in listed[:listed.index(backend)] if name in embedded] \
-        if backend in listed else []
-    return all(row["podgroup"] in pending.get(name, ()) for name in earlier)
-
-
 def _build_snapshot(now: datetime, config: SchedulerConfig | None, backend: str,
                     embedded: tuple[str, ...]) -> tuple[Snapshot, SnapshotIndex]:
     namespace = default_spec().namespace
@@ -80,28 +61,18 @@ def _build_snapshot(now: datetime, config: SchedulerConfig | None, backend: str,
         for row in NodeRow.objects.filter(backend=backend).values(
             "name", "gpus", "cpu_millis", "memory_bytes", "labels", "schedulable")
     )
-    several = len(embedded) > 1
-    elsewhere = set(NodeRow.objects.exclude(backend=backend).values_list("name", flat=True)) \
-        if several else set()
     topology = Topology(levels=topology_levels(cluster_topology()))
     groups = {
         row["id"]: row for row in WorkflowGroup.objects.filter(
             status__in=SCHEDULABLE_GROUPS,
             workflow__status__in=(WorkflowStatus.PENDING, WorkflowStatus.RUNNING),
-        ).filter(served_by_q(backend, pool_field="workflow__pool")).values(
+        ).filter(destined_q(backend)).values(
             "id", "podgroup", "gang", "started_at", "below_min_since", "scheduling_at",
             "workflow_id", "workflow__name", "workflow__priority", "workflow__submitted_at",
             "workflow__started_at", "workflow__pool__name", "name",
             "workflow__exec_timeout_seconds", "workflow__pool__backends",
             "workflow__pool__parent_id", "workflow__pool__parent__backends")
     }
-    if several:
-        tasks = Task.objects.filter(group_id__in=list(groups), status__in=GANG_TASKS)
-        placed = set(tasks.exclude(node_name="").values_list("group_id", flat=True).distinct())
-        away = set(tasks.filter(node_name__in=elsewhere).values_list("group_id", flat=True))
-        pending = _pending_elsewhere(set(embedded) - {backend})
-        groups = {group_id: row for group_id, row in groups.items() if group_id not in away
-                  and (group_id in placed or _turn_has_come(row, backend, embedded, pending))}
     pods: dict[int, list[Pod]] = {group_id: [] for group_id in groups}
     finished: set[int] = set()
     index = SnapshotIndex()

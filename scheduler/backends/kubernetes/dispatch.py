@@ -40,7 +40,8 @@ from typing import Any
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from pools.selectors import served_by_q
+from scheduler.backends.destined import destined_q
+from scheduler.backends.fleet import fleet_pass
 from scheduler.backends.spec import BackendSpec, default_spec
 from scheduler.core.kai_names import (
     MANAGED_BY,
@@ -179,13 +180,14 @@ class Dispatcher:
     def runnable(self, now: datetime, *, limit: int | None = None, exclude=()):
         """Up to ``limit`` (else ``batch``) runnable groups, oldest workflow first, without
         those of ``exclude`` (a batch whose creates are still running); only groups of pools
-        that name this backend, and none while it is under maintenance."""
+        that name this backend and that are its to run (`destined_q`: chosen for it by the
+        fleet, or of a pool it alone serves), and none while it is under maintenance."""
         applied = GroupDispatch.objects.filter(group=OuterRef("pk"), applied_at__isnull=False)
         waiting = GroupDispatch.objects.filter(group=OuterRef("pk"), next_attempt_at__gt=now)
         return (WorkflowGroup.objects
                 .filter(status=TaskStatus.SCHEDULING,
                         workflow__status__in=ALIVE_WORKFLOW_STATUSES)
-                .filter(served_by_q(self.backend, pool_field="workflow__pool"))
+                .filter(destined_q(self.backend))
                 .filter(~Exists(Backend.objects.filter(name=self.backend, maintenance=True)))
                 .filter(~Exists(applied), ~Exists(waiting))
                 .exclude(pk__in=list(exclude))
@@ -206,6 +208,8 @@ class Dispatcher:
         ``batch`` groups, doubled up to ``max_batch`` while each comes back full (a backlog).
         Raises ClusterUnavailable once every batch started has been created and recorded (the
         failed groups are claimed again next pass)."""
+        # The waiting gangs of pools naming several backends: whose each is.
+        fleet_pass(moves=False)
         summary = DispatchSummary()
         started: deque[_Batch] = deque()
         size, unavailable = self.batch, None

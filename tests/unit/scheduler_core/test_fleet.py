@@ -152,3 +152,47 @@ def test_the_clusters_quotas_never_sum_above_the_pools(quota, held, order):
     assert all(share >= 0 for share in shares.values())
     if sum(held.get(b, 0) for b in order) <= quota:
         assert all(shares[b] >= held.get(b, 0) for b in order)
+
+
+def test_a_reserved_gang_holds_its_nodes_for_the_next_choice():
+    from scheduler.core.fleet import reserve
+
+    option = BackendOption("a", busy(nodes(2, prefix="a"), 0), NONE)
+    held, fitted = reserve(whole_nodes_gang(2), option)
+    assert fitted and [n.bound for n in held.nodes] == [(8, 0, 0), (8, 0, 0)]
+    again, fitted = reserve(whole_nodes_gang(1), held)
+    assert not fitted and again is held  # no room left: unchanged
+    assert not judge(whole_nodes_gang(1), held, now=0.0).starts_now
+    off = replace(option, unusable="OFFLINE")
+    assert reserve(whole_nodes_gang(1), off) == (off, False)
+
+
+def test_the_ever_memo_gives_the_same_verdicts():
+    options = [BackendOption("a", busy(nodes(1, prefix="a"), 0), NONE),
+               BackendOption("b", busy(nodes(4, prefix="b"), 4), NONE)]
+    memo: dict = {}
+    for count in (2, 2, 1):
+        assert choose(whole_nodes_gang(count), options, 0.0, memo) == \
+            choose(whole_nodes_gang(count), options, 0.0)
+    assert len(memo) == 4  # two shapes on two backends
+
+
+def test_a_live_view_chooses_and_reserves_as_rebuilding_the_nodes_does():
+    from scheduler.core.fleet import reserve, with_live
+
+    def run(live: bool) -> list[str | None]:
+        options = [BackendOption("a", busy(nodes(4, prefix="a"), 4), NONE),
+                   BackendOption("b", busy(nodes(2, prefix="b"), 0), NONE)]
+        if live:
+            options = [with_live(o) for o in options]
+        picked = []
+        for count, gpus in ((2, 8), (1, 4), (2, 4), (1, 8), (4, 2), (1, 4)):
+            g = gang("g", pod_list=pods("p", count, gpus=gpus), min_member=count)
+            choice = choose(g, options, 0.0)
+            picked.append(choice.backend)
+            if choice.backend is not None:
+                i = [o.name for o in options].index(choice.backend)
+                options[i], _ = reserve(g, options[i])
+        return picked
+
+    assert run(live=True) == run(live=False) == ["b", "a", "a", "a", "a", "a"]

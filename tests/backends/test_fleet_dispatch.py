@@ -1,0 +1,278 @@
+"""The fleet (issue 46): a gang of a pool naming several backends goes wholly to one, where
+it starts soonest; only that backend takes it; a backend silent past its lease gives its
+not-started gangs back at once, fenced; a waiting gang moves to a backend that starts it now,
+at most once per interval."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from scheduler import services as scheduler_services
+from scheduler.backends.agent.work import claim_groups
+from scheduler.backends.fleet import FleetSummary, fleet_pass
+from scheduler.backends.kubernetes.dispatch import Dispatcher
+from scheduler.backends.spec import spec_for
+from scheduler.core.kai_names import TASK_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION
+from scheduler.models import AgentWork, Backend, GroupDispatch, Node
+from tests import factories
+from tests.conftest import make_client
+from tests.k8s.conftest import spec, submit
+from workflows import lifecycle
+from workflows.models import Task, TaskEvent, WorkflowGroup
+
+pytestmark = pytest.mark.django_db
+
+
+def cluster(admin, name: str, *gpus: int) -> None:
+    response = admin.post(f"/api/configs/backend/{name}", {"kind": "kubernetes",
+                                                           "k8s_namespace": name},
+                          format="json")
+    assert response.status_code == 201, response.json()
+    Backend.objects.filter(name=name).update(last_heartbeat=timezone.now())
+    for index, count in enumerate(gpus):
+        node(admin, name, index, count)
+
+
+def node(admin, backend: str, index: int, gpus: int) -> None:
+    """A Node as a kubernetes backend's node mirror (its agent) registers it."""
+    name = f"{backend}-{index}"
+    scheduler_services.node_register(name=name, gpus=gpus, cpu_millis=64000,
+                                     memory_bytes=512 << 30,
+                                     labels={"kubernetes.io/hostname": name}, backend=backend)
+
+
+def group(name: str) -> WorkflowGroup:
+    return WorkflowGroup.objects.get(workflow__name=name)
+
+
+@pytest.fixture
+def alice(db):
+    return make_client("alice", "osmo-team-user")
+
+
+def team():
+    return factories.pool("team", 256, backends=["east", "west"])
+
+
+def test_a_gang_goes_where_it_starts_and_only_that_backend_takes_it(admin_client, alice):
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west", 8, 8)
+    factories.pool("team", 256, backends=["east", "west"])
+    big = submit(alice, "team", spec("big", gpus=8, tasks=2))  # east can never hold it
+    small = submit(alice, "team", spec("small", gpus=8))  # west's room is big's now
+    summary = fleet_pass()
+    assert (summary.chosen, summary.moved, summary.redispatched) == (2, 0, 0)
+    assert (group(big).backend, group(small).backend) == ("west", "east")
+    now = timezone.now()
+    for name, want in (("west", [big]), ("east", [small])):
+        runnable = Dispatcher(None, spec=spec_for(name)).runnable(now)
+        assert [g.workflow.name for g in runnable] == want
+    assert fleet_pass().chosen == 0  # chosen once: nothing changes on the next pass
+    # The agent of east claims only east's.
+    assert claim_groups(Backend.objects.get(name="east")) == 1
+    assert list(GroupDispatch.objects.values_list("group__workflow__name", flat=True)) == [small]
+
+    body = alice.get(f"/api/workflow/{big}/explain").json()["groups"][0]
+    assert body["backend"] == "west"
+    assert body["backend_choice"]["backend"] == "west"
+    [east] = body["backend_choice"]["passed_over"]
+    assert east["backend"] == "east" and east["code"] == "insufficient_gpus"
+    assert east["message"] == ("backend east: its nodes could never hold the gang, even "
+                               "empty: its minimum needs 16 GPUs; 8 of 8 are free there")
+
+
+def test_the_most_free_gpus_win_when_several_start_it_now(admin_client, alice):
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west", 8, 8)
+    team()
+    name = submit(alice, "team", spec("one", gpus=4))
+    assert fleet_pass().chosen == 1
+    assert group(name).backend == "west"
+    body = alice.get(f"/api/workflow/{name}/explain").json()["groups"][0]["backend_choice"]
+    assert body["passed_over"] == [{
+        "backend": "east", "code": "backend_ranked_lower",
+        "message": "backend east: it could start here too; west was chosen first"}]
+
+
+def race(group_id: int) -> dict[str, set[int]]:
+    """Two connections record a choice for one group at the same moment, east and west."""
+    barrier = threading.Barrier(2)
+    won: dict[str, set[int]] = {}
+    errors: list[BaseException] = []
+
+    def choose(backend: str) -> None:
+        try:
+            barrier.wait()
+            won[backend] = lifecycle.groups_choose_backend({group_id: backend})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=choose, args=(name,)) for name in ("east", "west")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    return won
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_connections_choosing_for_one_group_exactly_one_wins():
+    for name in ("east", "west"):
+        Backend.objects.create(name=name, kind="embedded")
+    pool = factories.pool("team", 64, backends=["east", "west"])
+    for _round in range(10):
+        target = factories.pending_workflow(pool, 1).groups.get()
+        WorkflowGroup.objects.filter(pk=target.pk).update(status="SCHEDULING")
+        won = race(target.pk)
+        winners = [name for name, ids in won.items() if ids == {target.pk}]
+        assert len(winners) == 1 and sorted(won) == ["east", "west"]
+        assert [ids for name, ids in won.items() if name not in winners] == [set()]
+        assert WorkflowGroup.objects.get(pk=target.pk).backend == winners[0]
+
+
+def poll(agent, name: str, acks=()) -> list[dict]:
+    response = agent.post(f"/api/configs/backend/{name}/agent/work",
+                          {"acks": list(acks), "wait": 0}, format="json")
+    assert response.status_code == 200, response.json()
+    return response.json()["work"]
+
+
+def register(agent, name: str) -> None:
+    response = agent.post(f"/api/configs/backend/{name}/agent/register",
+                          {"k8s_uid": f"uid-{name}", "version": "v1"}, format="json")
+    assert response.status_code in (200, 201), response.json()
+
+
+@override_settings(OSMO_BACKEND_LEASE=30)
+def test_a_silent_backend_gives_its_waiting_gangs_back_fenced(admin_client, alice):
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west", 8)
+    team()
+    east = make_client("agent-east", "osmo-backend-east")
+    west = make_client("agent-west", "osmo-backend-west")
+    register(east, "east")
+    name = submit(alice, "team", spec("w", gpus=1))
+    assert fleet_pass().chosen == 1  # east: a tie, the pool's order
+    work = poll(east, "east")  # claimed, created
+    assert group(name).backend == "east"
+    creates = [w for w in work if w["kind"] == "create"]
+    assert creates
+    poll(east, "east", [{"id": w["id"]} for w in work])
+    assert GroupDispatch.objects.get(group=group(name)).applied_at is not None
+
+    Backend.objects.filter(name="east").update(
+        last_heartbeat=timezone.now() - timedelta(seconds=31))
+    summary = fleet_pass()
+    assert (summary.redispatched, summary.chosen) == (1, 1)
+    assert group(name).backend == "west"
+    assert not GroupDispatch.objects.filter(group=group(name)).exists()
+    assert TaskEvent.objects.filter(workflow__name=name, reason="BackendMoved").count() == 1
+    register(west, "west")
+    west_work = poll(west, "west")
+    assert [w["kind"] for w in west_work] == ["sync", "create", "create"]  # head, pods
+    poll(west, "west", [{"id": w["id"]} for w in west_work])
+
+    # east returns: it is given the fence alone, before any other work (the sync included).
+    register(east, "east")
+    work = poll(east, "east")
+    assert [(w["kind"], w["payload"]["fence"]) for w in work] == [("delete", True)]
+    # Its stale report of the moved gang's pod changes nothing.
+    before = list(Task.objects.filter(workflow__name=name).values())
+    pod = {"metadata": {"name": f"{name}-g-t0", "annotations": {
+        WORKFLOW_NAME_ANNOTATION: name, TASK_NAME_ANNOTATION: "t0"}},
+        "spec": {"nodeName": "east-0"}, "status": {"phase": "Running"}}
+    answer = east.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "stale", "type": "pods", "payload": {"pods": [[pod, False]]}}]}, format="json")
+    assert answer.json() == {"acked": ["stale"]}
+    assert list(Task.objects.filter(workflow__name=name).values()) == before
+    # The fence acked: west's dispatch is untouched and east gets its other work again.
+    after = poll(east, "east", [{"id": work[0]["id"]}])
+    assert [w["kind"] for w in after] == ["sync"]
+    row = GroupDispatch.objects.get(group=group(name))
+    assert (row.applied_at is not None, row.cleaned_at) == (True, None)
+    assert AgentWork.objects.filter(backend="east", kind="create").exclude(
+        outcome="moved").count() == 0
+
+
+@override_settings(OSMO_BACKEND_LEASE=30)
+def test_a_pool_whose_backends_are_all_offline_admits_waits_and_says_why(admin_client, alice):
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west", 8)
+    team()
+    Backend.objects.update(last_heartbeat=timezone.now() - timedelta(seconds=60))
+    name = submit(alice, "team", spec("w", gpus=1))
+    assert fleet_pass().chosen == 0
+    assert group(name).backend is None
+    body = alice.get(f"/api/workflow/{name}/explain").json()["groups"][0]
+    assert body["reasons"][0]["code"] == "backends_unavailable"
+    assert body["backend_choice"]["backend"] is None
+    assert [(p["backend"], p["code"], p["message"])
+            for p in body["backend_choice"]["passed_over"]] == [
+        ("east", "backend_unusable", "backend east: it is OFFLINE (no heartbeat for 60 s)"),
+        ("west", "backend_unusable", "backend west: it is OFFLINE (no heartbeat for 60 s)")]
+
+
+def test_a_waiting_gang_moves_once_per_interval_and_never_once_a_pod_ran(admin_client, alice):
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west")  # no nodes yet: it could never hold a gang
+    team()
+    first = submit(alice, "team", spec("first", gpus=8))
+    second = submit(alice, "team", spec("second", gpus=8))
+    assert fleet_pass().chosen == 2
+    assert (group(first).backend, group(second).backend) == ("east", "east")  # second waits
+    node(admin_client, "west", 0, 8)
+    # The frequent callers' pass (each dispatch pass, each agent poll) never moves.
+    assert fleet_pass(moves=False) == FleetSummary()
+    assert group(second).backend == "east"
+    with override_settings(OSMO_FLEET_MOVE_INTERVAL=3600):
+        assert fleet_pass().moved == 1
+        assert group(second).backend == "west" and group(second).backend_moved_at is not None
+        # west can no longer hold it and east has room: within the interval it stays.
+        Node.objects.filter(name="west-0").update(schedulable=False)
+        node(admin_client, "east", 1, 8)
+        assert fleet_pass().moved == 0
+        assert group(second).backend == "west"
+    with override_settings(OSMO_FLEET_MOVE_INTERVAL=0):
+        assert fleet_pass().moved == 1
+        assert group(second).backend == "east"
+    # A gang whose pod ran never moves, whatever the interval.
+    third = submit(alice, "team", spec("third", gpus=8))
+    assert fleet_pass().chosen == 1
+    Task.objects.filter(group=group(third)).update(started_at=timezone.now())
+    with override_settings(OSMO_FLEET_MOVE_INTERVAL=0):
+        backend = group(third).backend
+        assert fleet_pass().moved == 0
+        assert group(third).backend == backend
+
+
+def busy_on(pool, node_name: str, gpus: int, exec_timeout: int | None):
+    """A running workflow holding `gpus` on `node_name`, ending at its exec_timeout."""
+    workflow = factories.running_workflow(pool, gpus)
+    Task.objects.filter(workflow=workflow).update(node_name=node_name)
+    workflow.groups.update(started_at=timezone.now())
+    type(workflow).objects.filter(pk=workflow.pk).update(exec_timeout_seconds=exec_timeout)
+    return workflow
+
+
+def test_among_backends_that_cannot_start_it_now_the_soonest_start_wins(admin_client, alice):
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west", 8)
+    pool = team()
+    busy_on(pool, "west-0", 8, None)  # west's work never ends by itself
+    busy_on(pool, "east-0", 8, 3600)  # east's ends within the hour
+    name = submit(alice, "team", spec("next", gpus=8))
+    assert fleet_pass().chosen == 1
+    assert group(name).backend == "east"
+    [west] = alice.get(f"/api/workflow/{name}/explain").json()["groups"][0][
+        "backend_choice"]["passed_over"]
+    assert (west["backend"], west["code"]) == ("west", "insufficient_gpus")
+    assert west["message"] == "backend west: its minimum needs 8 GPUs; 0 of 8 are free there"

@@ -5,11 +5,9 @@ at most once per interval."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -23,6 +21,7 @@ from scheduler.models import AgentWork, Backend, GroupDispatch, Node
 from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import spec, submit
+from tests.races import all_together
 from workflows import lifecycle
 from workflows.models import Task, TaskEvent, WorkflowGroup
 
@@ -102,26 +101,10 @@ def test_the_most_free_gpus_win_when_several_start_it_now(admin_client, alice):
 
 def race(group_id: int) -> dict[str, set[int]]:
     """Two connections record a choice for one group at the same moment, east and west."""
-    barrier = threading.Barrier(2)
-    won: dict[str, set[int]] = {}
-    errors: list[BaseException] = []
-
-    def choose(backend: str) -> None:
-        try:
-            barrier.wait()
-            won[backend] = lifecycle.groups_choose_backend({group_id: backend})
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=choose, args=(name,)) for name in ("east", "west")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors, errors
-    return won
+    names = ("east", "west")
+    won = all_together([lambda name=name: lifecycle.groups_choose_backend({group_id: name})
+                        for name in names])
+    return dict(zip(names, won, strict=True))
 
 
 @pytest.mark.django_db(transaction=True)

@@ -136,3 +136,25 @@ def test_count_above_the_bound_is_an_estimate(history, monkeypatch):
     small = admin.get("/api/workflow?pool=team&status=FAILED").json()
     assert (small["count"], small["count_is_estimate"]) == (
         Workflow.objects.filter(pool__name="team", status="FAILED").count(), False)
+
+
+@pytest.mark.parametrize("who", ["admin", "pool user"])
+@pytest.mark.parametrize("filters", ["", "&pool=team&status=COMPLETED", "&order=ASC"])
+def test_a_deep_cursor_page_reads_the_index_from_its_position(history, who, filters):
+    """The cursor a deep page links to: its page and the row read past each end start their
+    index scan at the position (the row comparison is the Index Cond), with no OFFSET
+    walking the rows before it."""
+    client = (make_client("platform-admin", "osmo-admin") if who == "admin"
+              else make_client("viewer", "osmo-team-user"))
+    deep = client.get(f"/api/workflow?limit=20&offset=100{filters}").json()
+    for link in (deep["next"], deep["previous"]):
+        assert "cursor=" in link and "offset=" not in link
+        check_page(client, link)
+        sqls = page_queries(client, link)
+        assert not [sql for sql in sqls if " OFFSET " in sql], sqls
+        page = [sql for sql in sqls if "LIMIT 21" in sql]
+        assert len(page) == 1
+        plan = plan_of(page[0])
+        starts = [n for n in nodes(plan) if "ROW(submitted_at, id)" in n.get("Index Cond", "")]
+        assert starts and {n["Index Name"] for n in starts} <= {
+            "workflow_submitted", "workflow_pool_status_submitted"}, outline(plan)

@@ -158,3 +158,20 @@ def test_a_deep_cursor_page_reads_the_index_from_its_position(history, who, filt
         starts = [n for n in nodes(plan) if "ROW(submitted_at, id)" in n.get("Index Cond", "")]
         assert starts and {n["Index Name"] for n in starts} <= {
             "workflow_submitted", "workflow_pool_status_submitted"}, outline(plan)
+
+
+@pytest.mark.parametrize("who", ["admin", "pool user"])
+@pytest.mark.parametrize("order", ["ASC", "DESC"])
+def test_a_deep_task_cursor_page_reads_the_index_from_its_position(history, who, order):
+    client = (make_client("platform-admin", "osmo-admin") if who == "admin"
+              else make_client("viewer", "osmo-team-user"))
+    query = f"/api/task?all_users=true&limit=20&order={order}"
+    cursor = client.get(f"{query}&offset=100").json()["next_cursor"]
+    path = f"{query}&cursor={cursor}"
+    check_page(client, path)
+    sqls = page_queries(client, path)
+    assert len(sqls) == 1 and " OFFSET " not in sqls[0], sqls
+    plan = plan_of(sqls[0])
+    starts = [n for n in nodes(plan) if "started_at" in n.get("Index Cond", "")]
+    assert starts and {n["Index Name"] for n in starts} <= {
+        "task_started", "task_started_desc"}, outline(plan)

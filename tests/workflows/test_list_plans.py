@@ -192,3 +192,23 @@ def test_a_page_reads_its_groups_and_tasks_by_their_workflow_index(history):
         indexes = {n["Index Name"] for n in nodes(plan) if "Index Name" in n}
         assert indexes and indexes <= {"group_unique_per_workflow", "task_unique_per_group"}, \
             outline(plan)
+
+
+@pytest.mark.parametrize("who", ["admin", "pool user"])
+def test_a_rare_name_search_reads_the_trigram_index(history, who):
+    """`?name=` matching a few workflows of the history: the trigram index finds them, no
+    scan of every name; the page is exactly the matching workflows."""
+    client = (make_client("platform-admin", "osmo-admin") if who == "admin"
+              else make_client("viewer", "osmo-team-user"))
+    path = "/api/workflow?name=620&limit=20"  # old-620, old-1620, old-2620, old-3620: pool team
+    check_page(client, path)
+    page = [sql for sql in page_queries(client, path) if "LIMIT 21" in sql]
+    assert len(page) == 1
+    indexes = {n.get("Index Name") for n in nodes(plan_of(page[0]))}
+    assert "workflow_name_trgm" in indexes, outline(plan_of(page[0]))
+    names = [w["name"] for w in client.get(path).json()["results"]]
+    visible = Workflow.objects.filter(name__contains="620")
+    if who != "admin":
+        visible = visible.filter(pool__name="team")
+    assert sorted(names) == sorted(visible.values_list("name", flat=True))
+    assert names

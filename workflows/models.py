@@ -226,7 +226,11 @@ class Task(models.Model):
                    models.Index(F("started_at").desc(nulls_last=True), F("id"),
                                 name="task_started_desc"),
                    # `task list --pool …` (the client's default order): a pool's page by key
-                   models.Index(fields=["pool", "started_at", "id"], name="task_pool_started")]
+                   models.Index(fields=["pool", "started_at", "id"], name="task_pool_started"),
+                   # The client's default `task list` and `--summary` (alive statuses): the
+                   # few alive tasks, not the history's.
+                   models.Index(fields=["started_at", "id"], name="task_alive_started",
+                                condition=Q(status__in=ALIVE_TASK_STATUSES))]
 
     def __str__(self) -> str:
         return f"{self.group}/{self.name}"

@@ -165,7 +165,9 @@ def task_page(tasks, *, descending: bool, limit: int, offset: int = 0,
     the (started_at, id) index at its position: as cheap deep in the history as at its start."""
     time = F("started_at").desc(nulls_last=True) if descending else \
         F("started_at").asc(nulls_last=True)
-    ordered = tasks.select_related("workflow__user", "pool").order_by(time, "id")
+    # Their workflows, users and pools read by id after the page (not joined into it): the
+    # page's plan is the task index alone, whatever share of the history it filters.
+    ordered = tasks.prefetch_related("workflow__user", "pool").order_by(time, "id")
     if position is None:
         rows = list(ordered[offset:offset + limit + 1])
     elif position.time is None:

@@ -170,8 +170,10 @@ def test_a_deep_task_cursor_page_reads_the_index_from_its_position(history, who,
     path = f"{query}&cursor={cursor}"
     check_page(client, path)
     sqls = page_queries(client, path)
-    assert len(sqls) == 1 and " OFFSET " not in sqls[0], sqls
-    plan = plan_of(sqls[0])
+    assert not [sql for sql in sqls if " OFFSET " in sql], sqls
+    page = [sql for sql in sqls if f'FROM "{Task._meta.db_table}"' in sql]
+    assert len(page) == 1, sqls  # its workflows are then read by id
+    plan = plan_of(page[0])
     starts = [n for n in nodes(plan) if "started_at" in n.get("Index Cond", "")]
     assert starts and {n["Index Name"] for n in starts} <= {
         "task_started", "task_started_desc"}, outline(plan)
@@ -212,3 +214,43 @@ def test_a_rare_name_search_reads_the_trigram_index(history, who):
         visible = visible.filter(pool__name="team")
     assert sorted(names) == sorted(visible.values_list("name", flat=True))
     assert names
+
+
+CLIENT_TASK_STATUSES = "&".join(f"statuses={s}" for s in (
+    "PROCESSING", "SCHEDULING", "INITIALIZING", "RUNNING"))  # `osmo task list`'s default
+
+
+@pytest.mark.parametrize("view", ["order=ASC", "order=DESC", "summary=true",
+                                  "aggregate_by_workflow=true"])
+def test_the_clients_default_task_list_reads_only_the_alive_tasks(history, view):
+    """`osmo task list` and `--summary` without `--status`: the alive tasks' partial index,
+    however many ended tasks the history holds; the answer is exactly the alive tasks."""
+    alive = list(Task.objects.order_by("-started_at")[:30].values_list("pk", flat=True))
+    Task.objects.filter(pk__in=alive[:25]).update(status=TaskStatus.RUNNING)
+    Task.objects.filter(pk__in=alive[25:]).update(status=TaskStatus.SCHEDULING)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Task._meta.db_table}")
+    admin = make_client("platform-admin", "osmo-admin")
+    path = f"/api/task?all_users=true&limit=100&{CLIENT_TASK_STATUSES}&{view}"
+    sqls = page_queries(admin, path)
+    tasks = [sql for sql in sqls if f'FROM "{Task._meta.db_table}"' in sql]
+    assert len(tasks) == 1
+    plan = plan_of(tasks[0])
+    assert [n for n in nodes(plan) if n.get("Index Name") == "task_alive_started"], outline(plan)
+    # The summaries join the tasks' workflows and users (a small history's planner may
+    # hash-join those); the page reads them by id after it.
+    summary = "summary" in view or "aggregate" in view
+    for sql in tasks if summary else sqls:
+        scanned = {n.get("Relation Name") for n in nodes(plan_of(sql))
+                   if n["Node Type"] == "Seq Scan"}
+        assert not scanned & ({Task._meta.db_table} if summary else BIG_TABLES), sql
+    body = admin.get(path).json()
+    if "summary" in view or "aggregate" in view:
+        assert sum(row["gpu"] for row in body["summaries"]) == sum(
+            Task.objects.filter(pk__in=alive).values_list("gpus", flat=True))
+        groups = Task.objects.filter(pk__in=alive).values_list(
+            "pool", *(["workflow"] if "aggregate" in view else [])).distinct().count()
+        assert len(body["summaries"]) == groups
+    else:
+        assert sorted(t["workflow_id"] for t in body["tasks"]) == sorted(
+            Task.objects.filter(pk__in=alive).values_list("workflow__name", flat=True))

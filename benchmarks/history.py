@@ -120,6 +120,8 @@ def html_with(text: str):
 
 
 CONTROL = "GET /api/whoami (control: reads no history)"
+# `osmo task list` without `--status` (client 6.4.0).
+CLIENT_TASK_STATUSES = ["PROCESSING", "SCHEDULING", "INITIALIZING", "RUNNING"]
 
 
 def requests_of(facts: dict) -> list[Request]:
@@ -155,6 +157,12 @@ def requests_of(facts: dict) -> list[Request]:
                 task_page(20)),
         Request("  users=bench, offset 20", "/api/task",
                 {"users": "bench", "limit": 20, "offset": 20}, task_page(20)),
+        Request("  the client's default statuses (alive tasks)", "/api/task",
+                {"users": "bench", "limit": 20, "statuses": CLIENT_TASK_STATUSES},
+                lambda r, f: None if "tasks" in _json(r) else "no tasks key"),
+        Request("  --summary, the client's default statuses", "/api/task",
+                {"users": "bench", "summary": "true", "statuses": CLIENT_TASK_STATUSES},
+                lambda r, f: None if "summaries" in _json(r) else "no summaries key"),
         Request("  cursor at the middle of the history", "/api/task",
                 {"all_users": "true", "limit": 10, "cursor": facts["middle_task_cursor"]},
                 task_page(10)),

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.checks import fail_on  # noqa: E402
 from benchmarks.standalone import Standalone  # noqa: E402
+from osmo.keyset import Position  # noqa: E402
 
 TEMPLATES, CANCELED = 20, 4
 POOL = "bench"
@@ -61,6 +62,7 @@ class Request:
     path: str
     params: dict
     check: Callable[[httpx.Response, dict], str | None]  # a problem, or None
+    bounded: bool = True  # False: timed for comparison only (an OFFSET walks its rows)
 
 
 def _json(response: httpx.Response) -> dict | list:
@@ -118,6 +120,8 @@ def html_with(text: str):
 
 
 CONTROL = "GET /api/whoami (control: reads no history)"
+# `osmo task list` without `--status` (client 6.4.0).
+CLIENT_TASK_STATUSES = ["PROCESSING", "SCHEDULING", "INITIALIZING", "RUNNING"]
 
 
 def requests_of(facts: dict) -> list[Request]:
@@ -139,6 +143,11 @@ def requests_of(facts: dict) -> list[Request]:
                 {"submitted_before": facts["before"], "order": "ASC", "limit": 20},
                 page_of(min(20, facts["older"]), order="ASC")),
         Request("  offset page 2", "/api/workflow", {"limit": 10, "offset": 10}, page_of(10)),
+        Request("  cursor page at the middle of the history", "/api/workflow",
+                {"limit": 10, "cursor": facts["middle_cursor"]},
+                page_of(min(10, facts["workflows"] - facts["workflows"] // 2 - 1))),
+        Request("  offset page at the middle of the history", "/api/workflow",
+                {"limit": 10, "offset": facts["workflows"] // 2}, page_of(10), bounded=False),
         Request("task list -a (limit 20)", "/api/task", {"all_users": "true", "limit": 20},
                 task_page(20)),
         Request("  order DESC", "/api/task", {"all_users": "true", "limit": 20,
@@ -148,6 +157,18 @@ def requests_of(facts: dict) -> list[Request]:
                 task_page(20)),
         Request("  users=bench, offset 20", "/api/task",
                 {"users": "bench", "limit": 20, "offset": 20}, task_page(20)),
+        Request("  the client's default statuses (alive tasks)", "/api/task",
+                {"users": "bench", "limit": 20, "statuses": CLIENT_TASK_STATUSES},
+                lambda r, f: None if "tasks" in _json(r) else "no tasks key"),
+        Request("  --summary, the client's default statuses", "/api/task",
+                {"users": "bench", "summary": "true", "statuses": CLIENT_TASK_STATUSES},
+                lambda r, f: None if "summaries" in _json(r) else "no summaries key"),
+        Request("  cursor at the middle of the history", "/api/task",
+                {"all_users": "true", "limit": 10, "cursor": facts["middle_task_cursor"]},
+                task_page(10)),
+        Request("  offset at the middle of the history", "/api/task",
+                {"all_users": "true", "limit": 10, "offset": facts["tasks"] // 2},
+                task_page(10), bounded=False),
         Request("one workflow", f"/api/workflow/{newest}", {}, json_with("groups")),
         Request("its events", f"/api/workflow/{newest}/events", {},
                 text_with(r"Submitted")),
@@ -315,10 +336,21 @@ def facts_now(http: httpx.Client, names: list[str]) -> dict:
         cursor.execute("SELECT count(*) FROM workflows_workflow WHERE submitted_at < %s",
                        [middle])
         older = cursor.fetchone()[0]
+        # The rows a cursor deep in the history names: the middle workflow, newest first, and
+        # the middle task, by start time (the client's order).
+        cursor.execute("SELECT submitted_at, id FROM workflows_workflow ORDER BY submitted_at "
+                       "DESC, id DESC OFFSET %s LIMIT 1", [total // 2])
+        workflow_at = Position(True, True, *cursor.fetchone()).encode()
+        cursor.execute("SELECT count(*) FROM workflows_task")
+        tasks = cursor.fetchone()[0]
+        cursor.execute("SELECT started_at, id FROM workflows_task ORDER BY started_at ASC "
+                       "NULLS LAST, id OFFSET %s LIMIT 1", [tasks // 2])
+        task_at = Position(False, True, *cursor.fetchone()).encode()
     connection.close()
     newest = http.get("/api/workflow", params={"limit": 1}).json()["results"][0]["name"]
     return {"workflows": total, "completed": completed, "canceled": canceled,
-            "named_hist1": named, "older": older, "before": middle.isoformat(), "newest": newest}
+            "named_hist1": named, "older": older, "before": middle.isoformat(), "newest": newest,
+            "tasks": tasks, "middle_cursor": workflow_at, "middle_task_cursor": task_at}
 
 
 def log_slow_statements(ms: int) -> None:
@@ -407,11 +439,13 @@ def main() -> None:
           f"ratio / control's |")
     print("|---|---|---|---|---|")
     over = []
+    unbounded = {r.label for r in requests_of(large_facts) if not r.bounded}
     for label, before in small.items():
         ratio = large[label] / before
-        print(f"| {label.strip()} | {before:.1f} ms | {large[label]:.1f} ms | × {ratio:.2f} | "
-              f"× {ratio / load:.2f} |")
-        if ratio / load > args.bound:
+        note = " (not bound: its OFFSET walks the rows before it)" if label in unbounded else ""
+        print(f"| {label.strip()}{note} | {before:.1f} ms | {large[label]:.1f} ms | "
+              f"× {ratio:.2f} | × {ratio / load:.2f} |")
+        if ratio / load > args.bound and label not in unbounded:
             over.append(f"{label.strip()} × {ratio / load:.2f}")
     added = {table: (sizes_large[t][0] - sizes_small[t][0], sizes_large[t][1] -
                      sizes_small[t][1], sizes_large[t][2] - sizes_small[t][2])

@@ -1,8 +1,10 @@
 """Workflows, their groups (one gang each) and tasks, with OSMO's status names."""
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import Upper
 
 
 class Priority(models.TextChoices):
@@ -110,7 +112,11 @@ class Workflow(models.Model):
                                 name="workflow_pool_status_submitted"),
                    # Ended, logs not purged yet: retention walks only these, oldest end first.
                    models.Index(fields=["finished_at"], name="workflow_logs_to_purge",
-                                condition=Q(logs_purged=False, finished_at__isnull=False))]
+                                condition=Q(logs_purged=False, finished_at__isnull=False)),
+                   # `?name=` (contains, any case: Django's UPPER(name) LIKE UPPER('%x%')):
+                   # trigrams of the upper-cased name find the few matches of a rare text.
+                   GinIndex(OpClass(Upper("name"), name="gin_trgm_ops"),
+                            name="workflow_name_trgm", fastupdate=False)]
         constraints = [
             models.CheckConstraint(condition=Q(gpus_requested__gte=0),
                                    name="workflow_gpus_non_negative",
@@ -223,7 +229,11 @@ class Task(models.Model):
                    models.Index(F("started_at").desc(nulls_last=True), F("id"),
                                 name="task_started_desc"),
                    # `task list --pool …` (the client's default order): a pool's page by key
-                   models.Index(fields=["pool", "started_at", "id"], name="task_pool_started")]
+                   models.Index(fields=["pool", "started_at", "id"], name="task_pool_started"),
+                   # The client's default `task list` and `--summary` (alive statuses): the
+                   # few alive tasks, not the history's.
+                   models.Index(fields=["started_at", "id"], name="task_alive_started",
+                                condition=Q(status__in=ALIVE_TASK_STATUSES))]
 
     def __str__(self) -> str:
         return f"{self.group}/{self.name}"

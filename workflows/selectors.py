@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Sum
+from django.db.models import Count, Exists, F, OuterRef, Prefetch, Q, Sum
 
+from osmo import keyset
 from osmo.accounts.roles import Roles
 from osmo.errors import NotFound
 from pools.models import Pool
@@ -155,3 +156,29 @@ def pending_reasons(workflows: Iterable[Workflow]) -> dict[str, dict]:
     reason for a pending gang of it (`{group, code, message}`; one query for a whole page)."""
     names = [w.name for w in workflows if w.status in ALIVE_WORKFLOW_STATUSES and not w.reason]
     return dict(ports.scheduling().pending_reasons(names)) if names else {}
+
+
+def task_page(tasks, *, descending: bool, limit: int, offset: int = 0,
+              position: keyset.Position | None = None) -> tuple[list[Task], str | None]:
+    """A page of `osmo task list` by start time (tasks not started last, by id), and the
+    cursor of the page after it (None: no task follows). From a cursor, the page is read from
+    the (started_at, id) index at its position: as cheap deep in the history as at its start."""
+    time = F("started_at").desc(nulls_last=True) if descending else \
+        F("started_at").asc(nulls_last=True)
+    # Their workflows, users and pools read by id after the page (not joined into it): the
+    # page's plan is the task index alone, whatever share of the history it filters.
+    ordered = tasks.prefetch_related("workflow__user", "pool").order_by(time, "id")
+    if position is None:
+        rows = list(ordered[offset:offset + limit + 1])
+    elif position.time is None:
+        rows = list(ordered.filter(started_at__isnull=True, id__gt=position.id)[:limit + 1])
+    else:
+        rows = list(ordered.filter(keyset.beyond("started_at", position, id_descending=False))
+                    [:limit + 1])
+        if len(rows) <= limit:  # the started ones ran out: the tasks not started follow
+            rows += ordered.filter(started_at__isnull=True)[:limit + 1 - len(rows)]
+    page = rows[:limit]
+    if len(rows) <= limit:
+        return page, None
+    last = page[-1]
+    return page, keyset.Position(descending, True, last.started_at, last.pk).encode()

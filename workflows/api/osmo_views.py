@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import django_filters
 from django.conf import settings
-from django.db.models import Count, F, Sum
+from django.db.models import Count, Sum
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from osmo import keyset
 from osmo.accounts.roles import roles_for
 from osmo.errors import Conflict, Forbidden, RequestInvalid
 from osmo.serializers import QueryBooleanField, RequestSerializer
@@ -35,7 +36,7 @@ GIB = 1024**3
 class TaskFilter(django_filters.FilterSet):
     workflow_id = django_filters.CharFilter(field_name="workflow__name")
     statuses = django_filters.MultipleChoiceFilter(
-        field_name="status", distinct=False,
+        method="filter_statuses", distinct=False,
         choices=[*TaskStatus.choices, *((s, s) for s in OSMO_ONLY_TASK_STATUSES)])
     users = ValuesFilter(field_name="workflow__user__username")
     pools = ValuesFilter(method="filter_pools")
@@ -48,6 +49,15 @@ class TaskFilter(django_filters.FilterSet):
     class Meta:
         model = Task
         fields: list[str] = []
+
+    def filter_statuses(self, queryset, name, value):
+        # Only statuses a task can have: the client's default (PROCESSING, SCHEDULING,
+        # INITIALIZING, RUNNING) then names alive ones only, which the alive tasks' partial
+        # index serves.
+        if not value:
+            return queryset
+        ours = [status for status in value if status in TaskStatus.values]
+        return queryset.filter(status__in=ours) if ours else queryset.none()
 
     def filter_pools(self, queryset, name, value):
         # The pools' ids as values (no join on their names): a task carries its pool's id.
@@ -66,6 +76,19 @@ class TaskListQuerySerializer(RequestSerializer):
     aggregate_by_workflow = QueryBooleanField(required=False, default=False)
     all_users = QueryBooleanField(required=False, default=False)
     all_pools = QueryBooleanField(required=False, default=False)
+    cursor = serializers.CharField(
+        required=False, max_length=keyset.MAX_CURSOR_CHARS,
+        help_text="`next_cursor` of the page before (opaque; not with `offset`).")
+
+    def validate(self, attrs):
+        if "cursor" in attrs:
+            if "offset" in self.initial_data:
+                raise keyset.refused("Give `cursor` or `offset`, not both.")
+            position = keyset.decode(attrs["cursor"], descending=attrs["order"] == "DESC")
+            if not position.forward:
+                raise keyset.refused("Not a cursor this list gave.")
+            attrs["position"] = position
+        return attrs
 
 
 def _figures(row: dict) -> dict:
@@ -117,11 +140,11 @@ class TaskListView(APIView):
                 **({"workflow_id": row["workflow__name"]}
                    if options["aggregate_by_workflow"] else {}),
                 **_figures(row)} for row in rows]})
-        order = F("started_at").asc(nulls_last=True) if options["order"] == "ASC" else \
-            F("started_at").desc(nulls_last=True)
-        page = (tasks.select_related("workflow__user", "pool").order_by(order, "id")
-                [options["offset"]:options["offset"] + options["limit"]])
-        return Response({"tasks": [_task_entry(task, request) for task in page]})
+        page, next_cursor = selectors.task_page(
+            tasks, descending=options["order"] == "DESC", limit=options["limit"],
+            offset=options["offset"], position=options.get("position"))
+        return Response({"tasks": [_task_entry(task, request) for task in page],
+                         "next_cursor": next_cursor})
 
 
 class WorkflowSpecQuerySerializer(RequestSerializer):

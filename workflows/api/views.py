@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from osmo.accounts.roles import roles_for
 from osmo.errors import Forbidden, OsmoError, RequestInvalid
 from osmo.limits import input_limits
-from osmo.pagination import BoundedCountPagination
+from osmo.pagination import KeysetCountPagination
 from osmo.parsers import BoundedJSONParser
 from pools import selectors as pool_selectors
 
@@ -82,7 +82,7 @@ class WorkflowSubmitView(APIView):
 
 class WorkflowListView(generics.ListAPIView):
     filterset_class = WorkflowFilter
-    pagination_class = BoundedCountPagination  # years of history: no full count per page
+    pagination_class = KeysetCountPagination  # years of history: no full count, no deep OFFSET
 
     def get_queryset(self):
         return selectors.visible_workflows(roles=roles_for(self.request.user),

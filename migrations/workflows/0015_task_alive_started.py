@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0006_exit_actions'),
-        ('workflows', '0013_workflow_name_trgm'),
+        ('workflows', '0014_workflow_name_trgm'),
     ]
 
     operations = [

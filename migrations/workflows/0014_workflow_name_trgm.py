@@ -12,7 +12,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0012_logs_purged_task_pool'),
+        ('workflows', '0013_group_backend_moved_at'),
     ]
 
     operations = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.races import all_together
 from tests.security.conftest import stored
 from tests.workflows.conftest import gpu_spec, submit
-from tests.workflows.test_admission_race import run_threads
 from tests.workflows.test_workloads import job
 from workflows.models import Task, Workflow, WorkflowNameCounter
 
@@ -71,9 +71,8 @@ def test_a_refused_workflow_leaves_the_name_counter_as_it_was(team, user, spec, 
 @pytest.mark.django_db(transaction=True)
 def test_racing_workloads_of_one_name_get_distinct_numbers_and_pods_named_after_them(team,
                                                                                       user):
-    errors = run_threads(*[lambda: user.post("/api/pool/team/workload", job("train"),
-                                             format="json") for _ in range(4)])
-    assert errors == []
+    all_together([lambda: user.post("/api/pool/team/workload", job("train"), format="json")
+                  for _ in range(4)])
     names = sorted(Workflow.objects.values_list("name", flat=True))
     assert names == [f"job-train-{n}" for n in (1, 2, 3, 4)]
     for workflow in Workflow.objects.all():

@@ -28,6 +28,8 @@ CRDS = "the KAI CRDs"
 SMOKE: dict[str, tuple[list[str], str, str | None]] = {
     "admission.py": (["--clients", "2", "--requests", "5"],
                      r"^submit/whoami throughput ratio: \d", None),
+    "agent_nodes.py": (["--nodes", "20", "--rounds", "1", "--patchers", "2", "--limit", "60"],
+                       r"^node updates/s through the agent: \d+ \(20 updates waiting", KUBE),
     "end_to_end.py": (["--nodes", "2", "--workflows", "8", "--clients", "2",
                        "--web-workers", "1", "--limit", "60"],
                       r"^all RUNNING after [\d.]+ s \(8 running\)", None),

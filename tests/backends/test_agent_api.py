@@ -135,6 +135,27 @@ def test_a_full_node_list_removes_the_nodes_gone(agent):
     assert list(Node.objects.values_list("name", flat=True)) == ["n1"]
 
 
+def test_a_nodes_message_upserts_writes_only_what_changed_and_deletes(agent):
+    register(agent)
+
+    def send(message_id, nodes, deleted=()):
+        return agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+            {"id": message_id, "type": "nodes",
+             "payload": {"nodes": nodes, "deleted": list(deleted)}}]}, format="json")
+
+    send("a", [node(f"n{i}", 8) for i in range(3)])
+    stamps = dict(Node.objects.values_list("name", "updated_at"))
+    cordoned = {**node("n1", 8), "spec": {"unschedulable": True}}
+    assert send("b", [node("n0", 8), cordoned, node("n2", 4)], deleted=["n0"]).json() == {
+        "acked": ["b"]}
+    assert list(Node.objects.values_list("name", "gpus", "schedulable", "backend")) == [
+        ("n1", 8, False, "east"), ("n2", 4, True, "east")]
+    after = dict(Node.objects.values_list("name", "updated_at"))
+    assert after["n1"] > stamps["n1"] and after["n2"] > stamps["n2"]
+    send("c", [node("n2", 4)])  # unchanged: not written
+    assert Node.objects.get(name="n2").updated_at == after["n2"]
+
+
 def test_a_batch_is_bounded(agent):
     register(agent)
     messages = [{"id": f"m{i}", "type": "heartbeat"} for i in range(501)]

@@ -108,10 +108,8 @@ def _apply(backend: Backend, pods: AgentPods, kind: str, payload: dict[str, Any]
     if kind == "nodes":
         _nodes(backend, payload.get("nodes") or [], payload.get("deleted") or [])
     elif kind == "nodes_listed":
-        names = set(payload.get("names") or [])
-        gone = [node for node in Node.objects.filter(backend=backend.name)
-                if node.name not in names]
-        for node in gone:
+        names = list(payload.get("names") or [])
+        for node in Node.objects.filter(backend=backend.name).exclude(name__in=names):
             scheduler_services.node_delete(node=node, force=True)
     elif kind == "pods":
         pods.handle_batch([(pod, bool(deleted)) for pod, deleted in payload.get("pods") or []])
@@ -129,29 +127,13 @@ def _session(stamp: Any) -> datetime | None:
 
 
 def _nodes(backend: Backend, nodes: list[dict], deleted: list[str]) -> None:
-    """Register or update the reported Nodes, remove the deleted ones (force: their pods are
-    gone with them), as the in-process node mirror does — never another backend's node."""
-    existing = {node.name: node for node in Node.objects.filter(
-        name__in=[n["metadata"]["name"] for n in nodes] + list(deleted))}
-    for item in nodes:
-        fields = node_fields(item)
-        schedulable = fields.pop("schedulable")
-        row = existing.get(fields["name"])
-        if row is not None and row.backend != backend.name:
-            logger.warning("agent %s: node %s is backend %s's: not taken", backend.name,
-                           row.name, row.backend)
-            continue
-        if row is None or (row.gpus, row.cpu_millis, row.memory_bytes, row.labels,
-                           row.backend) != (fields["gpus"], fields["cpu_millis"],
-                                            fields["memory_bytes"], fields["labels"],
-                                            backend.name):
-            row, _created = scheduler_services.node_register(**fields, backend=backend.name)
-        if row.schedulable != schedulable:
-            scheduler_services.node_set_schedulable(node=row, schedulable=schedulable)
-    for name in deleted:
-        row = existing.get(name)
-        if row is not None and row.backend == backend.name:
-            scheduler_services.node_delete(node=row, force=True)
+    """Register or update the reported Nodes in one statement, remove the deleted ones
+    (force: their pods are gone with them), as the in-process node mirror does — never
+    another backend's node."""
+    scheduler_services.nodes_upsert(backend=backend.name,
+                                    nodes=[node_fields(item) for item in nodes])
+    for row in Node.objects.filter(backend=backend.name, name__in=list(deleted)):
+        scheduler_services.node_delete(node=row, force=True)
 
 
 def agent_poll(*, backend: Backend, acks: list[dict], after: int = 0) -> list[dict]:

@@ -156,6 +156,24 @@ def test_a_nodes_message_upserts_writes_only_what_changed_and_deletes(agent):
     assert Node.objects.get(name="n2").updated_at == after["n2"]
 
 
+def test_the_agents_placement_report_is_the_backends_health(agent, client):
+    register(agent)
+    assert client.get("/api/health").json()["backends"]["east"]["placement"] == {
+        "ok": None, "missing": []}
+    missing = [{"requirement": "priorityclass", "detail": "PriorityClass osmo-low does not "
+                                                          "exist"}]
+    agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "p1", "type": "placement", "payload": {"missing": missing}}]}, format="json")
+    assert client.get("/api/health").json()["backends"]["east"]["placement"] == {
+        "ok": False, "missing": missing}
+    agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "p2", "type": "placement", "payload": {"missing": []}}]}, format="json")
+    assert client.get("/api/health").json()["backends"]["east"]["placement"] == {
+        "ok": True, "missing": []}
+    assert client.get("/api/health").json()["backends"]["default"]["placement"] == {
+        "ok": True, "missing": []}  # the embedded default's: nothing to report
+
+
 def test_a_batch_is_bounded(agent):
     register(agent)
     messages = [{"id": f"m{i}", "type": "heartbeat"} for i in range(501)]

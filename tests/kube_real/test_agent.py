@@ -78,6 +78,9 @@ def test_the_agent_registers_its_cluster_and_mirrors_its_nodes(east, cluster, ap
     assert backend.version.startswith("v1.25")
     body = admin.get("/api/configs/backend/east").json()
     assert (body["status"], body["nodes"], body["gpus"]) == ("ONLINE", 1, 8)
+    # KAI placement: the tier's cluster has KAI's CRDs and the OSMO PriorityClasses.
+    wait_until(lambda: admin.get("/api/health").json()["backends"]["east"]["placement"] == {
+        "ok": True, "missing": []}, 30, "the placement's readiness reported", east)
 
 
 def test_another_cluster_under_the_name_is_refused_and_changes_nothing(east, cluster, admin):

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
 from scheduler import services as scheduler_services
-from scheduler.models import AgentMessage, Backend, BackendKind, Node
+from scheduler.models import AgentMessage, Backend, BackendKind, ClusterBackendStatus, Node
 
 from ..kubernetes.nodes import node_fields
 from ..selectors import backend_get
@@ -28,7 +28,7 @@ from .pods import AgentPods
 
 logger = logging.getLogger(__name__)
 
-MESSAGE_TYPES = ("heartbeat", "nodes", "nodes_listed", "pods", "pods_listed")
+MESSAGE_TYPES = ("heartbeat", "nodes", "nodes_listed", "pods", "pods_listed", "placement")
 KEPT_MESSAGES = timedelta(days=2)  # ids older than any agent's unacked message
 
 
@@ -111,12 +111,25 @@ def _apply(backend: Backend, pods: AgentPods, kind: str, payload: dict[str, Any]
         names = list(payload.get("names") or [])
         for node in Node.objects.filter(backend=backend.name).exclude(name__in=names):
             scheduler_services.node_delete(node=node, force=True)
+    elif kind == "placement":
+        _placement(backend, payload.get("missing") or [])
     elif kind == "pods":
         pods.handle_batch([(pod, bool(deleted)) for pod, deleted in payload.get("pods") or []])
     elif kind == "pods_listed":
         keys = {(workflow, task) for workflow, task in payload.get("tasks") or []}
         pods.relisted(keys, int(payload.get("applied_through") or 0),
                       _session(payload.get("session")))
+
+
+def _placement(backend: Backend, missing: list) -> None:
+    """The agent's last word on what the placement lacks on its cluster, kept on the
+    backend's health row as the in-process leader keeps its own (``/api/health``)."""
+    clean = [{"requirement": str(item.get("requirement", ""))[:32],
+              "detail": str(item.get("detail", ""))[:500]}
+             for item in missing[:20] if isinstance(item, dict)]
+    ClusterBackendStatus.objects.update_or_create(backend=backend.name, defaults={
+        "ok": True, "detail": "", "checked_at": timezone.now(), "leader": "agent",
+        "placement_missing": clean})
 
 
 def _session(stamp: Any) -> datetime | None:

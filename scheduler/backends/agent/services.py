@@ -28,7 +28,8 @@ from .pods import AgentPods
 
 logger = logging.getLogger(__name__)
 
-MESSAGE_TYPES = ("heartbeat", "nodes", "nodes_listed", "pods", "pods_listed", "placement")
+MESSAGE_TYPES = ("heartbeat", "nodes", "nodes_listed", "pods", "pods_listed", "placement",
+                 "pod_logs")
 KEPT_MESSAGES = timedelta(days=2)  # ids older than any agent's unacked message
 
 
@@ -111,6 +112,8 @@ def _apply(backend: Backend, pods: AgentPods, kind: str, payload: dict[str, Any]
         names = list(payload.get("names") or [])
         for node in Node.objects.filter(backend=backend.name).exclude(name__in=names):
             scheduler_services.node_delete(node=node, force=True)
+    elif kind == "pod_logs":
+        pods.archived(payload)
     elif kind == "placement":
         _placement(backend, payload.get("missing") or [])
     elif kind == "pods":

@@ -21,8 +21,6 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 
 from django.conf import settings
 from kubernetes import config
@@ -35,7 +33,6 @@ from .service import Refused, Service, Unreachable
 logger = logging.getLogger("osmo.agent")
 
 HEARTBEAT_SECONDS = 5.0
-APPLY_THREADS = 8  # groups applied side by side (the API server answers each in ms)
 PLACEMENT_SECONDS = 60.0  # how often the placement's readiness is checked again
 POLL_WAIT_SECONDS = 10.0
 MAX_BACKOFF_SECONDS = 10.0
@@ -146,11 +143,6 @@ class Agent:
                 self.fail(exc)
 
     def work_loop(self) -> None:
-        with ThreadPoolExecutor(max_workers=APPLY_THREADS,
-                                thread_name_prefix="agent-apply") as pool:
-            self._work_loop(pool)
-
-    def _work_loop(self, pool: ThreadPoolExecutor) -> None:
         applier = Applier(self.kube, self.namespace)
         acks: list[dict] = []
         delay = 0.2
@@ -169,41 +161,17 @@ class Agent:
                 self.fail(exc)
                 return
             delay = 0.2
-            if not self.apply_all(applier, pool, items, acks):
-                self.stop.wait(delay)  # the rest comes again, in order
-
-    def apply_all(self, applier: Applier, pool: ThreadPoolExecutor, items: list[dict],
-                  acks: list[dict]) -> bool:
-        """Apply the items, each group's in id order and the groups side by side (a
-        group's creates and deletes only wait for its own earlier items; a sync waits for
-        everything before it and everything after waits for it), adding the acks of those
-        done. ``applied_through`` rises only over the unbroken run of items done from the
-        first, so a re-list still knows what was applied before it. False when an item met
-        a transient failure: it and the rest come again."""
-        for segment in _segments(items):
-            chains: dict[str, list[dict]] = {}
-            for item in segment:
-                key = (item.get("payload") or {}).get("podgroup") or f"#{item['id']}"
-                chains.setdefault(key, []).append(item)
-            done: dict[int, str] = {}
-            list(pool.map(partial(self._apply_chain, applier, done), chains.values()))
-            acks += [{"id": item["id"], "error": done[item["id"]]} for item in segment
-                     if item["id"] in done]
-            for item in segment:
-                if item["id"] not in done:
-                    return False
+            for item in items:
+                if self.stop.is_set():
+                    break
+                try:
+                    error = applier.apply(item)
+                except Transient as exc:
+                    logger.warning("agent %s: work %s: %s", self.name, item["id"], exc)
+                    self.stop.wait(delay)
+                    break  # the rest comes again, in order
+                acks.append({"id": item["id"], "error": error})
                 self.applied_through = max(self.applied_through, item["id"])
-        return True
-
-    def _apply_chain(self, applier: Applier, done: dict[int, str], chain: list[dict]) -> None:
-        for item in chain:
-            if self.stop.is_set():
-                return
-            try:
-                done[item["id"]] = applier.apply(item)
-            except Transient as exc:
-                logger.warning("agent %s: work %s: %s", self.name, item["id"], exc)
-                return
 
     def fail(self, exc: Exception) -> None:
         logger.error("agent %s: refused by the service: %s", self.name, exc)
@@ -228,22 +196,6 @@ class Agent:
         sender.join(timeout=5)
         self.service.close()
         return EXIT_REFUSED if self.failure else 0
-
-
-def _segments(items: list[dict]):
-    """Runs of create and delete items (applied side by side by group), each other item
-    (a sync) alone between them."""
-    run: list[dict] = []
-    for item in items:
-        if item["kind"] in ("create", "delete"):
-            run.append(item)
-            continue
-        if run:
-            yield run
-            run = []
-        yield [item]
-    if run:
-        yield run
 
 
 def main(argv: list[str] | None = None) -> int:

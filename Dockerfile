@@ -1,4 +1,4 @@
-# One image for every production process (web, worker, beat, scheduler); see docker-compose.yml.
+# One image for every production process (web, worker, beat, scheduler, backend agent); see docker-compose.yml.
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app

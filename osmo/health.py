@@ -65,14 +65,6 @@ def backends_health() -> dict[str, dict]:
         return {}
 
 
-class BackendHealthSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=["ONLINE", "OFFLINE", "MAINTENANCE"])
-    online = serializers.BooleanField()
-    heartbeat_age = serializers.FloatField(
-        allow_null=True, help_text="Seconds since its last heartbeat; null without one (an "
-                                   "embedded backend needs none).")
-
-
 class PlacementMissingSerializer(serializers.Serializer):
     requirement = serializers.ChoiceField(choices=["crd", "priorityclass", "scheduler"])
     detail = serializers.CharField()
@@ -81,6 +73,23 @@ class PlacementMissingSerializer(serializers.Serializer):
 class PlacementHealthSerializer(serializers.Serializer):
     ok = serializers.BooleanField()
     missing = PlacementMissingSerializer(many=True)
+
+
+class BackendPlacementSerializer(serializers.Serializer):
+    ok = serializers.BooleanField(
+        allow_null=True, help_text="Null until its leader or agent has reported.")
+    missing = PlacementMissingSerializer(many=True)
+
+
+class BackendHealthSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ONLINE", "OFFLINE", "MAINTENANCE"])
+    online = serializers.BooleanField()
+    heartbeat_age = serializers.FloatField(
+        allow_null=True, help_text="Seconds since its last heartbeat; null without one (an "
+                                   "embedded backend needs none).")
+    placement = BackendPlacementSerializer(
+        help_text="Whether its cluster has what its placement needs (KAI: its CRDs, the "
+                  "PriorityClasses, a scheduler that acts).")
 
 
 class HealthView(APIView):

@@ -64,7 +64,8 @@ cluster: Port[ClusterHealth] = Port("osmo.ports.cluster")
 
 class BackendsHealth(Protocol):
     def backends_health(self) -> dict[str, dict]:
-        """Backend name → {status, online, heartbeat_age} (seconds, None without a heartbeat)."""
+        """Backend name → {status, online, heartbeat_age (seconds, None without a heartbeat),
+        placement {ok, missing}}."""
 
 
 backends: Port[BackendsHealth] = Port("osmo.ports.backends")

@@ -73,10 +73,10 @@ def visible_queue_names(*, roles) -> set[str]:
             if queue.pool is not None}
 
 
-def scheduler_status(*, roles, user) -> dict:
-    """Last cycle figures; queues and pending gangs limited to what the caller may see (a
-    platform admin sees everything)."""
-    cycle = last_cycle()
+def scheduler_status(*, roles, user, backend: str = DEFAULT_BACKEND) -> dict:
+    """``backend``'s last cycle figures; queues and pending gangs limited to what the caller
+    may see (a platform admin sees everything)."""
+    cycle = last_cycle(backend)
     if cycle is None:
         return {"last_cycle": None, "queues": [], "pending": []}
     pending, queues = cycle.pending_gangs, cycle.queues

@@ -28,6 +28,11 @@ CRDS = "the KAI CRDs"
 SMOKE: dict[str, tuple[list[str], str, str | None]] = {
     "admission.py": (["--clients", "2", "--requests", "5"],
                      r"^submit/whoami throughput ratio: \d", None),
+    "agent_fill.py": (["--nodes", "2", "--workflows", "8", "--runs", "1", "--floor-processes",
+                       "1,2", "--floor-threads", "2", "--limit", "120"],
+                      r"^  through the agent / floor: median [\d.]+ \(min–max", KUBE),
+    "agent_nodes.py": (["--nodes", "20", "--rounds", "1", "--patchers", "2", "--limit", "60"],
+                       r"^node updates/s through the agent: \d+ \(20 updates waiting", KUBE),
     "end_to_end.py": (["--nodes", "2", "--workflows", "8", "--clients", "2",
                        "--web-workers", "1", "--limit", "60"],
                       r"^all RUNNING after [\d.]+ s \(8 running\)", None),

@@ -69,7 +69,8 @@ def test_standalone_runs_everything_and_stops_cleanly(work_dir: Path):
         assert _get(f"http://127.0.0.1:{port}/api/health") == (
             200, {"status": "ok", "database": "ok", "broker": "ok",
                   "backends": {"default": {"status": "ONLINE", "online": True,
-                                           "heartbeat_age": None}}})
+                                           "heartbeat_age": None,
+                                           "placement": {"ok": True, "missing": []}}}})
         status, report = _get(f"http://127.0.0.1:{port}/api/pool_quota", token)
         assert status == 200
         team = next(row for row in report["pools"] if row["name"] == "team")

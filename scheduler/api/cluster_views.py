@@ -17,6 +17,7 @@ from workflows.spec.units import format_bytes
 from .. import selectors, services
 from ..backends.default import embedded_backend_check
 from ..backends.embedded import cycle as embedded_cycle
+from ..backends.selectors import backend_get
 from ..models import Node
 from . import serializers as s
 
@@ -121,10 +122,14 @@ class SchedulerStatusView(APIView):
         "last_cycle": serializers.DictField(allow_null=True),
         "queues": serializers.ListField(child=serializers.DictField()),
         "pending": serializers.ListField(child=serializers.DictField())}),
+        parameters=[s.SchedulerStatusQuerySerializer],
         summary="Last cycle figures, per-queue shares, pending gangs with reasons")
     def get(self, request):
+        query = s.SchedulerStatusQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        backend = backend_get(query.validated_data["backend"]).name
         return Response(selectors.scheduler_status(roles=roles_for(request.user),
-                                                   user=request.user))
+                                                   user=request.user, backend=backend))
 
 
 class ExplainView(APIView):

@@ -70,6 +70,11 @@ class NodeListQuerySerializer(RequestSerializer):
                               help_text="Only the nodes of this backend.")
 
 
+class SchedulerStatusQuerySerializer(RequestSerializer):
+    backend = StrictCharField(required=False, max_length=63, default=DEFAULT_BACKEND,
+                              help_text="The backend whose last cycle (default `default`).")
+
+
 class NodeInSerializer(RequestSerializer):
     name = StrictCharField(validators=[RegexValidator(
         NODE_NAME, "name must be a DNS subdomain (lowercase letters, digits, '-', '.').")])

@@ -9,8 +9,10 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from ..models import BackendKind, ClusterBackendStatus
 from .liveness import OFFLINE, ONLINE, backend_status, is_online
 from .selectors import backends_live
+from .spec import spec_of
 
 
 def heartbeat_age(last_heartbeat: datetime | None, now: datetime) -> float | None:
@@ -20,10 +22,22 @@ def heartbeat_age(last_heartbeat: datetime | None, now: datetime) -> float | Non
     return round(max((now - last_heartbeat).total_seconds(), 0.0), 1)
 
 
+def placement_readiness(kind: str, missing: list | None) -> dict:
+    """{ok, missing}: whether the backend's cluster has what its placement needs (KAI: its
+    CRDs, the PriorityClasses, a scheduler that acts), as its leader or agent last reported;
+    ``ok`` null when none has reported yet. An embedded backend needs nothing."""
+    if kind == BackendKind.EMBEDDED:
+        return {"ok": True, "missing": []}
+    if missing is None:
+        return {"ok": None, "missing": []}
+    return {"ok": not missing, "missing": list(missing)}
+
+
 def backends_health(now: datetime | None = None) -> dict[str, dict]:
-    """Backend name → {status, online, heartbeat_age}, by name."""
+    """Backend name → {status, online, heartbeat_age, placement}, by name."""
     now = now or timezone.now()
     lease = settings.OSMO_BACKEND_LEASE
+    reported = dict(ClusterBackendStatus.objects.values_list("backend", "placement_missing"))
     return {backend.name: {
         "status": backend_status(kind=backend.kind, maintenance=backend.maintenance,
                                  last_heartbeat=backend.last_heartbeat, now=now,
@@ -31,6 +45,7 @@ def backends_health(now: datetime | None = None) -> dict[str, dict]:
         "online": is_online(kind=backend.kind, last_heartbeat=backend.last_heartbeat, now=now,
                             lease_seconds=lease),
         "heartbeat_age": heartbeat_age(backend.last_heartbeat, now),
+        "placement": placement_readiness(spec_of(backend).kind, reported.get(backend.name)),
     } for backend in backends_live()}
 
 

@@ -135,6 +135,45 @@ def test_a_full_node_list_removes_the_nodes_gone(agent):
     assert list(Node.objects.values_list("name", flat=True)) == ["n1"]
 
 
+def test_a_nodes_message_upserts_writes_only_what_changed_and_deletes(agent):
+    register(agent)
+
+    def send(message_id, nodes, deleted=()):
+        return agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+            {"id": message_id, "type": "nodes",
+             "payload": {"nodes": nodes, "deleted": list(deleted)}}]}, format="json")
+
+    send("a", [node(f"n{i}", 8) for i in range(3)])
+    stamps = dict(Node.objects.values_list("name", "updated_at"))
+    cordoned = {**node("n1", 8), "spec": {"unschedulable": True}}
+    assert send("b", [node("n0", 8), cordoned, node("n2", 4)], deleted=["n0"]).json() == {
+        "acked": ["b"]}
+    assert list(Node.objects.values_list("name", "gpus", "schedulable", "backend")) == [
+        ("n1", 8, False, "east"), ("n2", 4, True, "east")]
+    after = dict(Node.objects.values_list("name", "updated_at"))
+    assert after["n1"] > stamps["n1"] and after["n2"] > stamps["n2"]
+    send("c", [node("n2", 4)])  # unchanged: not written
+    assert Node.objects.get(name="n2").updated_at == after["n2"]
+
+
+def test_the_agents_placement_report_is_the_backends_health(agent, client):
+    register(agent)
+    assert client.get("/api/health").json()["backends"]["east"]["placement"] == {
+        "ok": None, "missing": []}
+    missing = [{"requirement": "priorityclass", "detail": "PriorityClass osmo-low does not "
+                                                          "exist"}]
+    agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "p1", "type": "placement", "payload": {"missing": missing}}]}, format="json")
+    assert client.get("/api/health").json()["backends"]["east"]["placement"] == {
+        "ok": False, "missing": missing}
+    agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "p2", "type": "placement", "payload": {"missing": []}}]}, format="json")
+    assert client.get("/api/health").json()["backends"]["east"]["placement"] == {
+        "ok": True, "missing": []}
+    assert client.get("/api/health").json()["backends"]["default"]["placement"] == {
+        "ok": True, "missing": []}  # the embedded default's: nothing to report
+
+
 def test_a_batch_is_bounded(agent):
     register(agent)
     messages = [{"id": f"m{i}", "type": "heartbeat"} for i in range(501)]

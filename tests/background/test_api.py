@@ -73,7 +73,9 @@ def test_submit_delete_and_reports_work_while_the_broker_is_unreachable(
     assert health.status_code == 503
     assert health.json() == {"status": "degraded", "database": "ok", "broker": "down",
                              "backends": {"default": {"status": "ONLINE", "online": True,
-                                                      "heartbeat_age": None}}}
+                                                      "heartbeat_age": None,
+                                                      "placement": {"ok": True,
+                                                                    "missing": []}}}}
 
 
 @pytest.mark.django_db

@@ -5,6 +5,7 @@ KAI and the kubelet (it binds and runs the pods), as the rest of this tier does.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import threading
 import time
@@ -14,7 +15,7 @@ import yaml
 
 from osmo.accounts import services as accounts
 from scheduler.backends import services as backend_services
-from scheduler.models import AgentWork, Backend, Node
+from scheduler.models import AgentMessage, AgentWork, Backend, Node
 from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import spec, statuses, submit
@@ -29,6 +30,7 @@ from .agent import (
     wait_until,
 )
 from .conftest import Cluster
+from .kubelet_logs import KubeletLogs
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -78,6 +80,9 @@ def test_the_agent_registers_its_cluster_and_mirrors_its_nodes(east, cluster, ap
     assert backend.version.startswith("v1.25")
     body = admin.get("/api/configs/backend/east").json()
     assert (body["status"], body["nodes"], body["gpus"]) == ("ONLINE", 1, 8)
+    # KAI placement: the tier's cluster has KAI's CRDs and the OSMO PriorityClasses.
+    wait_until(lambda: admin.get("/api/health").json()["backends"]["east"]["placement"] == {
+        "ok": True, "missing": []}, 30, "the placement's readiness reported", east)
 
 
 def test_another_cluster_under_the_name_is_refused_and_changes_nothing(east, cluster, admin):
@@ -129,6 +134,56 @@ def test_a_workflow_runs_through_the_agent(east, cluster, alice, namespace):
                "the group's objects deleted", east)
 
 
+@pytest.fixture
+def kubelet_logs(tmp_path):
+    server = KubeletLogs(tmp_path).start()
+    yield server
+    server.stop()
+
+
+def test_an_ending_pods_log_and_events_reach_the_service_through_the_agent(
+        east, cluster, alice, apiserver, namespace, kubelet_logs):
+    """A 3 MiB log (several reads, a message each: none grows with the log) and the pod's
+    Events are kept before the task ends, each line once and in order."""
+    cluster.add_node("east-n1", gpus=8)
+    kubelet_logs.serve_node(apiserver, "east-n1")
+    factories.pool("team", 64, backends=["east"])
+    east.start()
+    name = submit(alice, "team", spec("train", gpus=1))
+    pod = f"{name}-g-t0"
+    wait_until(lambda: cluster.names("pods") == [pod], 30, "the agent's pod", east)
+    container = cluster.get("pods", pod)["spec"]["containers"][0]["name"]
+    log = kubelet_logs.container(namespace, pod, container)
+    cluster.run(pod, "east-n1")
+    wait_until(lambda: statuses(alice, name) == ("RUNNING", ["RUNNING"]), 30, "RUNNING", east)
+    written = [f"step {i:05d} " + "x" * 90 for i in range(30_000)]  # 3 MiB with stamps
+    log.write(*written)
+    log.close()
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    apiserver.request("POST", f"/api/v1/namespaces/{namespace}/events", {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{pod}.pulled", "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "name": pod, "namespace": namespace},
+        "reason": "Pulled", "message": 'Successfully pulled image "nvcr.io/x:1"',
+        "source": {"component": "kubelet"}, "type": "Normal", "count": 1,
+        "firstTimestamp": now, "lastTimestamp": now})
+    cluster.finish(pod, exit_code=1)
+    wait_until(lambda: statuses(alice, name) == ("FAILED", ["FAILED"]), 60, "FAILED", east)
+    logs = b"".join(alice.get(f"/api/workflow/{name}/logs",
+                              {"follow": "false"}).streaming_content).decode()
+    assert [line.split("[t0] ", 1)[1] for line in logs.splitlines()] == written
+    events = b"".join(alice.get(f"/api/workflow/{name}/events",
+                                {"task_name": "t0"}).streaming_content).decode()
+    assert '[t0] Pulled: Successfully pulled image "nvcr.io/x:1" (kubelet)' in events
+    assert events.count("Pulled") == 1
+    messages = AgentMessage.objects.filter(backend="east", type="pod_logs").count()
+    assert messages >= 7  # 3 MiB in reads of 512 KiB, then the Events
+    # Deleted after it ended (the cleaner): its log is not read or kept again.
+    wait_until(lambda: cluster.names("pods") == [], 30, "the pod deleted", east)
+    assert b"".join(alice.get(f"/api/workflow/{name}/logs", {"follow": "false"})
+                    .streaming_content).decode() == logs
+
+
 def test_a_relist_after_a_reconnect_removes_what_went_while_the_agent_was_away(
         east, cluster, alice):
     for node in ("east-n1", "east-n2"):
@@ -156,7 +211,7 @@ def test_a_relist_after_a_reconnect_removes_what_went_while_the_agent_was_away(
 
 # 100 lives take ~75 s here (each ~0.45 s to register on a loaded 2-core machine, then
 # killed within 0.3 s): 60 keep the test near a minute.
-RESTARTS = 60
+RESTARTS = 100
 
 
 def test_killed_and_restarted_mid_stream_every_transition_is_recorded_once(

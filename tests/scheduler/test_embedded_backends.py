@@ -71,6 +71,20 @@ def test_gangs_land_only_on_the_backends_their_pool_names(admin, alice, fleet):
     assert pending_on("a") == [also_a]  # C's gang is b's now: a no longer considers it
 
 
+def test_the_scheduler_status_of_each_backend(admin, alice, fleet):
+    submit(alice, "team-a", spec("full-a", 8))
+    waits = submit(alice, "team-a", spec("more-a", 4))  # a is full: it waits there
+    cycle(admin)
+    on_a = admin.get("/api/scheduler/status?backend=a").json()
+    assert [p["workflow"] for p in on_a["pending"]] == [waits]
+    assert admin.get("/api/scheduler/status?backend=b").json()["pending"] == []
+    assert admin.get("/api/scheduler/status").json()["pending"] == []  # `default`'s
+    missing = admin.get("/api/scheduler/status?backend=nope")
+    assert (missing.status_code, missing.json()["code"]) == (404, "backend_not_found")
+    too_long = admin.get("/api/scheduler/status?backend=" + "x" * 64)
+    assert too_long.status_code == 400
+
+
 def test_a_pool_on_both_takes_the_first_in_its_order_on_a_tie(admin, alice, fleet):
     first_a = submit(alice, "team-c", spec("c-first", 4))
     first_b = submit(alice, "team-d", spec("d-first", 4))

@@ -6,7 +6,9 @@ for answered from the agent's messages instead:
 - a moved or released pod's replacement is queued as create work (the listener creates it);
 - KAI's eviction of a deleted pod is read from the PodGroup's Events the agent attaches to
   the pod (``events``), as the listener reads them;
-- logs are not carried yet: an ended pod's task keeps the lines read while it ran.
+- an ending pod's log and Events come in ``pod_logs`` messages the agent puts before the
+  pod's status (:meth:`AgentPods.archived`), so the listener's own archive has nothing to
+  read here.
 
 A re-list (``pods_listed``) ends the alive tasks of this backend's applied groups whose pod
 is not in it, as the listener's re-list does: only groups whose every create the agent had
@@ -21,22 +23,24 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from scheduler.models import AgentWork, AgentWorkKind, Backend
-from workflows import lifecycle
+from workflows import lifecycle, logstore
 from workflows.models import ALIVE_TASK_STATUSES, Task
 
-from ..kubernetes import moves, status
+from ..kubernetes import moves, pod_logs, status
 from ..kubernetes.listener import PodListener
 from ..kubernetes.objects import task_of_pod
 from .work import MOVED, applied_before_listing
 
 logger = logging.getLogger(__name__)
 
+MAX_POD_EVENTS = 100  # of one pod, in one message
+
 
 class _NoLogs:
-    """The agent sends no log lines yet (see the module's docstring)."""
+    """The agent's ``pod_logs`` messages came first (see the module's docstring)."""
 
     def archive(self, pod: dict[str, Any]) -> None:
         return None
@@ -52,15 +56,36 @@ class AgentPods(PodListener):
         """As the listener, for the pods of this backend's work only: an agent speaks for
         the workflows dispatched to it, never for another backend's."""
         names = {key[0] for key in (task_of_pod(pod) for pod, _ in pods) if key}
-        ours = set(AgentWork.objects.filter(
-            backend=self.backend.name, kind=AgentWorkKind.CREATE,
-            group__workflow__name__in=names)
-            # Work moved to another backend: this agent's reports about it are stale.
-            .exclude(outcome=MOVED)
-            .filter(Q(group__backend__isnull=True) | Q(group__backend=self.backend.name))
-            .values_list("group__workflow__name", flat=True))
+        ours = set(self._work().filter(group__workflow__name__in=names)
+                   .values_list("group__workflow__name", flat=True))
         return super().handle_batch([(pod, deleted) for pod, deleted in pods
                                      if (task_of_pod(pod) or ("",))[0] in ours])
+
+    def archived(self, payload: dict[str, Any]) -> int:
+        """A ``pod_logs`` message: lines of an ending pod's log newer than those stored, and
+        its Events, kept while its task is alive (once: a re-list's second copy of an ended
+        pod meets a task that ended) and of this backend's work. Returns the lines kept."""
+        key = payload.get("task")
+        if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
+            return 0
+        task = (Task.objects.filter(workflow__name=key[0], name=key[1],
+                                    status__in=ALIVE_TASK_STATUSES)
+                .filter(Exists(self._work().filter(group=OuterRef("group_id")))).first())
+        if task is None:
+            return 0
+        lines, last = pod_logs.lines_after(str(payload.get("text") or "").encode(),
+                                           logstore.log_cursor(task.pk), task.name)
+        logstore.log_append(task=task, text="".join(lines), source_ns=last)
+        events = [event for event in payload.get("events") or [] if isinstance(event, dict)]
+        logstore.events_record(pod_logs.task_events(events[:MAX_POD_EVENTS], task))
+        return len(lines)
+
+    def _work(self):
+        """This backend's work of creating groups, not moved to another backend since (its
+        reports about moved work are stale)."""
+        return (AgentWork.objects.filter(backend=self.backend.name, kind=AgentWorkKind.CREATE)
+                .exclude(outcome=MOVED)
+                .filter(Q(group__backend__isnull=True) | Q(group__backend=self.backend.name)))
 
     def _eviction(self, pod: dict[str, Any], workflow_name: str,
                   task_name: str) -> status.Eviction | None:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
 from scheduler import services as scheduler_services
-from scheduler.models import AgentMessage, Backend, BackendKind, Node
+from scheduler.models import AgentMessage, Backend, BackendKind, ClusterBackendStatus, Node
 
 from ..fleet import fleet_pass
 from ..kubernetes.nodes import node_fields
@@ -29,7 +29,8 @@ from .pods import AgentPods
 
 logger = logging.getLogger(__name__)
 
-MESSAGE_TYPES = ("heartbeat", "nodes", "nodes_listed", "pods", "pods_listed")
+MESSAGE_TYPES = ("heartbeat", "nodes", "nodes_listed", "pods", "pods_listed", "placement",
+                 "pod_logs")
 KEPT_MESSAGES = timedelta(days=2)  # ids older than any agent's unacked message
 
 
@@ -109,17 +110,30 @@ def _apply(backend: Backend, pods: AgentPods, kind: str, payload: dict[str, Any]
     if kind == "nodes":
         _nodes(backend, payload.get("nodes") or [], payload.get("deleted") or [])
     elif kind == "nodes_listed":
-        names = set(payload.get("names") or [])
-        gone = [node for node in Node.objects.filter(backend=backend.name)
-                if node.name not in names]
-        for node in gone:
+        names = list(payload.get("names") or [])
+        for node in Node.objects.filter(backend=backend.name).exclude(name__in=names):
             scheduler_services.node_delete(node=node, force=True)
+    elif kind == "pod_logs":
+        pods.archived(payload)
+    elif kind == "placement":
+        _placement(backend, payload.get("missing") or [])
     elif kind == "pods":
         pods.handle_batch([(pod, bool(deleted)) for pod, deleted in payload.get("pods") or []])
     elif kind == "pods_listed":
         keys = {(workflow, task) for workflow, task in payload.get("tasks") or []}
         pods.relisted(keys, int(payload.get("applied_through") or 0),
                       _session(payload.get("session")))
+
+
+def _placement(backend: Backend, missing: list) -> None:
+    """The agent's last word on what the placement lacks on its cluster, kept on the
+    backend's health row as the in-process leader keeps its own (``/api/health``)."""
+    clean = [{"requirement": str(item.get("requirement", ""))[:32],
+              "detail": str(item.get("detail", ""))[:500]}
+             for item in missing[:20] if isinstance(item, dict)]
+    ClusterBackendStatus.objects.update_or_create(backend=backend.name, defaults={
+        "ok": True, "detail": "", "checked_at": timezone.now(), "leader": "agent",
+        "placement_missing": clean})
 
 
 def _session(stamp: Any) -> datetime | None:
@@ -130,29 +144,13 @@ def _session(stamp: Any) -> datetime | None:
 
 
 def _nodes(backend: Backend, nodes: list[dict], deleted: list[str]) -> None:
-    """Register or update the reported Nodes, remove the deleted ones (force: their pods are
-    gone with them), as the in-process node mirror does — never another backend's node."""
-    existing = {node.name: node for node in Node.objects.filter(
-        name__in=[n["metadata"]["name"] for n in nodes] + list(deleted))}
-    for item in nodes:
-        fields = node_fields(item)
-        schedulable = fields.pop("schedulable")
-        row = existing.get(fields["name"])
-        if row is not None and row.backend != backend.name:
-            logger.warning("agent %s: node %s is backend %s's: not taken", backend.name,
-                           row.name, row.backend)
-            continue
-        if row is None or (row.gpus, row.cpu_millis, row.memory_bytes, row.labels,
-                           row.backend) != (fields["gpus"], fields["cpu_millis"],
-                                            fields["memory_bytes"], fields["labels"],
-                                            backend.name):
-            row, _created = scheduler_services.node_register(**fields, backend=backend.name)
-        if row.schedulable != schedulable:
-            scheduler_services.node_set_schedulable(node=row, schedulable=schedulable)
-    for name in deleted:
-        row = existing.get(name)
-        if row is not None and row.backend == backend.name:
-            scheduler_services.node_delete(node=row, force=True)
+    """Register or update the reported Nodes in one statement, remove the deleted ones
+    (force: their pods are gone with them), as the in-process node mirror does — never
+    another backend's node."""
+    scheduler_services.nodes_upsert(backend=backend.name,
+                                    nodes=[node_fields(item) for item in nodes])
+    for row in Node.objects.filter(backend=backend.name, name__in=list(deleted)):
+        scheduler_services.node_delete(node=row, force=True)
 
 
 def agent_poll(*, backend: Backend, acks: list[dict], after: int = 0) -> list[dict]:

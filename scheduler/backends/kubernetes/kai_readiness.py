@@ -24,56 +24,14 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler.core.kai_names import (
-    BINDREQUEST_API_VERSION,
-    PODGROUP_API_VERSION,
-    PRIORITY_CLASS_NAMES,
-    QUEUE_API_VERSION,
-    TOPOLOGY_API_VERSION,
-)
 from scheduler.models import GroupDispatch
 from workflows.models import Task, TaskStatus
 
-from .client import Kube, api_errors, call, status_of
+from .client import Kube
+from .kai_requirements import cluster_missing
 
 SILENT_AFTER_SECONDS = 60.0
 PLACEMENT_REQUIREMENTS = ("crd", "priorityclass", "scheduler")
-# (API version, resource) KAI placement cannot do without.
-KAI_RESOURCES = ((PODGROUP_API_VERSION, "podgroups"), (QUEUE_API_VERSION, "queues"),
-                 (TOPOLOGY_API_VERSION, "topologies"), (BINDREQUEST_API_VERSION,
-                                                        "bindrequests"))
-PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
-
-
-def crds_missing(kube: Kube) -> list[str]:
-    missing = []
-    for version, resource in KAI_RESOURCES:
-        try:
-            served = {r["name"] for r in call(kube, "GET", f"/apis/{version}")["resources"]}
-        except api_errors() as exc:
-            if status_of(exc) != 404:
-                raise
-            served = set()
-        if resource not in served:
-            missing.append(f"KAI's CRD {resource}.{version.split('/')[0]} ({version}) is not "
-                           f"installed")
-    return missing
-
-
-def priority_classes_missing(kube: Kube) -> list[str]:
-    missing = []
-    for name in PRIORITY_CLASS_NAMES.values():
-        try:
-            call(kube, "GET", f"{PRIORITY_CLASSES_PATH}/{name}")
-        except api_errors() as exc:
-            if status_of(exc) == 403:  # an older ClusterRole: say so rather than guess
-                names = ", ".join(PRIORITY_CLASS_NAMES.values())
-                return ["the backend may not read PriorityClasses (its ClusterRole lacks get "
-                        f"priorityclasses): cannot check {names}"]
-            if status_of(exc) != 404:
-                raise
-            missing.append(f"PriorityClass {name} does not exist")
-    return missing
 
 
 def silent_groups(now: datetime | None = None):
@@ -106,9 +64,7 @@ def requirements_missing(kube: Kube, now: datetime | None = None) -> list[dict[s
     places the pods itself, ``OSMO_PLACEMENT=osmo``)."""
     if settings.OSMO_PLACEMENT != "kai":
         return []
-    missing = [{"requirement": "crd", "detail": d} for d in crds_missing(kube)]
-    missing += [{"requirement": "priorityclass", "detail": d}
-                for d in priority_classes_missing(kube)]
+    missing = cluster_missing(kube)
     silent = silent_groups(now).count()
     if silent:
         missing.append({"requirement": "scheduler", "detail": silent_words(silent)})

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 from typing import Any
 from urllib.parse import urlencode
 
@@ -25,23 +24,44 @@ from workflows import logstore
 from workflows.models import ALIVE_TASK_STATUSES, Task, TaskLogInterest, WorkflowKind
 
 from .client import REQUEST_TIMEOUT, Kube, api_errors, call_raw, describe, raw, status_of
+from .log_lines import STAMP, since_time, stamp_ns
 from .objects import task_of_pod
 
 logger = logging.getLogger(__name__)
 
 READ_BYTES = 8 * 1024 * 1024  # one pods/log read
 MAX_READS = 16  # reads of one pod per pass (a long log is taken in pieces, newest kept)
-STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z ")
 
 
-def stamp_ns(line: str) -> tuple[int, dt.datetime] | None:
-    """The kubelet's RFC 3339 timestamp of a ``timestamps=true`` line, in ns and as a time."""
-    match = STAMP.match(line)
-    if match is None:
-        return None
-    at = dt.datetime.fromisoformat(match[1]).replace(tzinfo=dt.UTC)
-    fraction = int((match[2] or "0").ljust(9, "0"))
-    return int(at.timestamp()) * 1_000_000_000 + fraction, at
+def lines_after(data: bytes, cursor: int, task_name: str) -> tuple[list[str], int]:
+    """The task log's formatted lines of a ``pods/log`` read that are newer than ``cursor``,
+    and the stamp of the last (``cursor`` when none)."""
+    lines, last = [], cursor
+    for line in data.decode("utf-8", "replace").splitlines():
+        stamp = stamp_ns(line)
+        if stamp is None or stamp[0] <= cursor:
+            continue  # before the resume point (sinceTime has whole seconds)
+        last = stamp[0]
+        lines.append(logstore.format_line(stamp[1], task_name,
+                                          line[STAMP.match(line).end():]))
+    return lines, last
+
+
+def task_events(items: list[dict], task: Task) -> list[logstore.Event]:
+    """Kubernetes Events of a task's pod (the newest state of each) as the task's events."""
+    events = []
+    for event in items:
+        stamp = event.get("lastTimestamp") or event.get("eventTime") or \
+            event.get("firstTimestamp")
+        at = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+        source = (event.get("source") or {}).get("component") or \
+            event.get("reportingComponent") or ""
+        count = event.get("count") or 1
+        message = (event.get("message") or "").strip()
+        message += f" ({source}{f', {count} times' if count > 1 else ''})" if source else ""
+        events.append(logstore.Event(task.workflow_id, task.pk,
+                                     str(event.get("reason") or "Event"), message, at))
+    return sorted(events, key=lambda e: e.at or timezone.now())
 
 
 class PodLogs:
@@ -52,8 +72,7 @@ class PodLogs:
     def _read(self, pod: str, since_ns: int) -> bytes:
         query = [("timestamps", "true"), ("limitBytes", str(READ_BYTES))]
         if since_ns:
-            since = dt.datetime.fromtimestamp(since_ns // 1_000_000_000, dt.UTC)
-            query.append(("sinceTime", since.strftime("%Y-%m-%dT%H:%M:%SZ")))
+            query.append(("sinceTime", since_time(since_ns)))
         return call_raw(self.kube, "GET", f"/api/v1/namespaces/{self.namespace}/pods/{pod}/log?"
                         + urlencode(query), accept="*/*")
 
@@ -69,14 +88,7 @@ class PodLogs:
                 if status_of(exc) in (400, 404):
                     return copied
                 raise
-            lines, last = [], cursor
-            for line in data.decode("utf-8", "replace").splitlines():
-                stamp = stamp_ns(line)
-                if stamp is None or stamp[0] <= cursor:
-                    continue  # before the resume point (sinceTime has whole seconds)
-                last = stamp[0]
-                lines.append(logstore.format_line(stamp[1], task.name,
-                                                  line[STAMP.match(line).end():]))
+            lines, last = lines_after(data, cursor, task.name)
             if not lines:
                 return copied
             logstore.log_append(task=task, text="".join(lines), source_ns=last)
@@ -91,19 +103,8 @@ class PodLogs:
         body = raw(self.kube.core.list_namespaced_event(
             self.namespace, field_selector=f"involvedObject.kind=Pod,involvedObject.name={pod}",
             _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
-        events = []
-        for event in body.get("items") or []:
-            stamp = event.get("lastTimestamp") or event.get("eventTime") or \
-                event.get("firstTimestamp")
-            at = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
-            source = (event.get("source") or {}).get("component") or \
-                event.get("reportingComponent") or ""
-            count = event.get("count") or 1
-            message = (event.get("message") or "").strip()
-            message += f" ({source}{f', {count} times' if count > 1 else ''})" if source else ""
-            events.append(logstore.Event(task.workflow_id, task.pk,
-                                         event.get("reason") or "Event", message, at))
-        logstore.events_record(sorted(events, key=lambda e: e.at or timezone.now()))
+        events = task_events(body.get("items") or [], task)
+        logstore.events_record(events)
         return len(events)
 
     # --- the listener's call: a pod ended ------------------------------------------------

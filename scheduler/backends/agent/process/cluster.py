@@ -40,6 +40,11 @@ PER_MESSAGE = 100  # pods or nodes in one message
 WATCH_SECONDS = 15  # a re-list asked for waits at most this long
 EVENT_WINDOW = 0.05  # watch events arriving this close together go in one message
 PERMANENT = (400, 422)
+LOG_MESSAGE_BYTES = 512 * 1024  # of a log in a message (≤ 3 MiB as JSON, whatever it is)
+LOG_MAX_BYTES = 16 * 1024 * 1024  # of a pod's log read when it ends
+MAX_POD_EVENTS = 100  # a pod's newest Events sent
+EVENT_FIELDS = ("reason", "message", "lastTimestamp", "eventTime", "firstTimestamp", "count",
+                "source", "reportingComponent")
 
 
 def kube_from(kubeconfig: str | None) -> Kube:
@@ -187,8 +192,11 @@ class PodWatcher(Watcher):
             _request_timeout=REQUEST_TIMEOUT))
         items = body.get("items") or []
         for start in range(0, len(items), PER_MESSAGE):
-            self.outbox.put("pods", {"pods": [[trim_pod(p), False]
-                                              for p in items[start:start + PER_MESSAGE]]})
+            chunk = [trim_pod(p) for p in items[start:start + PER_MESSAGE]]
+            for pod in chunk:
+                if _ended(pod):
+                    self.archive(pod)
+            self.outbox.put("pods", {"pods": [[pod, False] for pod in chunk]})
         tasks = []
         for pod in items:
             annotations = (pod.get("metadata") or {}).get("annotations") or {}
@@ -207,8 +215,64 @@ class PodWatcher(Watcher):
             pod = trim_pod(obj)
             if kind == "DELETED":
                 pod["events"] = self._podgroup_events(pod)
+            if kind == "DELETED" or _ended(pod):
+                self.archive(pod)
             pods.append([pod, kind == "DELETED"])
         self.outbox.put("pods", {"pods": pods})
+
+    def _send_log(self, name: str, key: list[str]) -> None:
+        """One read of the log (its first ``LOG_MAX_BYTES``, timestamped), streamed and cut
+        at line ends into messages of about ``LOG_MESSAGE_BYTES``: a read resumed with
+        ``sinceTime`` would restart at a whole second, and a busy second outgrows a piece."""
+        response = self.kube.core.read_namespaced_pod_log(
+            name, self.namespace, timestamps=True, limit_bytes=LOG_MAX_BYTES,
+            _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+        buffer = b""
+        try:
+            for piece in response.stream(64 * 1024):
+                buffer += piece
+                if len(buffer) >= LOG_MESSAGE_BYTES:
+                    cut = buffer.rfind(b"\n") + 1 or len(buffer)
+                    self._put_log(key, name, buffer[:cut])
+                    buffer = buffer[cut:]
+            if buffer:
+                self._put_log(key, name, buffer)
+        finally:
+            response.release_conn()
+
+    def _put_log(self, key: list[str], name: str, data: bytes) -> None:
+        self.outbox.put("pod_logs", {"task": key, "pod": name,
+                                     "text": data.decode("utf-8", "replace")})
+
+    def archive(self, pod: dict) -> None:
+        """An ending pod's log and its Events, as ``pod_logs`` messages put BEFORE the pod's
+        status (the service keeps them while the task is alive, then ends it; the cleaner
+        may delete the pod after): its log in pieces of ``LOG_MESSAGE_BYTES``, each its own
+        message — none grows with the log or the workflow — then its Events."""
+        key = _task_key((pod.get("metadata") or {}).get("annotations") or {})
+        if key is None:
+            return
+        name = pod["metadata"]["name"]
+        try:
+            self._send_log(name, key)
+        except api_errors() as exc:
+            if status_of(exc) not in (400, 404):  # 400: never started, 404: gone
+                logger.warning("agent: reading the log of %s failed: %s", name, describe(exc))
+        except Exception as exc:  # noqa: BLE001 - a read cut short: what was sent stays
+            logger.warning("agent: reading the log of %s failed: %s", name, exc)
+        try:
+            body = raw(self.kube.core.list_namespaced_event(
+                self.namespace, field_selector=f"involvedObject.kind=Pod,"
+                                               f"involvedObject.name={name}",
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
+        except api_errors() as exc:
+            logger.warning("agent: reading the Events of %s failed: %s", name, describe(exc))
+            return
+        events = [{key_: event[key_] for key_ in EVENT_FIELDS if key_ in event}
+                  for event in (body.get("items") or [])[-MAX_POD_EVENTS:]]
+        if events:
+            self.outbox.put("pod_logs", {"task": key, "pod": name, "text": "",
+                                         "events": events})
 
     def _podgroup_events(self, pod: dict) -> list[dict]:
         """The Events of a deleted pod's PodGroup, from which the service reads KAI's
@@ -227,6 +291,10 @@ class PodWatcher(Watcher):
             logger.warning("agent: reading the Events of %s failed: %s", group, describe(exc))
             return []
         return body.get("items") or []
+
+
+def _ended(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def _task_key(annotations: dict) -> list[str] | None:

@@ -20,10 +20,12 @@ import logging
 import signal
 import sys
 import threading
+import time
 
 from django.conf import settings
 from kubernetes import config
 
+from ...kubernetes.kai_requirements import cluster_missing
 from .cluster import Applier, NodeWatcher, PodWatcher, Transient, cluster_identity, kube_from
 from .outbox import Outbox
 from .service import Refused, Service, Unreachable
@@ -31,6 +33,7 @@ from .service import Refused, Service, Unreachable
 logger = logging.getLogger("osmo.agent")
 
 HEARTBEAT_SECONDS = 5.0
+PLACEMENT_SECONDS = 60.0  # how often the placement's readiness is checked again
 POLL_WAIT_SECONDS = 10.0
 MAX_BACKOFF_SECONDS = 10.0
 EXIT_REFUSED = 3
@@ -57,6 +60,8 @@ class Agent:
         self.reconnect = threading.Event()
         self.applied_through = 0  # the highest work id applied (in id order)
         self.namespace = ""
+        self.placement = ""
+        self._placement_due = 0.0  # monotonic time of the next readiness report
         self.session = ""  # when the service saw this connection begin
         self.failure: Exception | None = None
         self.watchers: list = []
@@ -70,6 +75,8 @@ class Agent:
                 uid, version = cluster_identity(self.kube)
                 answer = self.service.register(k8s_uid=uid, version=version)
                 self.namespace = answer["k8s_namespace"]
+                self.placement = answer.get("placement", "")
+                self._placement_due = 0.0  # a (re)connect: reported again at once
                 self.session = answer["session"]
                 logger.info("agent %s: registered (cluster %s, namespace %s)", self.name, uid,
                             self.namespace)
@@ -97,10 +104,25 @@ class Agent:
             for watcher in self.watchers:
                 watcher.relist_soon()
 
+    def report_placement(self) -> None:
+        """What the backend's placement lacks on this cluster (KAI: its CRDs and the OSMO
+        PriorityClasses), for ``/api/health``: at every (re)connect and every minute."""
+        now = time.monotonic()
+        if now < self._placement_due:
+            return
+        try:
+            missing = cluster_missing(self.kube) if self.placement == "kai" else []
+        except Exception as exc:  # noqa: BLE001 - the cluster is away: the next time
+            logger.warning("agent %s: checking the placement's needs: %s", self.name, exc)
+            return
+        self._placement_due = now + PLACEMENT_SECONDS
+        self.outbox.put("placement", {"missing": missing})
+
     # --- loops -------------------------------------------------------------------------------
     def send_loop(self) -> None:
         delay = 0.2
         while not self.stop.is_set():
+            self.report_placement()
             self.outbox.ready.wait(HEARTBEAT_SECONDS)
             batch = self.outbox.batch()
             if not batch:

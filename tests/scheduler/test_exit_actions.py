@@ -151,15 +151,15 @@ def _keys(errors) -> list[str]:
     return [str(errors)]
 
 
-def test_a_group_on_kubernetes_fails_instead_of_running_again(admin, alice, backend):
+def test_a_group_on_an_agent_s_backend_fails_instead_of_running_again(admin, alice, backend):
     from scheduler.models import Backend
 
     factories.pool("team", 64)
     add_nodes(admin, 2)
     name = submit(alice, "team", TWO_GROUPS.format(name="ft", actions=RESCHEDULE))
     cycle(admin)
-    # Its pods would have to be gone before new ones start: not built on Kubernetes yet.
-    Backend.objects.create(name="k8s", kind="kubernetes")
+    # An agent's work queue has no rerun (the in-process backend's: tests/kube_real).
+    Backend.objects.create(name="k8s", kind="kubernetes", k8s_uid="kube-system-uid")
     WorkflowGroup.objects.filter(workflow__name=name, name="train").update(backend="k8s")
     body = report(backend, name, "lead", "FAILED", exit_code=3)
     train = body["groups"][0]

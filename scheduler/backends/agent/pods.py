@@ -56,8 +56,8 @@ class AgentPods(PodListener):
         return super().handle_batch([(pod, deleted) for pod, deleted in pods
                                      if (task_of_pod(pod) or ("",))[0] in ours])
 
-    def _eviction(self, pod: dict[str, Any], workflow_name: str,
-                  task_name: str) -> status.Eviction | None:
+    def _eviction(self, pod: dict[str, Any], workflow_name: str, task_name: str,
+                  retry: int) -> status.Eviction | None:
         events = pod.get("events")
         if not events:
             return None

@@ -136,7 +136,7 @@ def test_osmo_placement_runs_the_rerun_and_the_last_retry_fails(
     cluster.add_node(n(namespace, 1), gpus=2)  # room for one run at a time only
     name = submit(alice, "team", ONE_TASK)
     backend.dispatch()
-    first = f"{name}-main-main"
+    first = f"{name}-main-group-main"
     sched.until(lambda: running(apiserver, namespace, [first]), what="first run")
     wait_for(lambda: (backend.listen() or True) and tasks_of(alice, name) == {
         "main": ("RUNNING", 0)}, what="RUNNING")
@@ -145,8 +145,8 @@ def test_osmo_placement_runs_the_rerun_and_the_last_retry_fails(
         "main": ("SCHEDULING", 1)}, what="rescheduled")
     # The kubelet stand-in confirms the delete; then the new run is dispatched and placed.
     wait_for(lambda: backend.cleanup() >= 0 and backend.dispatch().applied == [
-        f"{name}-main"], what="the rerun dispatched")
-    second = f"{name}-main-main-r1"
+        f"{name}-main-group"], what="the rerun dispatched")
+    second = f"{first}-r1"
     assert cluster.get("pods", first) is None
     sched.until(lambda: running(apiserver, namespace, [second]), what="second run")
     wait_for(lambda: (backend.listen() or True) and tasks_of(alice, name) == {

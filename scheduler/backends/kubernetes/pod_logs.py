@@ -61,7 +61,7 @@ class PodLogs:
     def copy(self, pod: str, task: Task) -> int:
         """Append the pod's lines newer than the task's stored ones; returns how many. A pod
         that is gone (404) or has no log yet (400: container not started) gives none."""
-        cursor = logstore.log_cursor(task.pk)
+        cursor = logstore.log_cursor(task.pk, task.retry_id)
         copied = 0
         for _ in range(MAX_READS):
             try:

@@ -262,3 +262,35 @@ def test_each_run_keeps_its_own_log_and_the_latest_is_the_default(admin, alice, 
         "stopped (rescheduled); it will start again")
     assert TaskLogChunk.objects.filter(task__workflow__name=name).values_list(
         "retry_id", flat=True).distinct().count() == 2
+
+
+def test_a_run_that_ended_between_two_writes_of_the_output_still_ends_in_its_own_log(
+        admin, alice, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.backends.embedded import cycle as embedded_cycle
+    from scheduler.backends.embedded.sim_logs import SimulatedOutput
+
+    settings.OSMO_SIM_TASK_SECONDS = 60
+    settings.OSMO_SIM_LOG_INTERVAL = 0
+    factories.pool("team", 64, max_retries=1)
+    add_nodes(admin, 1)
+    name = submit(alice, "team", SIMULATED)
+    output = SimulatedOutput()
+    assert cycle(admin)["bound"] == 1
+    assert output.step() == 2
+    assert embedded_cycle.complete_due_tasks(now=timezone.now() + timedelta(seconds=6)) == 1
+    assert cycle(admin)["bound"] == 1  # running again before the output looked
+    assert output.step() == 3  # the first run's end, the second's start
+    chunks = TaskLogChunk.objects.filter(task__workflow__name=name).order_by("id")
+    by_run = {}
+    for chunk in chunks:
+        by_run.setdefault(chunk.retry_id, []).extend(
+            line.split("] ", 1)[1] for line in chunk.text.splitlines())
+    assert by_run == {0: ["started on node node-0 with GPUs 0-3 (4 GPU(s))",
+                          "$ sh -c 'sleep 5; exit 3'",
+                          "stopped (rescheduled); it will start again"],
+                      1: ["started on node node-0 with GPUs 0-3 (4 GPU(s))",
+                          "$ sh -c 'sleep 5; exit 3'"]}

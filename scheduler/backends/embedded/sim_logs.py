@@ -76,8 +76,14 @@ class SimulatedOutput:
         rows = list(gpu_holding_tasks().filter(status=TaskStatus.RUNNING).order_by("id")
                     .values_list("id", "workflow_id", "name", "spec_task", "node_name", "gpus",
                                  "started_at", "run_seconds", "retry_id")[:BATCH])
-        lines: list[tuple[int, int, str]] = []
-        current = {row[0] for row in rows}
+        lines: list[tuple[int, int, str, int]] = []
+        runs = {row[0]: row[8] for row in rows}
+        current = set(runs)
+        # A task whose group ran again since the last step ended its earlier run first.
+        rerun = [pk for pk, running in self.running.items()
+                 if pk in runs and runs[pk] != running.retry_id]
+        if rerun:
+            lines += self._ended(rerun, now)
         new = [row for row in rows if row[0] not in self.running]
         if new:
             lines += self._started(new, now)
@@ -97,7 +103,7 @@ class SimulatedOutput:
         logstore.log_append_lines(lines)
         return len(lines)
 
-    def _started(self, rows, now: datetime) -> list[tuple[int, int, str]]:
+    def _started(self, rows, now: datetime) -> list[tuple[int, int, str, int]]:
         ids = [row[0] for row in rows]
         printed = set(TaskLogChunk.objects.filter(task_id__in=ids).values_list("task_id",
                                                                                "retry_id"))
@@ -122,7 +128,7 @@ class SimulatedOutput:
                               retry))
         return lines
 
-    def _ended(self, ids: list[int], now: datetime) -> list[tuple[int, int, str]]:
+    def _ended(self, ids: list[int], now: datetime) -> list[tuple[int, int, str, int]]:
         lines = []
         for pk, status, exit_code, reason, finished in Task.objects.filter(
                 pk__in=ids).values_list("id", "status", "exit_code", "reason", "finished_at"):

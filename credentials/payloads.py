@@ -31,6 +31,16 @@ def registry_host(registry: str) -> str:
             "registry-1.docker.io": DOCKER_HUB}.get(text, text)
 
 
+def image_host(image: str) -> str:
+    """The registry host an image reference pulls from, as the container runtime reads it:
+    its first component when that looks like a host (a dot, a port, or ``localhost``), else
+    Docker Hub."""
+    first, slash, _rest = image.strip().partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return registry_host(first.lower())
+    return DOCKER_HUB
+
+
 def problems(field: str, body: object) -> tuple[str, dict[str, str], str, dict[str, list[str]]]:
     """(type, payload, profile, errors) of one typed body; errors name keys, never values."""
     cred_type, required, optional = SHAPES[field]

@@ -1,12 +1,12 @@
-"""Reads of credentials. Only `payloads_for_dispatch` opens a sealed payload: the Kubernetes
-backend's, to write the task's Secrets."""
+"""Reads of credentials. Only `payloads_for_dispatch` and `registry_payloads_for_dispatch` open
+a sealed payload: the Kubernetes backend's, to write the task's Secrets."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from . import crypto
-from .models import Credential
+from .models import Credential, CredentialType
 
 
 def credentials_of(*, user):
@@ -24,3 +24,14 @@ def payloads_for_dispatch(*, user_id: int, names: Iterable[str]
     """name → (credential, opened payload) of the user's credentials among ``names``."""
     return {c.name: (c, crypto.open_sealed(c.sealed))
             for c in Credential.objects.filter(user_id=user_id, name__in=set(names))}
+
+
+def registry_payloads_for_dispatch(*, user_id: int, hosts: Iterable[str]
+                                   ) -> list[tuple[Credential, dict]]:
+    """(credential, opened payload) of the user's REGISTRY credentials for these registry
+    hosts, by name."""
+    hosts = set(hosts)
+    if not hosts:
+        return []
+    return [(c, crypto.open_sealed(c.sealed)) for c in Credential.objects.filter(
+        user_id=user_id, cred_type=CredentialType.REGISTRY, profile__in=hosts).order_by("name")]

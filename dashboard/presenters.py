@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from osmo import config_history
 from osmo.accounts.roles import Roles
 from pools import quota
 from pools.models import SNAPSHOT_DEFAULTS, Pool, SubpoolState
@@ -223,6 +225,9 @@ class HistoryRow:
     actor: str | None
     action: str  # the event's code, e.g. `subpool_quota_changed`
     change: str
+    revision: int | None = None  # the POOL config's revision the event is
+    tags: tuple[str, ...] = ()
+    description: str = ""
 
     @property
     def action_words(self) -> str:
@@ -297,7 +302,43 @@ def _short(value: Any) -> str:
 def history_row(event) -> HistoryRow:
     """A PoolEvent row as one line of a pool's history."""
     return HistoryRow(event.at, event.pool.name, event.actor_name, event.action,
-                      describe_change(event.before, event.after))
+                      describe_change(event.before, event.after), event.revision,
+                      tuple(event.tags), event.description)
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    name: str
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class RevisionView:
+    """One revision of a pool's config: the event, and its fields before and after."""
+
+    row: HistoryRow
+    fields: list[FieldChange]
+    previous: int | None  # the pool family's revisions either side, for the page's links
+    following: int | None
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "—"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def revision_view(event, previous: int | None, following: int | None) -> RevisionView:
+    """What changed in one revision, field by field (`osmo config diff`'s reading)."""
+    before, after = event.before, event.after
+    if "subpool_name" not in (after or before or {}):
+        # a top-level pool's snapshot leaves these out at their default (describe_change)
+        before = {**SNAPSHOT_DEFAULTS, **before} if before else before
+        after = {**SNAPSHOT_DEFAULTS, **after} if after else after
+    fields = [FieldChange(name, _shown(change["before"]), _shown(change["after"]))
+              for name, change in config_history.diff(before, after).items()]
+    return RevisionView(history_row(event), fields, previous, following)
 
 
 # --- the cluster -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 from osmo.accounts.roles import Roles
+from osmo.errors import NotFound
 from pools.models import SUBPOOL_DELIMITER, Pool, PoolUsageSample
 from pools.selectors import pool_history, pool_not_found, pool_tree
 from scheduler.backends.liveness import backend_status
@@ -28,11 +29,13 @@ from .presenters import (
     HistoryRow,
     PoolPage,
     PoolWorkflows,
+    RevisionView,
     UsageChart,
     backend_row,
     cluster_view,
     history_row,
     parent_views,
+    revision_view,
     subpool_view,
     usage_charts,
 )
@@ -90,6 +93,22 @@ def pool_workflows(page: PoolPage, *, limit: int = WORKFLOW_ROWS) -> PoolWorkflo
 
 def pool_events(page: PoolPage, *, limit: int = HISTORY_ROWS) -> list[HistoryRow]:
     return [history_row(event) for event in pool_history(pool=page.pool)[:limit]]
+
+
+def pool_revision(page: PoolPage, revision: int) -> RevisionView:
+    """One revision of the page's pool (a parent's: of its family too), with the family's
+    revisions either side; another pool's, or none, is 404 `revision_not_found`. Three
+    queries."""
+    events = pool_history(pool=page.pool)
+    event = events.filter(revision=revision).first() if revision < 2**31 else None
+    if event is None:
+        raise NotFound("revision_not_found",
+                       f"Pool '{page.name}' has no revision {revision}.")
+    previous = events.filter(revision__lt=revision).order_by("-revision").values_list(
+        "revision", flat=True).first()
+    following = events.filter(revision__gt=revision).order_by("revision").values_list(
+        "revision", flat=True).first()
+    return revision_view(event, previous, following)
 
 
 def gpus_held(workflow) -> int:

@@ -15,6 +15,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(next_page="/login/"), name="logout"),
     path("pools/<str:name>/", views.pool, name="pool"),
     path("pools/<str:name>/fragment/", views.pool_fragment, name="pool-fragment"),
+    path("pools/<str:name>/revisions/<int:revision>/", views.pool_revision,
+         name="pool-revision"),
     path("pools/<str:name>/subpools/new/", views.subpool_create, name="subpool-create"),
     path("pools/<str:name>/subpools/<str:subpool>/quota/", views.subpool_quota,
          name="subpool-quota"),

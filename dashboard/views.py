@@ -151,6 +151,20 @@ def pool(request, name: str):
 
 @login_required
 @require_GET
+def pool_revision(request, name: str, revision: int):
+    """One revision of the pool's config: who changed what, field by field."""
+    try:
+        page = queries.pool_page(roles=roles_for(request.user), name=name)
+        view = queries.pool_revision(page, revision)
+    except NotFound as error:
+        return _not_found(request, error)
+    return render(request, "dashboard/pool_revision.html",
+                  {"page": page, "parent": page.parent, "subpool": page.subpool,
+                   "revision": view})
+
+
+@login_required
+@require_GET
 def pool_fragment(request, name: str):
     try:
         context = _page_context(request, name)

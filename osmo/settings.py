@@ -232,6 +232,10 @@ EMAIL_HOST_PASSWORD = os.environ.get("OSMO_SMTP_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("OSMO_SMTP_STARTTLS", False)
 EMAIL_TIMEOUT = env_int("OSMO_NOTIFY_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = os.environ.get("OSMO_NOTIFY_FROM", "osmo@localhost")
+# The hosts (or host:port) a user's notification webhook may post to: nothing else is taken
+# (osmo/webhook_hosts.py).
+OSMO_NOTIFY_WEBHOOK_HOSTS = [h.strip().lower() for h in os.environ.get(
+    "OSMO_NOTIFY_WEBHOOK_HOSTS", "hooks.slack.com").split(",") if h.strip()]
 OSMO_NOTIFY_RETRIES = env_int("OSMO_NOTIFY_RETRIES", 3)
 OSMO_NOTIFY_BACKOFF = env_int("OSMO_NOTIFY_BACKOFF", 10)  # seconds, doubled each retry
 OSMO_DRAIN_CHECK_INTERVAL = env_int("OSMO_DRAIN_CHECK_INTERVAL", 900)

@@ -74,7 +74,9 @@ class GroupDispatch(models.Model):
     """Kubernetes backend: one workflow group's objects on the cluster (PodGroup, pods, headless
     Service, file Secrets). The row is written BEFORE the first create call, so a crash between
     create and record leaves an intent that the next pass repeats (creates are idempotent) and
-    that cleanup can always find. One row per group (unique), whatever the retries."""
+    that cleanup can always find. One row per group (unique): a group its exit action runs
+    again keeps its row, whose ``retry_id`` says which run's objects it records — the cleaner
+    deletes an earlier run's and then points the row at the group's new run."""
 
     group = models.ForeignKey("workflows.WorkflowGroup", on_delete=models.CASCADE,
                               related_name="dispatches")
@@ -89,6 +91,8 @@ class GroupDispatch(models.Model):
     last_error = models.TextField(blank=True, default="")
     reasons = models.JSONField(default=list, blank=True,
                                help_text="KAI's latest unschedulable reasons [{code, message}].")
+    retry_id = models.PositiveIntegerField(default=0, help_text="The group's run whose objects "
+                                           "this row records.")
 
     class Meta:
         ordering = ["pk"]

@@ -25,7 +25,7 @@ from .backends.spec import default_spec
 from .kai.podgroups import resolve_constraints
 from .kai.selectors import StoredTopologies, cluster_topology
 from .kai.workflow_manifests import manifests_for
-from .models import BackendKind
+from .models import Backend, BackendKind
 
 
 class Scheduling:
@@ -64,9 +64,13 @@ class Scheduling:
         return selectors.pending_reasons(workflow_names)
 
     def runs_again_in_place(self, backend: str | None) -> bool:
-        # The embedded cluster places SCHEDULING tasks afresh; on Kubernetes the group's
-        # dispatched pods would have to be gone first, which is not built yet.
-        return backend_kind(backend or DEFAULT_BACKEND) == BackendKind.EMBEDDED
+        # The embedded cluster places SCHEDULING tasks afresh; the in-process Kubernetes
+        # backend deletes the earlier run's objects and dispatches the new run
+        # (backends/kubernetes/cleanup.py). An agent's work queue has no rerun yet.
+        name = backend or DEFAULT_BACKEND
+        if backend_kind(name) == BackendKind.EMBEDDED:
+            return True
+        return not Backend.objects.filter(name=name, k8s_uid__isnull=False).exists()
 
 
 class BackendNames:

@@ -7,7 +7,10 @@ A rescheduled group runs again as a gang: every one of its tasks goes back to SC
 unbound, with the next `retry_id`, and the scheduler places it again like any pending gang
 (the same queue, quota and admission rules: a pending task holds no GPUs). The workflow's
 other groups go on untouched. After the pool's `max_retries` reschedules the task fails
-(reason `retries_exhausted`). Callers hold the workflow's row lock.
+(reason `retries_exhausted`). On Kubernetes the backend deletes the earlier run's pods and
+PodGroup and dispatches the new run's (scheduler/backends/kubernetes/cleanup.py); only a
+backend served by an agent cannot, and there the task fails (`reschedule_unsupported`).
+Callers hold the workflow's row lock.
 """
 
 from __future__ import annotations

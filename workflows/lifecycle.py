@@ -550,6 +550,9 @@ class TaskObservation:
     node: str = ""
     exit_code: int | None = None
     reason: str | None = None
+    # The group's run the pod belongs to (None: unchecked); a pod of an earlier run — its
+    # group was rescheduled since — says nothing of the task.
+    retry_id: int | None = None
 
 
 # tasks_observed's reads: the workflows locked in id order (as lock_workflows does) and their
@@ -559,7 +562,7 @@ _LOCK_OBSERVED = ("SELECT id, name FROM workflows_workflow WHERE name = ANY(%s::
                   "ORDER BY id FOR UPDATE")
 # in the model's order, as Model.from_db reads a row of some of its fields
 _OBSERVED = [f for f in Task._meta.concrete_fields
-             if f.attname in {"id", "workflow_id", "name", "status", "node_name"}]
+             if f.attname in {"id", "workflow_id", "name", "status", "node_name", "retry_id"}]
 _OBSERVED_FIELDS = [f.attname for f in _OBSERVED]
 _OBSERVED_TASKS = (f"SELECT {', '.join(f.column for f in _OBSERVED)} FROM {Task._meta.db_table} "
                    "WHERE workflow_id = ANY(%s::bigint[]) AND name = ANY(%s::text[])")
@@ -584,7 +587,8 @@ def tasks_observed(observations: Sequence[TaskObservation]) -> int:
     ends: list[tuple[Task, TaskObservation]] = []
     for seen in observations:
         task = tasks.get((workflows.get(seen.workflow_name), seen.task_name))
-        if task is None or task.status in FINAL_TASK_STATUSES:
+        if task is None or task.status in FINAL_TASK_STATUSES or (
+                seen.retry_id is not None and seen.retry_id != task.retry_id):
             continue
         if seen.status == TaskStatus.SCHEDULING:
             if seen.node and not task.node_name:
@@ -600,8 +604,10 @@ def tasks_observed(observations: Sequence[TaskObservation]) -> int:
     by_id = {w.pk: w for w in Workflow.objects.filter(
         pk__in={task.workflow_id for task, _ in ends})} if ends else {}
     for index, (task, seen) in enumerate(ends):
-        if index and Task.objects.filter(pk=task.pk, status__in=FINAL_TASK_STATUSES).exists():
-            continue  # an earlier end of the batch ended it (a lead's end ends its group)
+        if index and Task.objects.filter(pk=task.pk).filter(
+                Q(status__in=FINAL_TASK_STATUSES) | ~Q(retry_id=task.retry_id)).exists():
+            continue  # an earlier end of the batch ended it (a lead's end ends its group) or
+            # ran its group again (an exit action's RESCHEDULE)
         changed += 1
         task_report_status(workflow=by_id[task.workflow_id], task_name=task.name,
                            status=seen.status, exit_code=seen.exit_code,

@@ -86,16 +86,25 @@ _LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 @dataclass(frozen=True)
 class LogSelection:
-    """Which log to read: a workflow's (every task, in append order) or one task's."""
+    """Which log to read: a workflow's (every task and run, in append order) or one task's
+    in one run of its group (``retry_id``; None: its latest)."""
 
     workflow: Workflow
     task: Task | None = None
     # Called at every poll while following (the view keeps the backend copying live lines).
     on_poll: Callable[[], None] | None = None
+    retry_id: int | None = None
+
+    @property
+    def earlier_run(self) -> bool:
+        """An earlier run of the task's group is read: it ended, nothing more comes."""
+        return self.task is not None and self.retry_id is not None and \
+            self.retry_id < self.task.retry_id
 
     def chunks(self):
         if self.task is not None:
-            return TaskLogChunk.objects.filter(task_id=self.task.pk)
+            retry = self.task.retry_id if self.retry_id is None else self.retry_id
+            return TaskLogChunk.objects.filter(task_id=self.task.pk, retry_id=retry)
         return TaskLogChunk.objects.filter(workflow_id=self.workflow.pk)
 
     def alive_bound_task_ids(self, limit: int = 100) -> list[int]:
@@ -113,6 +122,8 @@ class LogSelection:
 
     def not_started_line(self) -> bytes:
         """The line that says the task (or the workflow) has not started yet, or b""."""
+        if self.earlier_run:
+            return b""
         if self.task is not None:
             status = Task.objects.filter(pk=self.task.pk).values_list("status", flat=True).first()
             if status not in NOT_STARTED_TASK_STATUSES:
@@ -127,6 +138,8 @@ class LogSelection:
         return self.control_line(text).encode("utf-8")
 
     def alive(self) -> bool:
+        if self.earlier_run:
+            return False
         if self.task is not None:
             return Task.objects.filter(pk=self.task.pk, status__in=ALIVE_TASK_STATUSES).exists()
         return Workflow.objects.filter(pk=self.workflow.pk,

@@ -65,37 +65,40 @@ def log_append(*, task: Task, text: str, source_ns: int = 0) -> int:
     if not text:
         return 0
     chunks = [TaskLogChunk(workflow_id=task.workflow_id, task_id=task.pk, lines=lines,
-                           size=size, text=piece, source_ns=source_ns)
+                           size=size, text=piece, source_ns=source_ns, retry_id=task.retry_id)
               for piece, lines, size in _chunks(text)]
     TaskLogChunk.objects.bulk_create(chunks)
     _trim([task.pk])
     return len(chunks)
 
 
-def log_append_lines(rows: Sequence[tuple[int, int, str]]) -> int:
-    """Many tasks' lines at once: ``(workflow_id, task_id, formatted line)``, one chunk per
-    task (its lines in their order), in one statement (the embedded cluster writes lines for
-    every running task). Lines come a few at a time and grow a log slowly: the hourly
-    :func:`purge` trims these tasks to their bound. Returns how many lines were written."""
+def log_append_lines(rows: Sequence[tuple[int, int, str] | tuple[int, int, str, int]]) -> int:
+    """Many tasks' lines at once: ``(workflow_id, task_id, formatted line[, retry_id])``, one
+    chunk per task and run (its lines in their order), in one statement (the embedded cluster
+    writes lines for every running task); without a ``retry_id`` a line is of the task's
+    current run. Lines come a few at a time and grow a log slowly: the hourly :func:`purge`
+    trims these tasks to their bound. Returns how many lines were written."""
     if not rows:
         return 0
-    chunks: dict[tuple[int, int], list[str]] = {}
-    for workflow_id, task_id, line in rows:
-        chunks.setdefault((workflow_id, task_id), []).append(line)
+    chunks: dict[tuple[int, int, int | None], list[str]] = {}
+    for workflow_id, task_id, line, *retry in rows:
+        chunks.setdefault((workflow_id, task_id, retry[0] if retry else None), []).append(line)
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO workflows_tasklogchunk (workflow_id, task_id, lines, size, text, "
-            "source_ns) SELECT w, t, n, octet_length(x), x, 0 "
-            "FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::text[]) AS v(w, t, n, x)",
-            [[w for w, _ in chunks], [t for _, t in chunks],
+            "source_ns, retry_id) SELECT w, t, n, octet_length(x), x, 0, "
+            "COALESCE(r, task.retry_id) FROM unnest(%s::bigint[], %s::bigint[], %s::int[], "
+            "%s::text[], %s::int[]) AS v(w, t, n, x, r) JOIN workflows_task task ON task.id = v.t",
+            [[w for w, _, _ in chunks], [t for _, t, _ in chunks],
              [len(lines) for lines in chunks.values()],
-             ["".join(lines) for lines in chunks.values()]])
+             ["".join(lines) for lines in chunks.values()], [r for _, _, r in chunks]])
     return len(rows)
 
 
-def log_cursor(task_id: int) -> int:
-    """Where the last read of the task's pod log stopped (0: never read)."""
-    return TaskLogChunk.objects.filter(task_id=task_id).aggregate(
+def log_cursor(task_id: int, retry_id: int = 0) -> int:
+    """Where the last read of the task's pod log in run ``retry_id`` stopped (0: never
+    read; each run is a pod of its own)."""
+    return TaskLogChunk.objects.filter(task_id=task_id, retry_id=retry_id).aggregate(
         last=Max("source_ns"))["last"] or 0
 
 

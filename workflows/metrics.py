@@ -26,7 +26,8 @@ ADMISSION_DURATION = Histogram(
 NOTIFICATIONS = Counter(
     "osmo_notifications_total",
     "Workflow-end notifications by channel (email, slack) and result: sent, failed (one "
-    "attempt; retried), gave_up (after the last retry), not_queued (the broker refused).",
+    "attempt; retried), gave_up (after the last retry), not_queued (the broker refused), "
+    "refused (the webhook's host is not an allowed one).",
     ["channel", "result"])
 # Raised only once the target pool was found: its name is then a bounded label, never input.
 POOL_KNOWN_CODES = frozenset({"exceeds_unallocated", "exceeds_quota", "subpool_not_active",

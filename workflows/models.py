@@ -267,6 +267,9 @@ class TaskLogChunk(models.Model):
     source_ns = models.BigIntegerField(
         default=0, help_text="Kubernetes: the pod log's timestamp (ns since the epoch) of the "
                              "chunk's last line, where the next read resumes.")
+    retry_id = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="The run of the task's group these lines are of: "
+                                           "each run's log is kept apart.")
 
     class Meta:
         indexes = [models.Index(fields=["task", "id"], name="tasklog_task_id"),

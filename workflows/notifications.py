@@ -5,7 +5,8 @@ The state machine only asks, after its transaction commits, for one Celery job p
 the user turned on (:func:`enqueue_on_commit`); the worker sends (`workflows.tasks`). Nothing
 here can delay or fail a status change: a broker that is down, a broken SMTP server or webhook
 is logged and counted (`osmo_notifications_total`), and a failed delivery is retried with
-backoff, then given up.
+backoff, then given up. A webhook posts only to a host of ``OSMO_NOTIFY_WEBHOOK_HOSTS``
+(checked when it is set and again when it is used) and follows no redirect.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 
+from osmo import webhook_hosts
 from osmo.accounts.models import UserProfile
 
 from .api.serializers import overview_url
@@ -99,6 +101,13 @@ def deliver(workflow_id: int, channel: str) -> bool:
             send_mail(text.subject, text.text, None, [address],
                       fail_silently=False)
         elif channel == "slack" and profile.slack_notification:
+            why = webhook_hosts.refusal(profile.slack_webhook_url,
+                                        settings.OSMO_NOTIFY_WEBHOOK_HOSTS)
+            if why is not None:  # allowed when set, no longer: refused, never retried
+                NOTIFICATIONS.labels(channel, "refused").inc()
+                log.warning("notifications: slack for workflow %s not sent: the webhook %s",
+                            workflow.name, why)
+                return False
             _post_webhook(profile.slack_webhook_url, {"text": f"*{text.subject}*\n{text.text}"})
         else:
             return False
@@ -111,9 +120,21 @@ def deliver(workflow_id: int, channel: str) -> bool:
     return True
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A webhook that answers with a redirect is not followed: the next address is not one
+    the allow-list checked."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, "a redirect is not followed", headers,
+                                     fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def _post_webhook(url: str, body: dict) -> None:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=settings.EMAIL_TIMEOUT) as response:
+    with _OPENER.open(request, timeout=settings.EMAIL_TIMEOUT) as response:
         if not 200 <= response.status < 300:
             raise OSError(f"webhook answered {response.status}")

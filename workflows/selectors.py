@@ -124,10 +124,12 @@ def bound_tasks_on_nodes(node_names: list[str]):
                                status__in=(TaskStatus.SCHEDULING, TaskStatus.RUNNING))
 
 
-def task_alive(*, workflow_name: str, task_name: str) -> bool:
-    """Is the task still waiting, scheduling or running?"""
-    return Task.objects.filter(workflow__name=workflow_name, name=task_name,
-                               status__in=ALIVE_TASK_STATUSES).exists()
+def task_alive(*, workflow_name: str, task_name: str, retry_id: int | None = None) -> bool:
+    """Is the task still waiting, scheduling or running (in its group's run ``retry_id``,
+    when given)?"""
+    tasks = Task.objects.filter(workflow__name=workflow_name, name=task_name,
+                                status__in=ALIVE_TASK_STATUSES)
+    return (tasks if retry_id is None else tasks.filter(retry_id=retry_id)).exists()
 
 
 def workflows_not_started(names: Iterable[str]) -> dict[str, tuple[str, datetime]]:

@@ -50,8 +50,8 @@ REASON_WORDS = {"group_failed": "another task of its group failed",
                 "minimum", "preempted": "its GPUs went to another workload",
                 "retries_exhausted": "its exit action asked for a reschedule, but its group "
                 "ran its pool's max_retries times again already",
-                "reschedule_unsupported": "its exit action asked for a reschedule, which its "
-                "backend does not run"}
+                "reschedule_unsupported": "its exit action asked for a reschedule, which a "
+                "backend served by an agent does not run"}
 
 
 def words(reason: str | None) -> str:

@@ -6,11 +6,13 @@ import hashlib
 import secrets
 from functools import cache
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.utils import timezone
 
+from osmo import webhook_hosts
 from osmo.errors import Conflict, Forbidden, OsmoError
 
 from . import login_tokens
@@ -180,6 +182,11 @@ def profile_set_notifications(*, user, **changes) -> UserProfile:
         problems["email"] = ["Email notifications need an address: set `email`."]
     if profile.slack_notification and not profile.slack_webhook_url:
         problems["slack_webhook"] = ["Slack notifications need a webhook: set `slack_webhook`."]
+    elif "slack_webhook_url" in changes and profile.slack_webhook_url:
+        why = webhook_hosts.refusal(profile.slack_webhook_url,
+                                    settings.OSMO_NOTIFY_WEBHOOK_HOSTS)
+        if why is not None:  # the message names the host, never the URL (its path is secret)
+            problems["slack_webhook"] = [f"The webhook {why}."]
     if problems:
         raise OsmoError("invalid_request", " ".join(m for ms in problems.values() for m in ms),
                         errors=problems, status_code=400)

@@ -40,6 +40,9 @@ POOL_LABEL = "osmo.pool"
 WORKFLOW_LABEL = "osmo.workflow"
 GROUP_LABEL = "osmo.group"
 TASK_LABEL = "osmo.task"
+# Which run of its group an object belongs to (an exit action's RESCHEDULE runs it again):
+# absent on objects dispatched before retries had a label, which were run 0.
+RETRY_LABEL = "osmo.retry"
 
 # Annotations: the full names behind shortened labels, and what the backend reads back.
 WORKFLOW_NAME_ANNOTATION = "osmo/workflow-name"
@@ -118,6 +121,18 @@ def podgroup_name(workflow_name: str, group_name: str) -> str:
 def pod_name(podgroup: str, task_name: str, replica: int | None = None) -> str:
     suffix = "" if replica is None else f"-{replica}"
     return dns_label(f"{podgroup}-{task_name}{suffix}")
+
+
+def retry_name(name: str, retry_id: int) -> str:
+    """A pod's name in its group's run ``retry_id``: the first run's name unchanged, a rerun's
+    with ``-r{retry_id}``, so a rerun's pod never takes its predecessor's name."""
+    return name if not retry_id else dns_label(f"{name}-r{retry_id}")
+
+
+def retry_of(metadata: dict) -> int:
+    """The run an object of ours belongs to, from its labels (0 without the label)."""
+    value = (metadata.get("labels") or {}).get(RETRY_LABEL, "0")
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
 
 
 # --- Queue names (SCHEDULING.md "Queue hierarchy") --------------------------------------------

@@ -57,16 +57,20 @@ def smtp():
 
 
 @pytest.fixture
-def webhook():
-    """A local receiver: answers `status` (200 by default) and keeps the bodies."""
+def webhook(settings):
+    """A local receiver: answers `status` (200 by default; `location` makes it a redirect)
+    and keeps the bodies. Its host:port is an allowed webhook host here (``allowed_env`` for
+    a worker's)."""
     received: list[dict] = []
-    state = {"status": 200}
+    state = {"status": 200, "location": None}
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 - http.server's name
             length = min(int(self.headers.get("Content-Length", 0)), 65536)
             received.append({"path": self.path, "body": json.loads(self.rfile.read(length))})
             self.send_response(state["status"])
+            if state["location"]:
+                self.send_header("Location", state["location"])
             self.end_headers()
 
         def log_message(self, *args):
@@ -74,9 +78,15 @@ def webhook():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.OSMO_NOTIFY_WEBHOOK_HOSTS = [f"127.0.0.1:{server.server_port}"]
     yield f"http://127.0.0.1:{server.server_port}/services/{WEBHOOK_SECRET}", received, state
     server.shutdown()
     server.server_close()
+
+
+def allowed_env(url: str) -> dict[str, str]:
+    """A worker's allow-list: the receiver's host:port."""
+    return {"OSMO_NOTIFY_WEBHOOK_HOSTS": url.split("/")[2]}
 
 
 def run_workflow(alice, backend, status: str = "COMPLETED") -> tuple[str, float]:
@@ -115,7 +125,7 @@ def test_an_ended_workflow_is_mailed_and_posted_by_the_worker(people, smtp, webh
                           slack_notification=True, slack_webhook=url)
     assert profile["email"] == "alice@example.com" and profile["slack_webhook_set"] is True
     worker = start_celery("worker", OSMO_SMTP_HOST="127.0.0.1",
-                          OSMO_SMTP_PORT=str(controller.port),
+                          OSMO_SMTP_PORT=str(controller.port), **allowed_env(url),
                           OSMO_DASHBOARD_URL="https://osmo.example")
     name, _ = run_workflow(alice, backend)
     wait_for(lambda: inbox.messages and received, 20, "the email and the webhook")
@@ -142,7 +152,7 @@ def test_a_broken_smtp_server_and_webhook_are_retried_logged_and_never_hold_the_
     settings_of(alice, email_notification=True, email="alice@example.com",
                 slack_notification=True, slack_webhook=url)
     worker = start_celery("worker", OSMO_SMTP_HOST="127.0.0.1", OSMO_SMTP_PORT=str(free_port()),
-                          OSMO_NOTIFY_RETRIES="2", OSMO_NOTIFY_BACKOFF="1")
+                          OSMO_NOTIFY_RETRIES="2", OSMO_NOTIFY_BACKOFF="1", **allowed_env(url))
     name, took = run_workflow(alice, backend, "FAILED")
     assert took < 2  # the report answered without waiting for any delivery
     wait_for(lambda: worker.output().count("given up after 2 retries") == 2, 30,
@@ -185,3 +195,34 @@ def test_a_broker_that_is_down_costs_the_status_change_nothing(people, restartab
     assert took < 3
     assert alice.get(f"/api/workflow/{name}").json()["status"] == "COMPLETED"
     assert NOTIFICATIONS.labels("email", "not_queued")._value.get() == before + 1
+
+
+def test_a_webhook_no_longer_allowed_is_refused_and_counted_not_posted(people, webhook,
+                                                                      settings):
+    from workflows import notifications
+    from workflows.metrics import NOTIFICATIONS
+    from workflows.models import Workflow
+
+    alice, backend = people
+    url, received, _ = webhook
+    settings_of(alice, slack_notification=True, slack_webhook=url)
+    name, _ = run_workflow(alice, backend)
+    settings.OSMO_NOTIFY_WEBHOOK_HOSTS = ["hooks.slack.com"]  # the admin narrowed the list
+    refused = NOTIFICATIONS.labels("slack", "refused")._value.get()
+    assert notifications.deliver(Workflow.objects.get(name=name).pk, "slack") is False
+    assert NOTIFICATIONS.labels("slack", "refused")._value.get() == refused + 1
+    assert received == []
+
+
+def test_a_webhook_s_redirect_is_not_followed(people, webhook):
+    from workflows import notifications
+    from workflows.models import Workflow
+
+    alice, backend = people
+    url, received, state = webhook
+    settings_of(alice, slack_notification=True, slack_webhook=url)
+    name, _ = run_workflow(alice, backend)
+    state["status"], state["location"] = 307, url.replace("/services/", "/elsewhere/")
+    with pytest.raises(notifications.DeliveryError):
+        notifications.deliver(Workflow.objects.get(name=name).pk, "slack")
+    assert [r["path"] for r in received] == [f"/services/{WEBHOOK_SECRET}"]  # once, no more

@@ -11,7 +11,7 @@ from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WEBHOOK = "https://hooks.slack.example/services/T0/B0/secret-part"
+WEBHOOK = "https://hooks.slack.com/services/T0/B0/secret-part"
 
 
 def test_profile_set_notifications_and_list(cli, monkeypatch):

@@ -151,8 +151,9 @@ def test_pool_history_tells_each_event_in_words(db, team_user):
     pool_services.subpool_update(actor=None, subpool=subpool, quota_gpus=20)
     html = team_user.get("/pools/team/").content.decode()
     body = html.split('id="history-title"')[1].split("<tbody>")[1]
-    rows = [text(re.sub(r"<time .*?</time>", "", row))
-            for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+    # Each row opens with its revision's link (tests/dashboard/test_browser_revisions.py).
+    rows = [text(re.sub(r"<time .*?</time>|^\s*<td><a [^>]*>#\d+</a></td>", "", row))
+            for row in re.findall(r'<tr data-revision="\d+">(.*?)</tr>', body, re.S)]
     assert rows == [
         "team--a Subpool quota changed system quota 30 GPUs → 20 GPUs",
         "team--a Subpool created system quota 30 GPUs; state ACTIVE",
@@ -374,3 +375,19 @@ def test_a_session_ended_by_a_revoked_token_says_so_on_the_sign_in_page(client, 
     client.post("/login/token/", {"token": other})
     client.post("/logout/")
     assert words not in client.get("/login/").content.decode()
+
+
+def test_a_revision_page_is_only_for_who_sees_its_pool(db):
+    from pools.models import PoolEvent
+    from tests import factories as more
+
+    more.pool("team", 10)
+    more.pool("other", 10)
+    team = PoolEvent.objects.get(pool__name="team").revision
+    other = PoolEvent.objects.get(pool__name="other").revision
+    viewer = session_client("viewer", "osmo-team-user")
+    assert viewer.get(f"/pools/team/revisions/{team}/").status_code == 200
+    for path in (f"/pools/team/revisions/{other}/",  # another pool's revision
+                 f"/pools/team/revisions/{2**40}/", f"/pools/other/revisions/{other}/"):
+        response = viewer.get(path)
+        assert response.status_code == 404, path

@@ -29,7 +29,7 @@ from .conftest import spec, statuses, strip_server_fields, submit
 pytestmark = pytest.mark.django_db
 
 QUEUE = "osmo-pool-osmo-team.shared"
-OWNED = {"app.kubernetes.io/managed-by": "osmo"}
+OWNED = {"app.kubernetes.io/managed-by": "osmo", "osmo.retry": "0"}
 
 
 def kai_manifests(client, name: str) -> list[dict]:

@@ -99,7 +99,7 @@ class Scheduler:
         pods = {pod["metadata"]["name"]: ((pod.get("spec") or {}).get("nodeName"),
                                           pod["metadata"].get("deletionTimestamp"))
                 for pod in self.cache.pods.items()
-                if pod["metadata"].get("namespace") == self.placement.namespace}
+                if pod["metadata"].get("namespace") == self.cache.namespace}
         raise AssertionError(f"timed out waiting for {what}; pods (node, deleting): {pods}; "
                              f"last cycle: {result.to_dict() if result else None}; "
                              f"skipped: {self.placement.last_index.skipped}; nodes: "

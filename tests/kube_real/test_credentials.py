@@ -72,8 +72,9 @@ def test_credentials_become_secrets_owned_by_the_pods(backend, cluster, alice_cr
     name = submit(alice, "team", SPEC)
     assert backend.dispatch().applied == [f"{name}-g"]
     pg = f"{name}-g"
+    # The workers name no registry credential: theirs comes by their images' host.
     assert cluster.names("secrets") == sorted([f"{pg}-t0-omni-cred", f"{pg}-t0-ngc-cred",
-                                               f"{pg}-w-bucket-cred"])
+                                               f"{pg}-w-bucket-cred", f"{pg}-w-ngc-cred"])
     t0 = cluster.get("pods", f"{pg}-t0")
     workers = [cluster.get("pods", f"{pg}-w-{i}") for i in range(2)]
 
@@ -98,7 +99,8 @@ def test_credentials_become_secrets_owned_by_the_pods(backend, cluster, alice_cr
         "username": "$oauthtoken", "password": REGISTRY_SECRET,
         "auth": base64.b64encode(f"$oauthtoken:{REGISTRY_SECRET}".encode()).decode()}}
     assert t0["spec"]["imagePullSecrets"] == [{"name": f"{pg}-t0-ngc-cred"}]
-    assert "imagePullSecrets" not in workers[0]["spec"]
+    for worker in workers:
+        assert worker["spec"]["imagePullSecrets"] == [{"name": f"{pg}-w-ngc-cred"}]
 
     bucket = cluster.get("secrets", f"{pg}-w-bucket-cred")
     assert decoded(bucket) == {"endpoint": "s3://bucket", "access_key_id": "AKIA",
@@ -140,3 +142,44 @@ def test_credentials_become_secrets_owned_by_the_pods(backend, cluster, alice_cr
     for value in (SECRET, DATA_SECRET, REGISTRY_SECRET):
         assert value.encode() not in everything
         assert base64.b64encode(value.encode()) not in everything
+
+
+HOSTS_SPEC = """
+workflow:
+  name: hosts
+  groups:
+  - name: g
+    tasks:
+    - {name: hub, image: "ubuntu:22.04", command: [a], resource: r, lead: true,
+       credentials: {ghcr: null}}
+    - {name: ghcr, image: "ghcr.io/team/tool:2", command: [b], resource: r}
+    - {name: local, image: "registry.local:5000/x/y", command: [c], resource: r}
+  resources:
+    r: {gpu: 1, cpu: 2, memory: 8Gi}
+"""
+
+
+def test_a_pod_pulls_with_the_registry_credentials_of_its_images_hosts_only(
+        backend, cluster, alice, team) -> None:
+    for name, registry in (("ghcr", "https://ghcr.io/team"), ("hub", ""),
+                           ("local", "registry.local:5000"), ("other", "quay.io")):
+        body = {"registry_credential": {"registry": registry, "username": "u",
+                                        "auth": f"{name}-{REGISTRY_SECRET}"}}
+        assert alice.post(f"/api/credentials/{name}", body, format="json").status_code == 200
+    name = submit(alice, "team", HOSTS_SPEC)
+    assert backend.dispatch().applied == [f"{name}-g"]
+    pg = f"{name}-g"
+    pulls = {task: cluster.get("pods", f"{pg}-{task}")["spec"].get("imagePullSecrets")
+             for task in ("hub", "ghcr", "local")}
+    # "hub" names ghcr, whose host its image does not come from: it pulls with hub's only.
+    assert pulls == {"hub": [{"name": f"{pg}-hub-hub-cred"}],
+                     "ghcr": [{"name": f"{pg}-ghcr-ghcr-cred"}],
+                     "local": [{"name": f"{pg}-local-local-cred"}]}
+    assert cluster.names("secrets") == sorted(
+        [f"{pg}-hub-hub-cred", f"{pg}-ghcr-ghcr-cred", f"{pg}-local-local-cred"])
+    hosts = {secret: list(json.loads(decoded(cluster.get("secrets", secret))
+                                     [".dockerconfigjson"])["auths"])
+             for secret in cluster.names("secrets")}
+    assert hosts == {f"{pg}-hub-hub-cred": ["docker.io"],
+                     f"{pg}-ghcr-ghcr-cred": ["ghcr.io"],
+                     f"{pg}-local-local-cred": ["registry.local:5000"]}

@@ -16,7 +16,7 @@ from workflows.models import Task
 
 pytestmark = pytest.mark.django_db
 
-OWNED = {"app.kubernetes.io/managed-by": "osmo"}
+OWNED = {"app.kubernetes.io/managed-by": "osmo", "osmo.retry": "0"}
 
 
 def kai_manifests(client, name: str) -> list[dict]:

@@ -289,3 +289,42 @@ def test_each_subgroup_s_rack_constraint_keeps_it_on_one_rack(kai_cluster, backe
     placed = nodes_of(cluster, name)
     by_subgroup = {s: {racks[placed[f"{name}-g-{s}-{i}"]] for i in range(2)} for s in "ab"}
     assert sorted(r for rs in by_subgroup.values() for r in rs) == ["r1", "r3"], placed
+
+
+# --- an exit action's RESCHEDULE ---------------------------------------------------------------
+
+RESCHEDULED = """
+workflow:
+  name: flaky
+  tasks:
+  - {name: main, image: nvcr.io/x:1, command: [train], resource: r,
+     exitActions: {RESCHEDULE: "3"}}
+  resources:
+    r: {gpu: 2, cpu: 1, memory: 1Gi}
+"""
+
+
+def test_kai_places_a_rescheduled_group_again_under_its_new_podgroup(
+        kai_cluster, backend, cluster, alice, team) -> None:
+    add_node(cluster, "n0", gpus=2)  # one run's GPUs: the next fits once the first is gone
+    name = submit(alice, "team", RESCHEDULED)
+    backend.dispatch()
+    first, group = f"{name}-main-group-main", f"{name}-main-group"
+    wait_for(stepped(backend, lambda: statuses(alice, name)[1] == ["RUNNING"]), 30,
+             what="the first run RUNNING")
+    cluster.finish(first, 3)
+    wait_for(stepped(backend, lambda: [(t["status"], t["retry_id"]) for g in workflow(
+        alice, name)["groups"] for t in g["tasks"]] == [("SCHEDULING", 1)]), 20,
+        what="rescheduled")
+    wait_for(lambda: backend.cleanup() >= 0 and backend.dispatch().applied == [group], 20,
+             what="the new run dispatched")
+    assert cluster.get("pods", first) is None
+    assert cluster.get("podgroups", group)["metadata"]["labels"]["osmo.retry"] == "1"
+    second = f"{first}-r1"
+    wait_for(stepped(backend, lambda: statuses(alice, name)[1] == ["RUNNING"]), 30,
+             what="KAI placed the second run")
+    assert nodes_of(cluster, name) == {second: "n0"}
+    cluster.finish(second, 0)
+    wait_for(stepped(backend, lambda: statuses(alice, name) == ("COMPLETED", ["COMPLETED"])),
+             20, what="COMPLETED")
+    assert WorkflowGroup.objects.get(workflow__name=name).retry_id == 1

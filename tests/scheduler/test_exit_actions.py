@@ -8,7 +8,7 @@ import pytest
 from tests import factories
 from tests.conftest import make_client
 from tests.scheduler.conftest import add_nodes, cycle, submit, workflow
-from workflows.models import Task, TaskEvent, Workflow, WorkflowGroup
+from workflows.models import Task, TaskEvent, TaskLogChunk, Workflow, WorkflowGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -151,15 +151,15 @@ def _keys(errors) -> list[str]:
     return [str(errors)]
 
 
-def test_a_group_on_kubernetes_fails_instead_of_running_again(admin, alice, backend):
+def test_a_group_on_an_agent_s_backend_fails_instead_of_running_again(admin, alice, backend):
     from scheduler.models import Backend
 
     factories.pool("team", 64)
     add_nodes(admin, 2)
     name = submit(alice, "team", TWO_GROUPS.format(name="ft", actions=RESCHEDULE))
     cycle(admin)
-    # Its pods would have to be gone before new ones start: not built on Kubernetes yet.
-    Backend.objects.create(name="k8s", kind="kubernetes")
+    # An agent's work queue has no rerun (the in-process backend's: tests/kube_real).
+    Backend.objects.create(name="k8s", kind="kubernetes", k8s_uid="kube-system-uid")
     WorkflowGroup.objects.filter(workflow__name=name, name="train").update(backend="k8s")
     body = report(backend, name, "lead", "FAILED", exit_code=3)
     train = body["groups"][0]
@@ -218,3 +218,79 @@ def test_the_embedded_cluster_ends_a_command_with_its_exit_code(admin, alice, se
     body = workflow(alice, name)
     assert (body["status"], body["reason"]) == ("FAILED", "retries_exhausted")
     assert Task.objects.get(workflow__name=name).exit_code == 3
+
+
+def test_each_run_keeps_its_own_log_and_the_latest_is_the_default(admin, alice, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.backends.embedded import cycle as embedded_cycle
+    from scheduler.backends.embedded.sim_logs import SimulatedOutput
+
+    settings.OSMO_SIM_TASK_SECONDS = 60
+    settings.OSMO_SIM_LOG_INTERVAL = 0
+    factories.pool("team", 64, max_retries=1)
+    add_nodes(admin, 1)
+    name = submit(alice, "team", SIMULATED)
+    output = SimulatedOutput()
+    assert cycle(admin)["bound"] == 1
+    assert output.step() == 2  # where it runs, its command
+    later = timezone.now() + timedelta(seconds=6)
+    assert embedded_cycle.complete_due_tasks(now=later) == 1
+    assert output.step(now=later) == 1  # the first run's last line
+    assert cycle(admin)["bound"] == 1
+    assert output.step() == 2
+
+    def log(**query) -> tuple[int, list[str]]:
+        response = alice.get(f"/api/workflow/{name}/logs", {"follow": "false", **query})
+        text = b"".join(response.streaming_content).decode() if response.status_code == 200 \
+            else ""
+        return response.status_code, [line.split("] ", 1)[1] for line in text.splitlines()
+                                      if "[osmo]" not in line]
+
+    started = ["started on node node-0 with GPUs 0-3 (4 GPU(s))",
+               "$ sh -c 'sleep 5; exit 3'"]
+    first = (200, [*started, "stopped (rescheduled); it will start again"])
+    assert log(task_name="main") == log(task_name="main", retry_id=1) == (200, started)
+    assert log(task_name="main", retry_id=0) == first
+    assert log() == (200, [*first[1], *started])  # the workflow's: every run, in order
+    assert log(task_name="main", retry_id=2)[0] == 404
+    errors = alice.get(f"/api/workflow/{name}/error_logs",
+                       {"task_name": "main", "retry_id": 0})
+    assert b"".join(errors.streaming_content).decode().splitlines()[-1].endswith(
+        "stopped (rescheduled); it will start again")
+    assert TaskLogChunk.objects.filter(task__workflow__name=name).values_list(
+        "retry_id", flat=True).distinct().count() == 2
+
+
+def test_a_run_that_ended_between_two_writes_of_the_output_still_ends_in_its_own_log(
+        admin, alice, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.backends.embedded import cycle as embedded_cycle
+    from scheduler.backends.embedded.sim_logs import SimulatedOutput
+
+    settings.OSMO_SIM_TASK_SECONDS = 60
+    settings.OSMO_SIM_LOG_INTERVAL = 0
+    factories.pool("team", 64, max_retries=1)
+    add_nodes(admin, 1)
+    name = submit(alice, "team", SIMULATED)
+    output = SimulatedOutput()
+    assert cycle(admin)["bound"] == 1
+    assert output.step() == 2
+    assert embedded_cycle.complete_due_tasks(now=timezone.now() + timedelta(seconds=6)) == 1
+    assert cycle(admin)["bound"] == 1  # running again before the output looked
+    assert output.step() == 3  # the first run's end, the second's start
+    chunks = TaskLogChunk.objects.filter(task__workflow__name=name).order_by("id")
+    by_run = {}
+    for chunk in chunks:
+        by_run.setdefault(chunk.retry_id, []).extend(
+            line.split("] ", 1)[1] for line in chunk.text.splitlines())
+    assert by_run == {0: ["started on node node-0 with GPUs 0-3 (4 GPU(s))",
+                          "$ sh -c 'sleep 5; exit 3'",
+                          "stopped (rescheduled); it will start again"],
+                      1: ["started on node node-0 with GPUs 0-3 (4 GPU(s))",
+                          "$ sh -c 'sleep 5; exit 3'"]}

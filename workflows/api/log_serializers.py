@@ -9,6 +9,7 @@ from osmo.serializers import QueryBooleanField, RequestSerializer
 from ..logreads import QUERY_MAX_CHARS
 
 MAX_LAST_N_LINES = 1_000_000
+MAX_RETRY_ID = 2**31 - 1  # the database's column
 
 
 class OptionalFlag(QueryBooleanField):
@@ -18,8 +19,11 @@ class OptionalFlag(QueryBooleanField):
 class EventsQuerySerializer(RequestSerializer):
     task_name = serializers.CharField(required=False, max_length=63,
                                       help_text="One task's events (and the workflow's own).")
-    retry_id = serializers.IntegerField(required=False, min_value=0,
-                                        help_text="Tasks are not retried: only 0 exists.")
+    retry_id = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_RETRY_ID,
+        help_text="A run of the task's group (0, then one more for each reschedule by an exit "
+                  "action); logs: that run's lines only (default: the latest run); events: "
+                  "every run's, once the run exists. Needs task_name.")
 
 
 class LogsQuerySerializer(EventsQuerySerializer):

@@ -24,22 +24,24 @@ ERROR_LOG_LINES = 100
 
 
 def _task(workflow: Workflow, name: str | None, retry_id: int | None) -> Task | None:
+    """The named task, with the run of its group asked for (it must have run, else 404)."""
     if name is None:
         return None
     task = Task.objects.filter(workflow=workflow, name=name).first()
-    if task is None or retry_id not in (None, 0):
+    if task is None or (retry_id is not None and retry_id > task.retry_id):
         attempt = f" (retry {retry_id})" if retry_id else ""
         raise NotFound("task_not_found",
                        f"Workflow '{workflow.name}' has no task '{name}'{attempt}.")
     return task
 
 
-def _live_copy(workflow: Workflow, task: Task | None):
+def _live_copy(workflow: Workflow, task: Task | None, retry_id: int | None):
     """On Kubernetes, running pods' logs reach the store while someone reads them: a reader
-    renews the backend's interest (at most every 20 s). None on the embedded cluster."""
-    if not ports.scheduling().logs_copied_live():
+    renews the backend's interest (at most every 20 s). None on the embedded cluster, and for
+    an earlier run (it ended)."""
+    selection = logreads.LogSelection(workflow, task, retry_id=retry_id)
+    if selection.earlier_run or not ports.scheduling().logs_copied_live():
         return None
-    selection = logreads.LogSelection(workflow, task)
     renewed = [0.0]
 
     def renew() -> None:
@@ -68,7 +70,9 @@ class WorkflowLogsView(APIView):
                    summary="The workflow's (or one task's) log, followed while it runs")
     def get(self, request, name: str):
         workflow, query, task = _target(request, name, s.LogsQuerySerializer)
-        selection = logreads.LogSelection(workflow, task, on_poll=_live_copy(workflow, task))
+        retry = query.get("retry_id") if task is not None else None
+        selection = logreads.LogSelection(workflow, task, retry_id=retry,
+                                          on_poll=_live_copy(workflow, task, retry))
         if selection.on_poll is not None:
             selection.on_poll()
         pattern = _pattern(query)
@@ -81,7 +85,8 @@ class WorkflowLogsView(APIView):
             max_bytes=settings.OSMO_LOG_RESPONSE_MAX_BYTES,
             max_seconds=settings.OSMO_LOG_FOLLOW_SECONDS, gone=lambda: client_gone(request),
             announce=True)
-        filename = f"{workflow.name}{'-' + task.name if task else ''}.log" \
+        run = f"-retry-{retry}" if retry else ""
+        filename = f"{workflow.name}{'-' + task.name if task else ''}{run}.log" \
             if query["download"] else None
         return text_stream(request, chunks, long=follow, filename=filename)
 
@@ -94,15 +99,19 @@ class WorkflowErrorLogsView(APIView):
         workflow, query, task = _target(request, name, s.LogsQuerySerializer)
         if task is None:
             base = request.build_absolute_uri(f"/api/workflow/{workflow.name}/error_logs")
-            table = {f"{t.name} retry-0": (f"{base}?task_name={t.name}&retry_id=0"
-                                           if t.status in ERROR_LOG_STATUSES else None)
-                     for t in Task.objects.filter(workflow=workflow).order_by("group__position",
-                                                                              "position")}
+            table = {f"{t.name} retry-{t.retry_id}": (
+                f"{base}?task_name={t.name}&retry_id={t.retry_id}"
+                if t.status in ERROR_LOG_STATUSES else None)
+                for t in Task.objects.filter(workflow=workflow).order_by("group__position",
+                                                                         "position")}
             text = "Specify task for error logs.\n\n" + json.dumps(table, indent=4)
             return text_stream(request, iter([text.encode()]), long=False)
         lines = query.get("last_n_lines") or ERROR_LOG_LINES
-        chunks = iter(()) if task.status not in ERROR_LOG_STATUSES else logreads.log_stream(
-            logreads.LogSelection(workflow, task), last_n_lines=lines, pattern=_pattern(query),
+        selection = logreads.LogSelection(workflow, task, retry_id=query.get("retry_id"))
+        # An earlier run ended by an exit code its exit action rescheduled: an error of its own.
+        failed = selection.earlier_run or task.status in ERROR_LOG_STATUSES
+        chunks = iter(()) if not failed else logreads.log_stream(
+            selection, last_n_lines=lines, pattern=_pattern(query),
             max_bytes=settings.OSMO_LOG_RESPONSE_MAX_BYTES, max_seconds=0)
         return text_stream(request, chunks, long=False)
 

@@ -74,7 +74,7 @@ class AgentPods(PodListener):
         if task is None:
             return 0
         lines, last = pod_logs.lines_after(str(payload.get("text") or "").encode(),
-                                           logstore.log_cursor(task.pk), task.name)
+                                           logstore.log_cursor(task.pk, task.retry_id), task.name)
         logstore.log_append(task=task, text="".join(lines), source_ns=last)
         events = [event for event in payload.get("events") or [] if isinstance(event, dict)]
         logstore.events_record(pod_logs.task_events(events[:MAX_POD_EVENTS], task))
@@ -87,8 +87,8 @@ class AgentPods(PodListener):
                 .exclude(outcome=MOVED)
                 .filter(Q(group__backend__isnull=True) | Q(group__backend=self.backend.name)))
 
-    def _eviction(self, pod: dict[str, Any], workflow_name: str,
-                  task_name: str) -> status.Eviction | None:
+    def _eviction(self, pod: dict[str, Any], workflow_name: str, task_name: str,
+                  retry: int) -> status.Eviction | None:
         events = pod.get("events")
         if not events:
             return None

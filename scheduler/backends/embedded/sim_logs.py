@@ -32,6 +32,7 @@ class _Running:
     started_at: datetime
     seconds: int
     last_progress: datetime
+    retry_id: int = 0  # its group's run: what it prints goes to that run's log
 
 
 def _commands(workflow_ids: Iterable[int]) -> dict[int, dict[str, str]]:
@@ -74,9 +75,15 @@ class SimulatedOutput:
         now = now or timezone.now()
         rows = list(gpu_holding_tasks().filter(status=TaskStatus.RUNNING).order_by("id")
                     .values_list("id", "workflow_id", "name", "spec_task", "node_name", "gpus",
-                                 "started_at", "run_seconds")[:BATCH])
-        lines: list[tuple[int, int, str]] = []
-        current = {row[0] for row in rows}
+                                 "started_at", "run_seconds", "retry_id")[:BATCH])
+        lines: list[tuple[int, int, str, int]] = []
+        runs = {row[0]: row[8] for row in rows}
+        current = set(runs)
+        # A task whose group ran again since the last step ended its earlier run first.
+        rerun = [pk for pk, running in self.running.items()
+                 if pk in runs and runs[pk] != running.retry_id]
+        if rerun:
+            lines += self._ended(rerun, now)
         new = [row for row in rows if row[0] not in self.running]
         if new:
             lines += self._started(new, now)
@@ -88,38 +95,40 @@ class SimulatedOutput:
                 elapsed = int((now - running.started_at).total_seconds())
                 share = min(99, 100 * elapsed // running.seconds) if running.seconds else 0
                 lines.append((running.workflow_id, pk, logstore.format_line(
-                    now, running.name, f"progress: {share}% ({elapsed} s elapsed)")))
+                    now, running.name, f"progress: {share}% ({elapsed} s elapsed)"),
+                    running.retry_id))
         ended = [pk for pk in self.running if pk not in current]
         if ended:
             lines += self._ended(ended, now)
         logstore.log_append_lines(lines)
         return len(lines)
 
-    def _started(self, rows, now: datetime) -> list[tuple[int, int, str]]:
+    def _started(self, rows, now: datetime) -> list[tuple[int, int, str, int]]:
         ids = [row[0] for row in rows]
         printed = set(TaskLogChunk.objects.filter(task_id__in=ids).values_list("task_id",
-                                                                               flat=True))
+                                                                               "retry_id"))
         nodes = {row[4] for row in rows}
         holders: dict[str, list[tuple[int, int]]] = {}
         for pk, node, gpus in (gpu_holding_tasks().filter(node_name__in=nodes).order_by("id")
                                .values_list("id", "node_name", "gpus")):
             holders.setdefault(node, []).append((pk, gpus))
-        self.commands.update(_commands({row[1] for row in rows if row[0] not in printed}
+        self.commands.update(_commands({row[1] for row in rows if (row[0], row[8]) not in printed}
                                        - self.commands.keys()))
         lines = []
-        for pk, workflow_id, name, spec_task, node, gpus, started, run_seconds in rows:
+        for pk, workflow_id, name, spec_task, node, gpus, started, run_seconds, retry in rows:
             seconds = run_seconds or settings.OSMO_SIM_TASK_SECONDS
-            self.running[pk] = _Running(workflow_id, name, started, seconds, started)
-            if pk in printed:
+            self.running[pk] = _Running(workflow_id, name, started, seconds, started, retry)
+            if (pk, retry) in printed:
                 continue  # printed before this process started
             command = self.commands.get(workflow_id, {}).get(spec_task, "")
             for text in (f"started on node {node} with GPUs "
                          f"{_gpu_indices(pk, holders.get(node, []))} ({gpus} GPU(s))",
                          f"$ {command}" if command else "running its pod's command"):
-                lines.append((workflow_id, pk, logstore.format_line(started, name, text)))
+                lines.append((workflow_id, pk, logstore.format_line(started, name, text),
+                              retry))
         return lines
 
-    def _ended(self, ids: list[int], now: datetime) -> list[tuple[int, int, str]]:
+    def _ended(self, ids: list[int], now: datetime) -> list[tuple[int, int, str, int]]:
         lines = []
         for pk, status, exit_code, reason, finished in Task.objects.filter(
                 pk__in=ids).values_list("id", "status", "exit_code", "reason", "finished_at"):
@@ -131,8 +140,8 @@ class SimulatedOutput:
             else:
                 texts = [f"terminated: {status} ({reason or 'no reason given'})"]
             lines += [(running.workflow_id, pk, logstore.format_line(finished or now,
-                                                                     running.name, text))
-                      for text in texts]
+                                                                     running.name, text),
+                       running.retry_id) for text in texts]
         for pk in ids:
             self.running.pop(pk, None)
         alive = {running.workflow_id for running in self.running.values()}

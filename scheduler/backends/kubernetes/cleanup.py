@@ -8,6 +8,10 @@ Pods go first, then the PodGroup, Service and Secrets; a 404 counts as done. An 
 is already being deleted (``metadata.deletionTimestamp`` set: a pod waiting for its kubelet,
 forever when its node is lost) is left alone — deleting it again changes nothing.
 
+A group an exit action runs again (its ``retry_id`` above its row's) has its earlier run's
+objects deleted the same way, by the run's label; the row then records the new run, which
+the dispatcher creates once nothing of the earlier run is left, terminating pods included.
+
 Sweeps (decisions where the documents are silent): on a subpool's archive, and at every full
 resync, objects carrying our managed-by label whose group is not alive in this database are
 deleted too — leftovers of a lost dispatch record or of a restored database. The namespace
@@ -22,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from scheduler.core.kai_names import GROUP_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION, label_value
@@ -35,7 +39,7 @@ from workflows.models import (
 )
 
 from .client import MANAGED_SELECTOR, PODGROUPS, REQUEST_TIMEOUT, Kube, api_errors, raw, status_of
-from .objects import group_selector
+from .objects import earlier_runs_selector, group_selector
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +53,10 @@ class Cleaner:
         self.batch = batch
 
     # --- API ---------------------------------------------------------------------------------
-    def _list(self, kind: str, selector: str) -> list[dict[str, Any]]:
-        """Our objects of ``kind`` matching ``selector`` that are not already being deleted."""
+    def _list(self, kind: str, selector: str, *,
+              terminating: bool = False) -> list[dict[str, Any]]:
+        """Our objects of ``kind`` matching ``selector`` that are not already being deleted
+        (``terminating``: those too)."""
         core, ns = self.kube.core, self.namespace
         kw = {"label_selector": selector, "_preload_content": False,
               "_request_timeout": REQUEST_TIMEOUT}
@@ -64,7 +70,7 @@ class Cleaner:
             body = raw(self.kube.custom.list_namespaced_custom_object(*PODGROUPS[:2], ns,
                                                                       PODGROUPS[2], **kw))
         return [obj for obj in body.get("items") or []
-                if not (obj.get("metadata") or {}).get("deletionTimestamp")]
+                if terminating or not (obj.get("metadata") or {}).get("deletionTimestamp")]
 
     def _delete(self, kind: str, name: str) -> bool:
         core, ns = self.kube.core, self.namespace
@@ -108,7 +114,34 @@ class Cleaner:
             if deleted:
                 logger.info("k8s backend: removed %d object(s) of %s", deleted,
                             row.group.podgroup)
-        return len(rows)
+        return len(rows) + self.clear_earlier_runs()
+
+    # --- groups run again ----------------------------------------------------------------
+    def clear_earlier_runs(self) -> int:
+        """Groups an exit action runs again: their earlier run's objects are deleted, and once
+        none is left — a pod still terminating included, so a rerun never overlaps its
+        predecessor — the row records the new run, which the dispatcher then creates. Returns
+        how many groups are ready to run again."""
+        rows = list(GroupDispatch.objects.filter(
+            cleaned_at__isnull=True, namespace=self.namespace,
+            retry_id__lt=F("group__retry_id"), group__status__in=ALIVE_TASK_STATUSES,
+            group__workflow__status__in=ALIVE_WORKFLOW_STATUSES)
+            .select_related("group__workflow").order_by("pk")[:self.batch])
+        ready = 0
+        for row in rows:
+            group = row.group
+            selector = earlier_runs_selector(group.workflow.name, group.name, group.retry_id)
+            deleted = self.delete_selected(selector)
+            left = sum(len(self._list(kind, selector, terminating=True)) for kind in KINDS)
+            if deleted:
+                logger.info("k8s backend: removed %d object(s) of %s before its retry %d",
+                            deleted, group.podgroup, group.retry_id)
+            if left:
+                continue  # still terminating: the next pass looks again
+            ready += GroupDispatch.objects.filter(pk=row.pk, retry_id=row.retry_id).update(
+                retry_id=group.retry_id, applied_at=None, attempts=0, next_attempt_at=None,
+                last_error="", reasons=[])
+        return ready
 
     # --- sweeps ------------------------------------------------------------------------------
     def _alive_groups(self, keys: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:

@@ -5,13 +5,16 @@
   group). The dispatcher creates it before the pods, so a pod never starts without it, and
   once the pods exist makes them its owners (``ownerReferences``): the garbage collector
   deletes it with the last of them.
-- REGISTRY: a ``kubernetes.io/dockerconfigjson`` Secret in the task's pods'
-  ``imagePullSecrets``, for the credential's registry host.
+- REGISTRY: a ``kubernetes.io/dockerconfigjson`` Secret for the credential's registry host,
+  in the ``imagePullSecrets`` of the pods whose images come from that host — every such
+  credential of the user, named in the task or not, and none for another host (OSMO matches
+  its users' registry credentials to the images the same way).
 - GENERIC and DATA: an Opaque Secret, its keys mounted as files at the path the spec gives,
   or the variables the spec maps to keys set from it (``secretKeyRef``).
 
 Values are read (opened) here only, for the Secret's data; nothing here logs one. A group
-whose tasks name no credential costs no query.
+costs one query for the registry credentials of its images' hosts, and one more when its tasks
+name credentials.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from __future__ import annotations
 import base64
 import json
 
-from credentials.selectors import payloads_for_dispatch
+from credentials.payloads import image_host
+from credentials.selectors import payloads_for_dispatch, registry_payloads_for_dispatch
 from scheduler.core.kai_names import TASK_NAME_ANNOTATION, dns_label
 
 DOCKER_CONFIG_TYPE = "kubernetes.io/dockerconfigjson"
@@ -37,21 +41,35 @@ def _docker_config(host: str, payload: dict[str, str]) -> str:
                                         "auth": _b64(f"{username}:{password}")}}})
 
 
+def _image_hosts(pod: dict) -> set[str]:
+    spec = pod["spec"]
+    return {image_host(container.get("image") or "")
+            for container in [*(spec.get("initContainers") or []), *spec["containers"]]}
+
+
 def add_credentials(objects, workflow, group_spec, podgroup: str, own) -> None:
     """Add the Secrets of ``group_spec``'s tasks' credentials to ``objects`` (their owners'
     pod names in ``objects.secret_owners``) and point the pods at them. ``own`` stamps a
     manifest with the group's labels, annotations and namespace."""
     named = {name for task in group_spec.tasks for name in task.credentials}
-    if not named:
-        return
-    opened = payloads_for_dispatch(user_id=workflow.user_id, names=named)
+    hosts = {pod["metadata"]["name"]: _image_hosts(pod) for pod in objects.pods}
+    opened = payloads_for_dispatch(user_id=workflow.user_id, names=named) if named else {}
+    registries = registry_payloads_for_dispatch(user_id=workflow.user_id,
+                                                hosts=set().union(*hosts.values()))
     for task_spec in group_spec.tasks:
         pods = [pod for pod in objects.pods
                 if pod["metadata"]["annotations"].get(TASK_NAME_ANNOTATION) == task_spec.name]
-        for index, (name, use) in enumerate(sorted(task_spec.credentials.items())):
-            if name not in opened:
-                continue  # deleted since the submission: the pods go without it
-            credential, payload = opened[name]
+        # GENERIC and DATA as the task names them (one deleted since the submission: the pods
+        # go without it); REGISTRY by its host, named or not, as OSMO pulls.
+        uses = {name: (opened[name], use, pods) for name, use in task_spec.credentials.items()
+                if name in opened and opened[name][0].cred_type != "REGISTRY"}
+        for credential, payload in registries:
+            pulling = [pod for pod in pods
+                       if credential.profile in hosts[pod["metadata"]["name"]]]
+            if pulling:
+                uses[credential.name] = ((credential, payload), None, pulling)
+        for index, (name, ((credential, payload), use, owners)) in enumerate(
+                sorted(uses.items())):
             secret = dns_label(f"{podgroup}-{task_spec.name}-{name}-cred")
             if credential.cred_type == "REGISTRY":
                 body = {"type": DOCKER_CONFIG_TYPE, "data": {
@@ -61,8 +79,8 @@ def add_credentials(objects, workflow, group_spec, podgroup: str, own) -> None:
                         "data": {key: _b64(value) for key, value in payload.items()}}
             objects.secrets.append(own({"apiVersion": "v1", "kind": "Secret",
                                         "metadata": {"name": secret}, **body}))
-            objects.secret_owners[secret] = [pod["metadata"]["name"] for pod in pods]
-            for pod in pods:
+            objects.secret_owners[secret] = [pod["metadata"]["name"] for pod in owners]
+            for pod in owners:
                 _point_at(pod, secret, credential.cred_type, use, f"{VOLUME_PREFIX}{index}")
 
 

@@ -18,6 +18,11 @@ next one claimed and prepared while the previous one's objects are created. Per 
    this name is this task's pod) — anything else is a name conflict;
 4. mark the row applied.
 
+A group an exit action runs again (RESCHEDULE: SCHEDULING with the next ``retry_id``) keeps its
+row; it is runnable again once the cleaner has removed the earlier run's objects and pointed
+the row at the new run (``cleanup.py``). Its new objects carry the new run in their label and
+its pods in their names (``objects.py``).
+
 Errors (decisions where the documents are silent): transient ones (no answer, 429, 5xx) end
 the pass with :class:`ClusterUnavailable` — the runner backs off and the next pass repeats
 the group, creating nothing twice; 400/422 and name conflicts can never succeed, so the
@@ -184,12 +189,15 @@ class Dispatcher:
         fleet, or of a pool it alone serves), and none while it is under maintenance."""
         applied = GroupDispatch.objects.filter(group=OuterRef("pk"), applied_at__isnull=False)
         waiting = GroupDispatch.objects.filter(group=OuterRef("pk"), next_attempt_at__gt=now)
+        # A group run again waits until the cleaner has removed its earlier run's objects.
+        earlier = GroupDispatch.objects.filter(group=OuterRef("pk"),
+                                               retry_id__lt=OuterRef("retry_id"))
         return (WorkflowGroup.objects
                 .filter(status=TaskStatus.SCHEDULING,
                         workflow__status__in=ALIVE_WORKFLOW_STATUSES)
                 .filter(destined_q(self.backend))
                 .filter(~Exists(Backend.objects.filter(name=self.backend, maintenance=True)))
-                .filter(~Exists(applied), ~Exists(waiting))
+                .filter(~Exists(applied), ~Exists(waiting), ~Exists(earlier))
                 .exclude(pk__in=list(exclude))
                 .select_related("workflow__pool")
                 .order_by("workflow__submitted_at", "workflow_id", "position")
@@ -254,7 +262,8 @@ class Dispatcher:
         built: dict[int, tuple[WorkflowSpec, list[dict]]] = {}  # workflow → spec, manifests
         batch = _Batch(groups, [], [])
         GroupDispatch.objects.bulk_create(
-            [GroupDispatch(group=group, namespace=self.namespace) for group in groups],
+            [GroupDispatch(group=group, namespace=self.namespace, retry_id=group.retry_id)
+             for group in groups],
             ignore_conflicts=True)
         rows = {row.group_id: row for row in GroupDispatch.objects.filter(
             group_id__in=[group.pk for group in groups])}

@@ -12,7 +12,9 @@ as they arrive together (within ``listwatch.BATCH_WINDOW`` of each other), so th
 burst of bindings and starts reach the database in a few transactions instead of one per pod.
 
 A pod missing from a full LIST although its group was applied before the LIST started was
-deleted while nobody watched: its task ends FAILED_EVICTED (``pod_deleted``).
+deleted while nobody watched: its task ends FAILED_EVICTED (``pod_deleted``). A pod of an
+earlier run of its group (``osmo.retry`` below the task's ``retry_id``: an exit action ran the
+group again) says nothing of its task, whatever becomes of it.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import time
 from datetime import datetime
 from typing import Any
 
+from django.db.models import F
 from django.utils import timezone
 
 from scheduler.backends.spec import BackendSpec, default_spec
-from scheduler.core.kai_names import PODGROUP_ANNOTATION
+from scheduler.core.kai_names import PODGROUP_ANNOTATION, retry_of
 from workflows import lifecycle, selectors
 from workflows.models import ALIVE_TASK_STATUSES, FINAL_TASK_STATUSES, Task
 
@@ -67,12 +70,13 @@ class PodListener(ListWatch):
         observed: list[lifecycle.TaskObservation] = []
         for pod, deleted in pods:
             key = task_of_pod(pod)
+            retry = retry_of(pod.get("metadata") or {})
             if key and (moves.moved_by_kai(pod) or moves.is_released(pod)):
                 changed += lifecycle.tasks_observed(observed)  # in order, before it leaves
                 observed = []
-                changed += self._left(pod, *key, deleted=deleted)
+                changed += self._left(pod, *key, retry, deleted=deleted)
                 continue
-            eviction = self._eviction(pod, *key) if key and deleted else None
+            eviction = self._eviction(pod, *key, retry) if key and deleted else None
             observation = status.observe(pod, deleted=deleted, eviction=eviction) \
                 if key else None
             if observation is None:
@@ -81,7 +85,7 @@ class PodListener(ListWatch):
             if eviction is not None:
                 changed += lifecycle.tasks_observed(observed)  # in order, before the end
                 observed = []
-                changed += self._preempted(pod, workflow_name, task_name, observation)
+                changed += self._preempted(pod, workflow_name, task_name, retry, observation)
                 continue
             if observation.node and moves.is_replacement(pod) and \
                     observation.status in ALIVE_TASK_STATUSES:
@@ -103,11 +107,11 @@ class PodListener(ListWatch):
                 self.logs.archive(pod)  # before the final status: then the cleaner may delete it
             observed.append(lifecycle.TaskObservation(
                 workflow_name, task_name, observation.status, observation.node,
-                observation.exit_code, observation.reason))
+                observation.exit_code, observation.reason, retry))
         return changed + lifecycle.tasks_observed(observed)
 
-    def _eviction(self, pod: dict[str, Any], workflow_name: str,
-                  task_name: str) -> status.Eviction | None:
+    def _eviction(self, pod: dict[str, Any], workflow_name: str, task_name: str,
+                  retry: int) -> status.Eviction | None:
         """KAI's eviction of a deleted pod's PodGroup, read from its Events — only for a pod
         that ended without saying why (no final phase, no preemption condition) under KAI,
         while its task is alive (a canceled group's pods cost no read)."""
@@ -115,7 +119,7 @@ class PodListener(ListWatch):
             return None
         probe = status.observe(pod, deleted=True)
         if probe is None or probe.reason != "pod_deleted" or not selectors.task_alive(
-                workflow_name=workflow_name, task_name=task_name):
+                workflow_name=workflow_name, task_name=task_name, retry_id=retry):
             return None
         group = ((pod.get("metadata") or {}).get("annotations") or {}).get(PODGROUP_ANNOTATION)
         if not group:
@@ -138,23 +142,24 @@ class PodListener(ListWatch):
         return None
 
     def _preempted(self, pod: dict[str, Any], workflow_name: str, task_name: str,
-                   observation: status.Observation) -> int:
+                   retry: int, observation: status.Observation) -> int:
         """The task ends FAILED_PREEMPTED; its events say who preempted it, as KAI says."""
         self.logs.archive(pod)
         changed = lifecycle.tasks_observed([lifecycle.TaskObservation(
             workflow_name, task_name, observation.status, observation.node, None,
-            observation.reason)])
+            observation.reason, retry)])
         if changed:
             reasons.preempted_event(workflow_name=workflow_name, task_name=task_name,
                                     eviction=observation.eviction)
         return changed
 
-    def _left(self, pod: dict[str, Any], workflow_name: str, task_name: str, *,
+    def _left(self, pod: dict[str, Any], workflow_name: str, task_name: str, retry: int, *,
               deleted: bool) -> bool:
         """The pod leaves and its task goes on in a replacement (not a task that ended
         meanwhile): KAI's consolidation moved it, or our scheduler released it before it ran
         — then the task holds no node until its replacement is bound."""
-        if not selectors.task_alive(workflow_name=workflow_name, task_name=task_name):
+        if not selectors.task_alive(workflow_name=workflow_name, task_name=task_name,
+                                    retry_id=retry):
             return False
         self._replace(pod)
         if deleted or not moves.is_released(pod):
@@ -197,7 +202,8 @@ class PodListener(ListWatch):
         candidates = (Task.objects.filter(
             status__in=ALIVE_TASK_STATUSES, group__dispatches__namespace=self.namespace,
             group__dispatches__applied_at__lte=listed_at,
-            group__dispatches__cleaned_at__isnull=True)
+            group__dispatches__cleaned_at__isnull=True,
+            group__dispatches__retry_id=F("retry_id"))  # the task's run was dispatched
             .values_list("id", "workflow__name", "name"))
         changed = 0
         for task_id, workflow_name, task_name in candidates:

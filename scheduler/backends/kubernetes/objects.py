@@ -10,6 +10,9 @@ real cluster needs — the decisions, where the documents are silent:
   ``osmo.pool`` labels and ``osmo/workflow-name`` / ``osmo/group-name`` annotations (workflow
   pods already carry them; workload pods get them, plus ``osmo/task-name`` = the pod name).
   A pod's task is ``osmo/task-name`` + ``-{osmo/replica-index}`` when it has one.
+- The run of the group (``osmo.retry``: 0, then one more each time an exit action reschedules
+  it) labels every object, and a rerun's pods are named ``{name}-r{retry}``: a rerun's pods
+  never meet its predecessor's, and the listener ignores a pod of an earlier run.
 - The PodGroup carries ``osmo/exec-timeout`` (seconds) when the workflow has an exec_timeout:
   our scheduler (``OSMO_PLACEMENT=osmo``) plans reservations on running gangs' deadlines.
 - ``spec.schedulerName`` is ``OSMO_SCHEDULER_NAME`` on every pod (workloads included);
@@ -46,11 +49,13 @@ from scheduler.core.kai_names import (
     PODGROUP_ANNOTATION,
     POOL_LABEL,
     REPLICA_INDEX_ANNOTATION,
+    RETRY_LABEL,
     TASK_NAME_ANNOTATION,
     WORKFLOW_LABEL,
     WORKFLOW_NAME_ANNOTATION,
     dns_label,
     label_value,
+    retry_name,
 )
 from scheduler.kai.workflow_manifests import manifests_for, stored_spec
 from workflows.spec import WorkflowSpec
@@ -81,12 +86,25 @@ class GroupObjects:
 
 def owner_labels(workflow, group) -> dict[str, str]:
     return {MANAGED_BY_LABEL: MANAGED_BY, WORKFLOW_LABEL: label_value(workflow.name),
-            GROUP_LABEL: label_value(group.name), POOL_LABEL: label_value(workflow.pool.name)}
+            GROUP_LABEL: label_value(group.name), POOL_LABEL: label_value(workflow.pool.name),
+            RETRY_LABEL: str(group.retry_id)}
 
 
 def group_selector(workflow_name: str, group_name: str) -> str:
     return (f"{MANAGED_BY_LABEL}={MANAGED_BY},{WORKFLOW_LABEL}={label_value(workflow_name)},"
             f"{GROUP_LABEL}={label_value(group_name)}")
+
+
+def earlier_runs_selector(workflow_name: str, group_name: str, retry_id: int) -> str:
+    """The group's objects of every run before ``retry_id`` (those without the label too)."""
+    return f"{group_selector(workflow_name, group_name)},{RETRY_LABEL}!={retry_id}"
+
+
+def _rename_for_retry(pods: list[dict[str, Any]], retry_id: int) -> None:
+    """A rerun's pods get names of their own (``retry_name``): the Service, the host tokens
+    and the credentials' owners are worked out from these names."""
+    for pod in pods:
+        pod["metadata"]["name"] = retry_name(pod["metadata"]["name"], retry_id)
 
 
 def task_of_pod(pod: dict[str, Any]) -> tuple[str, str] | None:
@@ -142,6 +160,7 @@ def _workflow_objects(workflow, group, manifests, spec) -> GroupObjects:
                     .get(GROUP_NAME_ANNOTATION) == group.name])  # this group's only
     podgroup = _own(next(m for m in mine if m["kind"] == "PodGroup"), labels, workflow, group)
     pods = [_own(m, labels, workflow, group) for m in mine if m["kind"] == "Pod"]
+    _rename_for_retry(pods, group.retry_id)
     group_spec = next(g for g in spec.groups if g.name == group.name)
     objects = GroupObjects(podgroup=podgroup, pods=pods)
     if len(pods) > 1:
@@ -206,6 +225,7 @@ def _workload_objects(workflow, group) -> GroupObjects:
         pod["metadata"]["annotations"][TASK_NAME_ANNOTATION] = pod["metadata"]["name"]
         pod["metadata"]["annotations"].pop(REPLICA_INDEX_ANNOTATION, None)
         pods.append(pod)
+    _rename_for_retry(pods, group.retry_id)
     return GroupObjects(podgroup=_own(podgroup, labels, workflow, group), pods=pods)
 
 

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler.core.kai_names import retry_name, retry_of
 from scheduler.kai.podgroups import pod_name
 from workflows import logstore
 from workflows.models import ALIVE_TASK_STATUSES, Task, TaskLogInterest, WorkflowKind
@@ -79,7 +80,7 @@ class PodLogs:
     def copy(self, pod: str, task: Task) -> int:
         """Append the pod's lines newer than the task's stored ones; returns how many. A pod
         that is gone (404) or has no log yet (400: container not started) gives none."""
-        cursor = logstore.log_cursor(task.pk)
+        cursor = logstore.log_cursor(task.pk, task.retry_id)
         copied = 0
         for _ in range(MAX_READS):
             try:
@@ -115,9 +116,10 @@ class PodLogs:
         if key is None:
             return
         task = Task.objects.filter(workflow__name=key[0], name=key[1],
-                                   status__in=ALIVE_TASK_STATUSES).first()
+                                   status__in=ALIVE_TASK_STATUSES,
+                                   retry_id=retry_of(pod["metadata"])).first()
         if task is None:
-            return
+            return  # ended, or a pod of an earlier run (kept when that run ended)
         name = pod["metadata"]["name"]
         try:
             self.copy(name, task)
@@ -147,5 +149,5 @@ class PodLogs:
     @staticmethod
     def _pod_name(task: Task) -> str:
         if task.workflow.kind == WorkflowKind.WORKLOAD:
-            return task.name  # a workload's pods keep their own names
-        return pod_name(task.group.podgroup, task.name)
+            return retry_name(task.name, task.retry_id)  # a workload's pods keep their names
+        return retry_name(pod_name(task.group.podgroup, task.name), task.retry_id)

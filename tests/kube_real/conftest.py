@@ -40,7 +40,12 @@ def apiserver(tmp_path_factory):
     reason = unavailable_reason()
     if reason:
         missing(reason)  # in CI: a failure
-    server = ApiServer(tmp_path_factory.mktemp("kube-apiserver"))
+    yield from served(ApiServer(tmp_path_factory.mktemp("kube-apiserver")))
+
+
+def served(server: ApiServer):
+    """A fixture's body for an API server: started, yielded, stopped (also when its start
+    failed half-way)."""
     try:
         server.start()
     except Exception:

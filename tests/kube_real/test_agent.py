@@ -319,16 +319,10 @@ def test_the_agent_manifest_is_accepted_and_its_rbac_is_exact(apiserver, namespa
 @pytest.fixture(scope="module")
 def second_apiserver(apiserver, tmp_path_factory):
     """Another cluster: its own kube-apiserver and etcd (another kube-system UID)."""
+    from .conftest import served
     from .server import ApiServer
 
-    server = ApiServer(tmp_path_factory.mktemp("kube-apiserver-2"))
-    try:
-        server.start()
-    except Exception:
-        server.stop()
-        raise
-    yield server
-    server.stop()
+    yield from served(ApiServer(tmp_path_factory.mktemp("kube-apiserver-2")))
 
 
 def test_two_clusters_each_with_its_agent_each_run_their_pools_work(

@@ -28,16 +28,10 @@ LEASE = 8  # the agents beat every 5 s
 
 @pytest.fixture(scope="module")
 def west_apiserver(apiserver, tmp_path_factory):
+    from .conftest import served
     from .server import ApiServer
 
-    server = ApiServer(tmp_path_factory.mktemp("kube-apiserver-west"))
-    try:
-        server.start()
-    except Exception:
-        server.stop()
-        raise
-    yield server
-    server.stop()
+    yield from served(ApiServer(tmp_path_factory.mktemp("kube-apiserver-west")))
 
 
 @override_settings(OSMO_BACKEND_LEASE=LEASE)

@@ -115,7 +115,7 @@ class AccessTokenListView(APIView):
 
 
 class AccessTokenDetailView(APIView):
-    @extend_schema(request=None, responses=AccessTokenSerializer,
+    @extend_schema(request=None, responses={200: AccessTokenSerializer},
                    summary="Revoke a personal access token (its owner or a platform admin)")
     def delete(self, request, token_id: int):
         token = selectors.token_get(actor=request.user, token_id=token_id)

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -51,6 +49,7 @@ from benchmarks.k8s_fill import (  # noqa: E402 - the fill's harness and its flo
     api_requests,
     delta,
     floor_phase,
+    placement_server,
     report,
     verify,
 )
@@ -228,24 +227,10 @@ def main() -> None:
 
     process_gc.settle(busy=True)
     from tests.kube_real.agent import install_agent_rbac
-    from tests.kube_real.server import DEPLOY, ApiServer, load_documents, unavailable_reason
 
-    reason = unavailable_reason()
-    if reason:
-        raise SystemExit(reason)
-    run_dir = Path(tempfile.mkdtemp(prefix="osmo-agent-fill-"))
-    server = ApiServer(run_dir)
-    try:
-        server.start()
-        for doc in load_documents(DEPLOY / "placement-osmo" / "rbac.yaml"):
-            if doc["kind"] in ("Role", "RoleBinding"):
-                doc["metadata"]["namespace"] = NAMESPACE
-            server.create(doc, exist_ok=True)
+    with placement_server("osmo-agent-fill-") as (server, run_dir):
         install_agent_rbac(server, NAMESPACE)
         fill(server, Admin(server.kubeconfig), args, run_dir)
-    finally:
-        server.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ scheduler's bind and delete counts. Then it prints where the time goes and the l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -1074,21 +1075,7 @@ def main() -> None:
 
     process_gc.settle(busy=True)
 
-    from tests.kube_real.server import DEPLOY, ApiServer, load_documents, unavailable_reason
-
-    reason = unavailable_reason()
-    if reason:
-        raise SystemExit(reason)
-    run_dir = Path(tempfile.mkdtemp(prefix="osmo-k8s-bench-"))
-    server = ApiServer(run_dir)
-    try:
-        server.start()
-        # The placement's RBAC as shipped (``tests.kube_real.osmo_placement.install_rbac``,
-        # whose module needs Django set up first).
-        for doc in load_documents(DEPLOY / "placement-osmo" / "rbac.yaml"):
-            if doc["kind"] in ("Role", "RoleBinding"):
-                doc["metadata"]["namespace"] = NAMESPACE
-            server.create(doc, exist_ok=True)
+    with placement_server("osmo-k8s-bench-") as (server, run_dir):
         admin = Admin(server.kubeconfig)
         for scenario in scenarios:
             if scenario == "fill":
@@ -1096,6 +1083,27 @@ def main() -> None:
                 continue
             _settings_only()
             {"gang": gang, "rack": rack}[scenario](server, admin, args)
+
+
+@contextlib.contextmanager
+def placement_server(prefix: str):
+    """A real kube-apiserver in a fresh folder with the placement's RBAC as shipped
+    (``tests.kube_real.osmo_placement.install_rbac``, whose module needs Django set up
+    first); (server, folder), both gone afterwards."""
+    from tests.kube_real.server import DEPLOY, ApiServer, load_documents, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        raise SystemExit(reason)
+    run_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    server = ApiServer(run_dir)
+    try:
+        server.start()
+        for doc in load_documents(DEPLOY / "placement-osmo" / "rbac.yaml"):
+            if doc["kind"] in ("Role", "RoleBinding"):
+                doc["metadata"]["namespace"] = NAMESPACE
+            server.create(doc, exist_ok=True)
+        yield server, run_dir
     finally:
         server.stop()
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -34,8 +34,13 @@ class Scheduling:
     def cluster_namespace(self) -> str:
         return default_spec().namespace
 
-    def logs_copied_live(self) -> bool:
-        return default_spec().is_kubernetes
+    def logs_copied_live(self, backends: set[str | None]) -> bool:
+        if default_spec().is_kubernetes:
+            return True
+        kubernetes = Backend.objects.filter(kind=BackendKind.KUBERNETES)
+        if None in backends:  # a group still waiting may go to any of them
+            return kubernetes.exists()
+        return kubernetes.filter(name__in=backends).exists()
 
     def topologies(self) -> Mapping[str, list[dict]]:
         return StoredTopologies()

@@ -42,9 +42,10 @@ class Scheduling(Protocol):
     def cluster_namespace(self) -> str:
         """The namespace the stored KAI manifests name (the default backend's)."""
 
-    def logs_copied_live(self) -> bool:
-        """Running pods' logs reach the store while someone reads them (a Kubernetes default
-        backend; the embedded cluster writes its lines itself)."""
+    def logs_copied_live(self, backends: set[str | None]) -> bool:
+        """Running pods' logs reach the store while someone reads them: on a Kubernetes
+        backend among ``backends`` (None: a group not placed yet), copied by its in-process
+        backend or its agent; the embedded cluster writes its lines itself."""
 
     def topologies(self) -> Mapping[str, list[dict]]:
         """The Topologies a spec's constraints may name (read on first use only)."""

@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from osmo.serializers import RequestSerializer, StrictCharField
 
+from ..backends.agent.live_logs import MAX_FOLLOWED
 from ..backends.agent.services import MESSAGE_TYPES
 
 MAX_MESSAGES = 500  # one batch; the agent chunks what is larger (100 pods or nodes a message)
@@ -56,6 +57,10 @@ class AgentPollSerializer(RequestSerializer):
                                      help_text="The last work id this connection has seen.")
     wait = serializers.FloatField(min_value=0, max_value=MAX_WAIT_SECONDS, required=False,
                                   default=10, help_text="Seconds to wait for work.")
+    following = serializers.ListField(
+        child=StrictCharField(max_length=253), max_length=MAX_FOLLOWED, required=False,
+        default=list, help_text="The pods whose logs the agent follows now: the poll answers "
+                                "at once when the service wants another set.")
 
 
 class AgentRegisteredSerializer(serializers.Serializer):
@@ -77,5 +82,15 @@ class AgentWorkItemSerializer(serializers.Serializer):
     payload = serializers.DictField()
 
 
+class AgentLogWantedSerializer(serializers.Serializer):
+    task = serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2,
+                                 help_text="[workflow, task]")
+    pod = serializers.CharField()
+    since_ns = serializers.IntegerField(help_text="The stamp of the last line stored (0: "
+                                                  "none yet), in ns.")
+
+
 class AgentWorkSerializer(serializers.Serializer):
     work = AgentWorkItemSerializer(many=True)
+    logs = AgentLogWantedSerializer(many=True, help_text="Running tasks whose logs someone "
+                                                         "reads now: their new lines, please.")

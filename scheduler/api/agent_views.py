@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from ..backends.agent import services
 from ..backends.agent.access import require_agent_of
+from ..backends.agent.live_logs import logs_wanted
 from . import agent_serializers as s
 
 POLL_STEP_SECONDS = 0.25
@@ -56,9 +57,13 @@ class AgentWorkView(APIView):
         backend = services.agent_backend(name)
         deadline = time.monotonic() + body["wait"]
         acks = body["acks"]
+        following = set(body["following"])
         while True:
             items = services.agent_poll(backend=backend, acks=acks, after=body["after"])
             acks = []
-            if items or time.monotonic() >= deadline:
-                return Response({"work": items})
+            # A reader who just opened a running task's log is not kept waiting for work.
+            logs = logs_wanted(backend.name)
+            if items or {log["pod"] for log in logs} != following \
+                    or time.monotonic() >= deadline:
+                return Response({"work": items, "logs": logs})
             time.sleep(POLL_STEP_SECONDS)

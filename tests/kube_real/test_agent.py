@@ -19,7 +19,7 @@ from scheduler.models import AgentMessage, AgentWork, Backend, Node
 from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import spec, statuses, submit
-from workflows.models import Task, TaskEvent
+from workflows.models import Task, TaskEvent, TaskLogInterest
 
 from .agent import (
     AgentProcess,
@@ -182,6 +182,54 @@ def test_an_ending_pods_log_and_events_reach_the_service_through_the_agent(
     wait_until(lambda: cluster.names("pods") == [], 30, "the pod deleted", east)
     assert b"".join(alice.get(f"/api/workflow/{name}/logs", {"follow": "false"})
                     .streaming_content).decode() == logs
+
+
+def stored_log(client, name: str) -> list[str]:
+    text = b"".join(client.get(f"/api/workflow/{name}/logs", {"follow": "false"})
+                    .streaming_content).decode()
+    return [line.split("[t0] ", 1)[1] for line in text.splitlines()]
+
+
+def test_a_running_pods_log_reaches_its_reader_through_the_agent(
+        east, cluster, alice, apiserver, namespace, kubelet_logs):
+    """While someone follows a running task's log, the agent sends its new lines (the poll
+    names the pod); each line is kept once, and the rest comes when the pod ends."""
+    cluster.add_node("east-n1", gpus=8)
+    kubelet_logs.serve_node(apiserver, "east-n1")
+    factories.pool("team", 64, backends=["east"])
+    east.start()
+    name = submit(alice, "team", spec("train", gpus=1))
+    pod = f"{name}-g-t0"
+    wait_until(lambda: cluster.names("pods") == [pod], 30, "the agent's pod", east)
+    container = cluster.get("pods", pod)["spec"]["containers"][0]["name"]
+    log = kubelet_logs.container(namespace, pod, container)
+    cluster.run(pod, "east-n1")
+    wait_until(lambda: statuses(alice, name) == ("RUNNING", ["RUNNING"]), 30, "RUNNING", east)
+    log.write("epoch 1 loss 0.9", "epoch 2 loss 0.5")
+    time.sleep(3)
+    assert not kubelet_logs.requests  # nobody reads it: the agent reads nothing
+    follow = alice.get(f"/api/workflow/{name}/logs", {"task_name": "t0"})
+    assert follow.status_code == 200
+    assert TaskLogInterest.objects.filter(task__workflow__name=name).exists()
+    wait_until(lambda: stored_log(alice, name) == ["epoch 1 loss 0.9", "epoch 2 loss 0.5"],
+               30, "the live lines", east)
+    log.write("epoch 3 loss 0.2")  # the container keeps writing
+    wait_until(lambda: stored_log(alice, name)[2:] == ["epoch 3 loss 0.2"], 30,
+               "the next live line", east)
+    time.sleep(5)  # more follow rounds: nothing is kept twice
+    assert stored_log(alice, name) == ["epoch 1 loss 0.9", "epoch 2 loss 0.5",
+                                       "epoch 3 loss 0.2"]
+    reads = [r for r in kubelet_logs.requests if f"/{pod}/" in r]
+    assert len(reads) >= 3 and all("limitBytes=" in r for r in reads)
+    assert all("sinceTime=" in r for r in reads[1:])  # resumed where the copy ends
+    log.write("saved checkpoint")
+    log.close()
+    cluster.finish(pod, exit_code=0)
+    wait_until(lambda: statuses(alice, name) == ("COMPLETED", ["COMPLETED"]), 60,
+               "COMPLETED", east)
+    assert stored_log(alice, name) == ["epoch 1 loss 0.9", "epoch 2 loss 0.5",
+                                       "epoch 3 loss 0.2", "saved checkpoint"]
+    follow.close()
 
 
 def test_a_relist_after_a_reconnect_removes_what_went_while_the_agent_was_away(

@@ -40,7 +40,8 @@ def _live_copy(workflow: Workflow, task: Task | None, retry_id: int | None):
     renews the backend's interest (at most every 20 s). None on the embedded cluster, and for
     an earlier run (it ended)."""
     selection = logreads.LogSelection(workflow, task, retry_id=retry_id)
-    if selection.earlier_run or not ports.scheduling().logs_copied_live():
+    backends = set(workflow.groups.values_list("backend", flat=True))
+    if selection.earlier_run or not ports.scheduling().logs_copied_live(backends):
         return None
     renewed = [0.0]
 

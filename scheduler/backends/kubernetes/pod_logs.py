@@ -131,23 +131,26 @@ class PodLogs:
     # --- the leader's pass: live lines for readers -----------------------------------------
     def copy_wanted(self) -> int:
         """New lines of every running task someone reads; returns how many were copied."""
-        now = timezone.now()
-        wanted = list(Task.objects.filter(
-            pk__in=TaskLogInterest.objects.filter(until__gt=now).values("task_id"),
-            status__in=ALIVE_TASK_STATUSES, node_name__gt="",
-            group__dispatches__namespace=self.namespace).select_related("group", "workflow")
-            .distinct())
         copied = 0
-        for task in wanted:
+        for task in tasks_read_live(group__dispatches__namespace=self.namespace):
             try:
-                copied += self.copy(self._pod_name(task), task)
+                copied += self.copy(task_pod_name(task), task)
             except api_errors() as exc:
                 logger.warning("k8s backend: reading the log of %s failed: %s", task,
                                describe(exc))
         return copied
 
-    @staticmethod
-    def _pod_name(task: Task) -> str:
-        if task.workflow.kind == WorkflowKind.WORKLOAD:
-            return retry_name(task.name, task.retry_id)  # a workload's pods keep their names
-        return retry_name(pod_name(task.group.podgroup, task.name), task.retry_id)
+
+def tasks_read_live(**where: Any) -> list[Task]:
+    """The running tasks (on a node) whose log someone reads now, of those ``where`` names."""
+    return list(Task.objects.filter(
+        pk__in=TaskLogInterest.objects.filter(until__gt=timezone.now()).values("task_id"),
+        status__in=ALIVE_TASK_STATUSES, node_name__gt="", **where)
+        .select_related("group", "workflow").distinct().order_by("pk"))
+
+
+def task_pod_name(task: Task) -> str:
+    """The pod of the task's current run."""
+    if task.workflow.kind == WorkflowKind.WORKLOAD:
+        return retry_name(task.name, task.retry_id)  # a workload's pods keep their names
+    return retry_name(pod_name(task.group.podgroup, task.name), task.retry_id)

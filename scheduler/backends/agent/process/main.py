@@ -1,13 +1,15 @@
 """`osmo backend-agent --url URL --token TOKEN --name NAME [--kubeconfig PATH]`.
 
-Three loops over one connection to the service, each retrying with exponential backoff:
+Four loops over one connection to the service, each retrying with exponential backoff:
 
 - the watchers (Nodes, our pods) put messages into the outbox: a full LIST first — chunked,
   then ``nodes_listed`` / ``pods_listed`` so the service drops what is gone — then WATCH;
 - the sender posts the outbox's oldest messages (a heartbeat when there is nothing else) and
   drops what the service acked; what it did not ack is sent again;
 - the worker long-polls for work, applies each item in id order and acks it with the next
-  poll; an item it could not apply (the cluster away) is not acked, so it comes again.
+  poll; an item it could not apply (the cluster away) is not acked, so it comes again;
+- the log follower reads the new lines of the running pods whose logs someone reads (the
+  poll's answer names them) into the outbox.
 
 When the service was unreachable and answers again, the agent registers again and re-lists
 everything (a reconnect), so the service reconciles what changed meanwhile.
@@ -27,6 +29,7 @@ from kubernetes import config
 
 from ...kubernetes.kai_requirements import cluster_missing
 from .cluster import Applier, NodeWatcher, PodWatcher, Transient, cluster_identity, kube_from
+from .live_logs import LogFollower
 from .outbox import Outbox
 from .service import Refused, Service, Unreachable
 
@@ -65,6 +68,7 @@ class Agent:
         self.session = ""  # when the service saw this connection begin
         self.failure: Exception | None = None
         self.watchers: list = []
+        self.logs = LogFollower(self.kube, self.outbox, self.stop)
         self._session = threading.Lock()
 
     # --- session -----------------------------------------------------------------------------
@@ -148,7 +152,10 @@ class Agent:
         delay = 0.2
         while not self.stop.is_set():
             try:
-                items = self.service.poll(acks=acks, wait=POLL_WAIT_SECONDS)
+                answer = self.service.poll(acks=acks, wait=POLL_WAIT_SECONDS,
+                                           following=self.logs.following())
+                items = answer["work"]
+                self.logs.want(answer.get("logs") or [], self.namespace)
                 acks = []
                 self._reconnected()
                 applier.namespace = self.namespace
@@ -189,6 +196,7 @@ class Agent:
                                     lambda: (self.applied_through, self.session))]
         for watcher in self.watchers:
             watcher.start()
+        self.logs.start()
         sender = threading.Thread(target=self.send_loop, name="agent-send", daemon=True)
         sender.start()
         self.work_loop()

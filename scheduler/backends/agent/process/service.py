@@ -58,5 +58,6 @@ class Service:
     def send(self, messages: list[dict]) -> list[str]:
         return self._post("messages", {"messages": messages})["acked"]
 
-    def poll(self, *, acks: list[dict], wait: float) -> list[dict]:
-        return self._post("work", {"acks": acks, "wait": wait})["work"]
+    def poll(self, *, acks: list[dict], wait: float, following: list[str]) -> dict:
+        """``{work: [items], logs: [pods whose logs someone reads]}``."""
+        return self._post("work", {"acks": acks, "wait": wait, "following": following})

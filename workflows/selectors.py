@@ -35,13 +35,16 @@ def alive_workflows(*, pool_ids: list[int]):
     return Workflow.objects.filter(pool_id__in=pool_ids, status__in=ALIVE_WORKFLOW_STATUSES)
 
 
-def guaranteed_gpus_by_backend() -> dict[tuple[str, str], int]:
-    """(pool name, backend) → the GPUs of the alive guaranteed (HIGH, NORMAL) tasks of groups
-    dispatched to that backend: what each cluster's queue of the pool must guarantee there."""
+def guaranteed_gpus_by_backend() -> dict[tuple[str, str], tuple[int, int]]:
+    """(pool name, backend) → (GPUs held on nodes, GPUs waiting) of the alive guaranteed (HIGH,
+    NORMAL) tasks of groups dispatched to that backend: what each cluster's queue of the pool
+    must guarantee there, the work that holds GPUs first."""
     rows = (Task.objects.filter(status__in=ALIVE_TASK_STATUSES, priority__in=QUOTA_PRIORITIES,
                                 group__backend__isnull=False)
-            .values_list("pool__name", "group__backend").annotate(gpus=Sum("gpus")).order_by())
-    return {(pool, backend): gpus for pool, backend, gpus in rows}
+            .values_list("pool__name", "group__backend")
+            .annotate(held=Sum("gpus", filter=HOLDS_GPUS, default=0),
+                      waiting=Sum("gpus", filter=~HOLDS_GPUS, default=0)).order_by())
+    return {(pool, backend): (held, waiting) for pool, backend, held, waiting in rows}
 
 
 def pools_with_alive_workflows(pool_ids: list[int]) -> set[int]:

@@ -276,18 +276,24 @@ def move_target(gang: Gang, current: str, options: Sequence[BackendOption], now:
     return choice.backend
 
 
-def split_quota(quota: int, held: Mapping[str, int], order: Sequence[str]) -> dict[str, int]:
-    """One queue's quota shared among the backends of its pool (`order`: the pool's order):
-    each backend gets what the queue's guaranteed work dispatched there holds (`held`, in the
-    pool's order while the quota lasts), and the first backend the rest. The shares always sum
-    to `quota` and none is negative; each covers its backend's `held` while their sum stays
-    within the quota (admission sees to it; a quota lowered below what runs gives the later
-    backends less)."""
+def split_quota(quota: int, held: Mapping[str, int], order: Sequence[str],
+                waiting: Mapping[str, int] | None = None) -> dict[str, int]:
+    """One queue's quota shared among the backends of its pool (`order`: the pool's order).
+    Each backend first gets what the queue's guaranteed work holds on its nodes there (`held`),
+    then what its guaranteed work sent there and not yet placed needs (`waiting`), each in the
+    pool's order while the quota lasts; the first backend gets the rest. Work that holds GPUs
+    comes first: a gang sent to one cluster never takes the share of another cluster's
+    running work, so KAI, guaranteeing each cluster its share only, never guarantees more than
+    the quota across them (a gang over the quota waits in its cluster's queue). The shares
+    always sum to `quota` and none is negative; each covers its backend's `held` while their
+    sum stays within the quota (a quota lowered below what runs gives the later backends less)."""
     if not order:
         return {}
-    shares, left = {}, max(0, quota)
-    for backend in order:
-        shares[backend] = min(max(0, held.get(backend, 0)), left)
-        left -= shares[backend]
+    shares, left = dict.fromkeys(order, 0), max(0, quota)
+    for tier in (held, waiting or {}):
+        for backend in order:
+            take = min(max(0, tier.get(backend, 0)), left)
+            shares[backend] += take
+            left -= take
     shares[order[0]] += left
     return shares

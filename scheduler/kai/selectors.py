@@ -75,14 +75,16 @@ def queue_pool_data(*, roles: Roles | None = None, backend: str | None = None
 
 
 def on_backend(pool: PoolData, backend: str, order: list[str],
-               held: Mapping[tuple[str, str], int]) -> PoolData:
+               held: Mapping[tuple[str, str], tuple[int, int]]) -> PoolData:
     """The pool as one of its clusters' queues see it: each leaf queue's quota (the `.shared`
     queue's, each ACTIVE subpool's) is split among the pool's backends by
     `scheduler.core.fleet.split_quota`, and the pool's own quota is the sum of its leaves'
     shares there. Summed over the clusters, every quota is the pool's: KAI, the backstop,
     never guarantees a pool more GPUs across clusters than its quota."""
     def share(leaf: str, quota: int) -> int:
-        return split_quota(quota, {b: held.get((leaf, b), 0) for b in order}, order)[backend]
+        tiers = {b: held.get((leaf, b), (0, 0)) for b in order}
+        return split_quota(quota, {b: t[0] for b, t in tiers.items()}, order,
+                           {b: t[1] for b, t in tiers.items()})[backend]
 
     subpools = tuple(SubpoolData(name=s.name, state=s.state,
                                  quota_gpus=share(s.name, s.quota_gpus) if s.state == ACTIVE

@@ -111,7 +111,7 @@ def queue_cleanups(backend: Backend, *, limit: int = CLAIM_BATCH) -> int:
 def queue_sync(backend: Backend, *, force: bool = False) -> bool:
     """Queue the desired Queues and Topology when they differ from the last queued (or
     ``force``: a reconnect, whose cluster may have lost them)."""
-    desired = desired_cluster_objects(namespace=backend.k8s_namespace)
+    desired = desired_cluster_objects(namespace=backend.k8s_namespace, backend=backend.name)
     last = (AgentWork.objects.filter(backend=backend.name, kind=AgentWorkKind.SYNC)
             .order_by("-pk").values_list("payload", flat=True).first())
     if not force and last is not None and last.get("objects") == desired:

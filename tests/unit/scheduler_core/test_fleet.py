@@ -142,15 +142,24 @@ def test_a_quota_is_shared_by_what_each_cluster_holds_and_the_rest_goes_first():
     assert split_quota(0, {"a": 3}, ["a", "b"]) == {"a": 0, "b": 0}
 
 
+def test_a_gang_sent_to_one_cluster_never_takes_the_share_of_anothers_running_work():
+    # Quota 8: 4 run in each cluster; a third gang of 4 waits in `a`. Counting it with what
+    # runs would give `a` 8 and `b` 0, and KAI in `a` would start it: 12 guaranteed.
+    assert split_quota(8, {"a": 4, "b": 4}, ["a", "b"], {"a": 4}) == {"a": 4, "b": 4}
+    assert split_quota(8, {"b": 4}, ["a", "b"], {"a": 4, "b": 4}) == {"a": 4, "b": 4}
+    assert split_quota(16, {"b": 4}, ["a", "b"], {"b": 4}) == {"a": 8, "b": 8}
+
+
 @settings(max_examples=200, deadline=None)
 @given(quota=st.integers(0, 512),
        held=st.dictionaries(st.sampled_from("abcd"), st.integers(0, 256), max_size=4),
+       waiting=st.dictionaries(st.sampled_from("abcd"), st.integers(0, 256), max_size=4),
        order=st.lists(st.sampled_from("abcd"), min_size=1, max_size=4, unique=True))
-def test_the_clusters_quotas_never_sum_above_the_pools(quota, held, order):
-    shares = split_quota(quota, held, order)
+def test_the_clusters_quotas_never_sum_above_the_pools(quota, held, waiting, order):
+    shares = split_quota(quota, held, order, waiting)
     assert set(shares) == set(order) and sum(shares.values()) == quota
     assert all(share >= 0 for share in shares.values())
-    if sum(held.get(b, 0) for b in order) <= quota:
+    if sum(held.get(b, 0) for b in order) <= quota:  # what runs keeps its share, whatever waits
         assert all(shares[b] >= held.get(b, 0) for b in order)
 
 

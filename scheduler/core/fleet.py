@@ -198,6 +198,30 @@ def shape_of(gang: Gang) -> tuple:
             tuple((p.subgroup, p.gpus, p.cpu, p.memory, p.node_selector) for p in gang.pods))
 
 
+def _whole_nodes(gang: Gang, option: BackendOption, *, now: bool) -> Reason | None:
+    """The reason in the words of a gang whose every pod takes a whole node (16 × 8 GPUs on
+    8-GPU nodes): "no 16 whole 8-GPU nodes free"; None for any other shape."""
+    gpus = {pod.gpus for pod in gang.pods}
+    nodes = [node for node in option.nodes if node.schedulable]
+    if gang.subgroups or len(gpus) != 1 or not nodes:
+        return None
+    need, size = max(1, gang.min_member or len(gang.pods)), gpus.pop()
+    if size <= 0 or size < max(node.gpus for node in nodes):
+        return None
+    whole = [node for node in nodes if node.gpus >= size]
+    if not now:
+        return Reason("insufficient_gpus", f"it has {len(whole)} node(s) of {size} GPUs; "
+                                           f"the gang needs {need} whole one(s)")
+    if option.live is not None:
+        free = sum(1 for i, node in enumerate(option.live.nodes)
+                   if node.schedulable and option.live.free_gpu[i] >= size)
+    else:
+        free = sum(1 for node in whole if node.gpus - (node.bound or (0, 0, 0))[0] >= size)
+    if need == 1:
+        return Reason("insufficient_gpus", f"no whole {size}-GPU node free")
+    return Reason("insufficient_gpus", f"no {need} whole {size}-GPU nodes free ({free} are)")
+
+
 def judge(gang: Gang, option: BackendOption, now: float,
           ever: dict | None = None) -> Verdict:
     """One backend for one gang. ``ever``: a memo of whether each backend's nodes, empty, hold
@@ -217,14 +241,18 @@ def judge(gang: Gang, option: BackendOption, now: float,
         if key is not None:
             ever[key] = (fits, why)
     if not fits:
+        whole = _whole_nodes(gang, option, now=False) if why and why.code == \
+            "insufficient_gpus" else None
         return Verdict(option.name, False, False, None, free, Reason(
             why.code if why else "unschedulable",
-            f"its nodes could never hold the gang, even empty: {why.message if why else ''}"))
+            f"its nodes could never hold the gang, even empty: "
+            f"{(whole or why).message if why else ''}"))
     now_ok, why = _fits_now(gang, option)
     if now_ok:
         return Verdict(option.name, True, True, now, free)
     return Verdict(option.name, True, False, _estimate(gang, option, now), free,
-                   why or Reason("unschedulable", "no room for its minimum now"))
+                   _whole_nodes(gang, option, now=True) or why
+                   or Reason("unschedulable", "no room for its minimum now"))
 
 
 def _rank(verdict: Verdict, order: int) -> tuple:

@@ -83,7 +83,7 @@ def test_a_gang_goes_where_it_starts_and_only_that_backend_takes_it(admin_client
     [east] = body["backend_choice"]["passed_over"]
     assert east["backend"] == "east" and east["code"] == "insufficient_gpus"
     assert east["message"] == ("backend east: its nodes could never hold the gang, even "
-                               "empty: its minimum needs 16 GPUs; 8 of 8 are free there")
+                               "empty: it has 1 node(s) of 8 GPUs; the gang needs 2 whole one(s)")
 
 
 def test_the_most_free_gpus_win_when_several_start_it_now(admin_client, alice):
@@ -258,4 +258,24 @@ def test_among_backends_that_cannot_start_it_now_the_soonest_start_wins(admin_cl
     [west] = alice.get(f"/api/workflow/{name}/explain").json()["groups"][0][
         "backend_choice"]["passed_over"]
     assert (west["backend"], west["code"]) == ("west", "insufficient_gpus")
-    assert west["message"] == "backend west: its minimum needs 8 GPUs; 0 of 8 are free there"
+    assert west["message"] == "backend west: no whole 8-GPU node free"
+
+
+def test_a_backend_passed_over_says_until_when_its_nodes_are_taken(admin_client, alice):
+    cluster(admin_client, "east", 8, 8)
+    cluster(admin_client, "west", 8, 8)
+    pool = team()
+    for node in ("east-0", "east-1"):
+        busy_on(pool, node, 8, 7200)
+    for node in ("west-0", "west-1"):
+        busy_on(pool, node, 8, 3600)
+    name = submit(alice, "team", spec("pair", gpus=8, tasks=2))
+    assert fleet_pass().chosen == 1
+    assert group(name).backend == "west"  # free in an hour, east in two
+    [east] = alice.get(f"/api/workflow/{name}/explain").json()["groups"][0][
+        "backend_choice"]["passed_over"]
+    started = min(WorkflowGroup.objects.filter(started_at__isnull=False)
+                  .values_list("started_at", flat=True))
+    until = timezone.localtime(started + timedelta(seconds=7200))
+    assert east["message"] == f"backend east: no 2 whole 8-GPU nodes free (0 are) until " \
+                              f"{until:%H:%M}"

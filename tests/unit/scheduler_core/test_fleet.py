@@ -39,8 +39,17 @@ def test_a_gang_goes_where_it_starts_now_over_the_pools_first_backend():
 def test_whole_nodes_are_needed_not_a_sum_of_free_gpus():
     # 16 × 8 GPUs: 32 nodes half free have 128 free GPUs, and still no room.
     half = BackendOption("half", busy(nodes(32, prefix="h"), 4), NONE)
-    assert judge(whole_nodes_gang(16), half, 0.0).starts_now is False
-    assert judge(whole_nodes_gang(16), half, 0.0).free_gpus == 128
+    verdict = judge(whole_nodes_gang(16), half, 0.0)
+    assert (verdict.starts_now, verdict.free_gpus) == (False, 128)
+    assert (verdict.reason.code, verdict.reason.message) == (
+        "insufficient_gpus", "no 16 whole 8-GPU nodes free (0 are)")
+    mixed = BackendOption("mixed", busy(nodes(8, prefix="m"), 0) + busy(nodes(24, prefix="x"),
+                                                                        4), NONE)
+    assert judge(whole_nodes_gang(16), mixed, 0.0).reason.message == (
+        "no 16 whole 8-GPU nodes free (8 are)")
+    # Pods smaller than a node: the placement's own words.
+    small_pods = gang("small", pod_list=pods("p", 40, gpus=4), min_member=40)
+    assert "whole" not in judge(small_pods, half, 0.0).reason.message
 
 
 def test_a_backend_that_could_never_hold_it_is_filtered_out():
@@ -50,7 +59,8 @@ def test_a_backend_that_could_never_hold_it_is_filtered_out():
     assert choice.backend == "later"
     s = choice.verdict("small")
     assert (s.eligible, s.start) == (False, None)
-    assert s.reason.message.startswith("its nodes could never hold the gang, even empty")
+    assert s.reason.message == ("its nodes could never hold the gang, even empty: it has 8 "
+                                "node(s) of 8 GPUs; the gang needs 16 whole one(s)")
     assert choice.verdict("later").start == 100.0  # the work there ends at 100
 
 

@@ -16,8 +16,8 @@ from tests.k8s.conftest import spec, submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-EAST = ("backend east: its nodes could never hold the gang, even empty: its minimum needs "
-        "16 GPUs; 8 of 8 are free there [insufficient_gpus]")
+EAST = ("backend east: its nodes could never hold the gang, even empty: it has 1 node(s) of "
+        "8 GPUs; the gang needs 2 whole one(s) [insufficient_gpus]")
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ as which backend, messages applied once by id, work handed out until acked."""
 from __future__ import annotations
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.core.kai_names import TASK_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION
 from scheduler.models import AgentMessage, AgentWork, Backend, GroupDispatch, Node
@@ -249,3 +250,38 @@ def test_an_agent_speaks_only_for_its_own_work_and_nodes(admin_client, agent, ea
     west.post("/api/configs/backend/west/agent/messages", {"messages": [
         {"id": "p", "type": "pods", "payload": {"pods": [[pod, False]]}}]}, format="json")
     assert Task.objects.get(workflow__name=name).status == "RUNNING"
+
+
+def metric(client, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(client.get("/metrics").content.decode()):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return sample.value
+    return 0.0
+
+
+def test_the_agents_traffic_is_counted_per_backend(agent, east, settings,
+                                                   django_capture_on_commit_callbacks):
+    settings.OSMO_METRICS = True
+    admin = make_client("root", "osmo-admin")
+    names = ("osmo_agent_connects_total", "osmo_agent_messages_total",
+             "osmo_agent_messages_resent_total", "osmo_agent_dispatch_lag_seconds_count")
+    labels = ({"backend": "east"}, {"backend": "east", "type": "nodes"}, {"backend": "east"},
+              {"backend": "east"})
+    before = [metric(admin, name, **label) for name, label in zip(names, labels, strict=True)]
+    factories.pool("team", 64, backends=["east"])
+    submit(make_client("alice", "osmo-team-user"), "team", spec("w", gpus=1))
+    with django_capture_on_commit_callbacks(execute=True):  # counted once committed
+        register(agent)
+        register(agent)  # a reconnect
+        batch = {"messages": [{"id": f"m{i}", "type": "nodes", "payload": {
+            "nodes": [node(f"n{i}", 8)]}} for i in range(3)]}
+        for _ in range(2):  # the second time: sent again, applied before
+            assert agent.post("/api/configs/backend/east/agent/messages", batch,
+                              format="json").status_code == 200
+        work = agent.post("/api/configs/backend/east/agent/work", {"wait": 0},
+                          format="json").json()["work"]
+        agent.post("/api/configs/backend/east/agent/work",
+                   {"acks": [{"id": w["id"]} for w in work], "wait": 0}, format="json")
+    after = [metric(admin, name, **label) for name, label in zip(names, labels, strict=True)]
+    assert [b - a for a, b in zip(before, after, strict=True)] == [2, 3, 3, 1]

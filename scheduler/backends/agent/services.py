@@ -11,6 +11,7 @@ the message, so a message is applied once or not at all, and acked only then.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,7 +25,7 @@ from scheduler.models import AgentMessage, Backend, BackendKind, ClusterBackendS
 from ..fleet import fleet_pass
 from ..kubernetes.nodes import node_fields
 from ..selectors import backend_get
-from . import work
+from . import metrics, work
 from .pods import AgentPods
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ backend and when this connection began (the agent echoes it with its re-lists)."
     backend.last_heartbeat = now
     backend.save(update_fields=["k8s_uid", "version", "last_heartbeat"])
     work.queue_sync(backend, force=True)
+    metrics.record_connect(name)
     AgentMessage.objects.filter(backend=name,
                                 received_at__lt=now - KEPT_MESSAGES).delete()
     return backend, now
@@ -88,19 +90,26 @@ def agent_messages(*, backend: Backend, messages: list[dict[str, Any]]) -> list[
     before). A message whose effect fails is not acked (its row rolls back with it): the
     agent sends it again; the messages after it wait for it."""
     acked: list[str] = []
+    applied, resent = Counter(), 0
     pods = AgentPods(backend)
     for message in messages:
         try:
             with transaction.atomic():
-                if _first_time(backend, message["id"], message["type"]):
+                first = _first_time(backend, message["id"], message["type"])
+                if first:
                     _apply(backend, pods, message["type"], message["payload"])
         except Exception:
             logger.exception("agent %s: message %s (%s) failed", backend.name, message["id"],
                              message["type"])
             break
         acked.append(message["id"])
+        if first:
+            applied[message["type"]] += 1
+        else:
+            resent += 1
     if acked:
         Backend.objects.filter(pk=backend.pk).update(last_heartbeat=timezone.now())
+    metrics.record_messages(backend.name, applied, resent)
     return acked
 
 

@@ -40,6 +40,7 @@ from workflows.models import (
 
 from ..destined import destined_q
 from ..kubernetes.objects import group_objects, group_selector
+from . import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +205,9 @@ def ack(backend: Backend, acks: Iterable[dict]) -> list[int]:
             GroupDispatch.objects.filter(group_id__in=applied, applied_at__isnull=True).update(
                 applied_at=now, last_error="")
             lifecycle.groups_dispatched(applied, backend.name)
+            metrics.record_dispatched(backend.name, [
+                (now - submitted).total_seconds() for submitted in WorkflowGroup.objects
+                .filter(pk__in=applied).values_list("workflow__submitted_at", flat=True)])
         for group_id, error in failed.items():
             GroupDispatch.objects.filter(group_id=group_id).update(last_error=error)
             lifecycle.group_fail_submission(group_id=group_id)

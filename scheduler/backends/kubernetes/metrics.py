@@ -29,10 +29,11 @@ WATCH_RESTARTS = Counter(
 RELISTS = Counter(
     "osmo_backend_relists_total",
     "Full LISTs, by resource and reason (initial, expired, requested).", ["resource", "reason"])
+DISPATCH_LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600)
 DISPATCH_LAG = Histogram(
     "osmo_backend_dispatch_lag_seconds",
     "Time from a workflow's submission to its group's objects all existing on the cluster.",
-    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600))
+    buckets=DISPATCH_LAG_BUCKETS)
 
 
 def request_labels(method: str, url: str) -> tuple[str, str]:

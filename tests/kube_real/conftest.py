@@ -286,14 +286,20 @@ def sched(apiserver, namespace, osmo_settings, kubelet):
 @pytest.fixture(scope="module")
 def kai(apiserver, tmp_path_factory):
     """The real KAI scheduler and binder, one per test module, stopped by PID at its end."""
+    yield from kai_served(apiserver, tmp_path_factory.mktemp("kai"))
+
+
+def kai_served(apiserver: ApiServer, run_dir):
+    """A fixture's body for the real KAI on ``apiserver``: started on an empty cluster (nodes
+    are cluster-wide), yielded, stopped (also when its start failed half-way)."""
     from .kai import Kai
     from .kai import unavailable_reason as kai_unavailable
 
     reason = kai_unavailable()
     if reason:
         missing(reason)  # in CI: a failure
-    delete_all_nodes(apiserver)  # nodes are cluster-wide: KAI starts on an empty cluster
-    scheduler = Kai(apiserver, tmp_path_factory.mktemp("kai"))
+    delete_all_nodes(apiserver)
+    scheduler = Kai(apiserver, run_dir)
     try:
         scheduler.start()
     except Exception:

@@ -141,10 +141,9 @@ def kubelet_logs(tmp_path):
     server.stop()
 
 
-def test_an_ending_pods_log_and_events_reach_the_service_through_the_agent(
-        east, cluster, alice, apiserver, namespace, kubelet_logs):
-    """A 3 MiB log (several reads, a message each: none grows with the log) and the pod's
-    Events are kept before the task ends, each line once and in order."""
+def running_with_log(east, cluster, alice, apiserver, namespace, kubelet_logs):
+    """A one-task workflow running through the agent on a node whose kubelet serves its log:
+    (workflow, pod, the container's log)."""
     cluster.add_node("east-n1", gpus=8)
     kubelet_logs.serve_node(apiserver, "east-n1")
     factories.pool("team", 64, backends=["east"])
@@ -156,6 +155,15 @@ def test_an_ending_pods_log_and_events_reach_the_service_through_the_agent(
     log = kubelet_logs.container(namespace, pod, container)
     cluster.run(pod, "east-n1")
     wait_until(lambda: statuses(alice, name) == ("RUNNING", ["RUNNING"]), 30, "RUNNING", east)
+    return name, pod, log
+
+
+def test_an_ending_pods_log_and_events_reach_the_service_through_the_agent(
+        east, cluster, alice, apiserver, namespace, kubelet_logs):
+    """A 3 MiB log (several reads, a message each: none grows with the log) and the pod's
+    Events are kept before the task ends, each line once and in order."""
+    name, pod, log = running_with_log(east, cluster, alice, apiserver, namespace,
+                                      kubelet_logs)
     written = [f"step {i:05d} " + "x" * 90 for i in range(30_000)]  # 3 MiB with stamps
     log.write(*written)
     log.close()
@@ -194,17 +202,8 @@ def test_a_running_pods_log_reaches_its_reader_through_the_agent(
         east, cluster, alice, apiserver, namespace, kubelet_logs):
     """While someone follows a running task's log, the agent sends its new lines (the poll
     names the pod); each line is kept once, and the rest comes when the pod ends."""
-    cluster.add_node("east-n1", gpus=8)
-    kubelet_logs.serve_node(apiserver, "east-n1")
-    factories.pool("team", 64, backends=["east"])
-    east.start()
-    name = submit(alice, "team", spec("train", gpus=1))
-    pod = f"{name}-g-t0"
-    wait_until(lambda: cluster.names("pods") == [pod], 30, "the agent's pod", east)
-    container = cluster.get("pods", pod)["spec"]["containers"][0]["name"]
-    log = kubelet_logs.container(namespace, pod, container)
-    cluster.run(pod, "east-n1")
-    wait_until(lambda: statuses(alice, name) == ("RUNNING", ["RUNNING"]), 30, "RUNNING", east)
+    name, pod, log = running_with_log(east, cluster, alice, apiserver, namespace,
+                                      kubelet_logs)
     log.write("epoch 1 loss 0.9", "epoch 2 loss 0.5")
     time.sleep(3)
     assert not kubelet_logs.requests  # nobody reads it: the agent reads nothing

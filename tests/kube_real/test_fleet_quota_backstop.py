@@ -16,15 +16,12 @@ from scheduler.backends import services as backend_services
 from scheduler.models import Node
 from tests import factories
 from tests.k8s.conftest import spec, statuses, submit
-from tests.shared_data import missing
 from workflows.models import WorkflowGroup
 
 from .agent import install_agent_rbac, wait_until
-from .conftest import Cluster, served
-from .kai import Kai, add_node, prepare_namespace
-from .kai import unavailable_reason as kai_unavailable
+from .conftest import Cluster, kai_served, served
+from .kai import add_node, prepare_namespace
 from .kubelet import Kubelet
-from .osmo_placement import delete_all_nodes
 from .server import ApiServer
 from .test_agent import agent_of
 
@@ -40,27 +37,16 @@ def west_apiserver(apiserver, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def west_kai(west_apiserver, tmp_path_factory):
-    reason = kai_unavailable()
-    if reason:
-        missing(reason)  # in CI: a failure
-    delete_all_nodes(west_apiserver)
-    scheduler = Kai(west_apiserver, tmp_path_factory.mktemp("kai-west"))
-    try:
-        scheduler.start()
-    except Exception:
-        scheduler.stop()
-        raise
-    yield scheduler
-    scheduler.stop()
-    delete_all_nodes(west_apiserver)
+    yield from kai_served(west_apiserver, tmp_path_factory.mktemp("kai-west"))
 
 
 def leaf_queue(cluster: Cluster, pool: str) -> dict:
-    """The pool's `.shared` leaf Queue in that cluster."""
+    """The pool's `.shared` leaf Queue in that cluster (Queues are cluster-wide: the names
+    carry the namespace)."""
     queues = cluster.queues()
-    names = [name for name in queues if name.endswith(f"-{pool}.shared")]
-    assert len(names) == 1, sorted(queues)
-    return queues[names[0]]
+    name = f"osmo-pool-{cluster.namespace}-{pool}.shared"
+    assert name in queues, sorted(queues)
+    return queues[name]
 
 
 def gpu_quota(queue: dict) -> int:

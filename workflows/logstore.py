@@ -102,6 +102,17 @@ def log_cursor(task_id: int, retry_id: int = 0) -> int:
         last=Max("source_ns"))["last"] or 0
 
 
+def log_cursors(runs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """:func:`log_cursor` of many ``(task_id, retry_id)`` runs in one query (0: never read)."""
+    runs = set(runs)
+    if not runs:
+        return {}
+    rows = (TaskLogChunk.objects.filter(task_id__in={task for task, _ in runs})
+            .values_list("task_id", "retry_id").annotate(last=Max("source_ns")).order_by())
+    found = {(task, retry): last or 0 for task, retry, last in rows}
+    return {run: found.get(run, 0) for run in runs}
+
+
 LOG_INTEREST_SECONDS = 60
 
 

@@ -14,7 +14,9 @@ MAX_FOLLOWED = 100  # pods one agent follows at once (the oldest readers' first)
 
 
 def logs_wanted(backend_name: str) -> list[dict]:
-    """``[{task: [workflow, task], pod, since_ns}]`` of this backend's tasks read live."""
+    """``[{task: [workflow, task], pod, since_ns}]`` of this backend's tasks read live (two
+    queries, whatever their number: the long-poll asks every step)."""
+    tasks = tasks_read_live(group__backend=backend_name, limit=MAX_FOLLOWED)
+    cursors = logstore.log_cursors((task.pk, task.retry_id) for task in tasks)
     return [{"task": [task.workflow.name, task.name], "pod": task_pod_name(task),
-             "since_ns": logstore.log_cursor(task.pk, task.retry_id)}
-            for task in tasks_read_live(group__backend=backend_name)[:MAX_FOLLOWED]]
+             "since_ns": cursors[(task.pk, task.retry_id)]} for task in tasks]

@@ -141,12 +141,14 @@ class PodLogs:
         return copied
 
 
-def tasks_read_live(**where: Any) -> list[Task]:
-    """The running tasks (on a node) whose log someone reads now, of those ``where`` names."""
-    return list(Task.objects.filter(
+def tasks_read_live(*, limit: int | None = None, **where: Any) -> list[Task]:
+    """The running tasks (on a node) whose log someone reads now, of those ``where`` names
+    (the first ``limit`` by id)."""
+    tasks = (Task.objects.filter(
         pk__in=TaskLogInterest.objects.filter(until__gt=timezone.now()).values("task_id"),
         status__in=ALIVE_TASK_STATUSES, node_name__gt="", **where)
         .select_related("group", "workflow").distinct().order_by("pk"))
+    return list(tasks[:limit] if limit is not None else tasks)
 
 
 def task_pod_name(task: Task) -> str:

@@ -71,17 +71,18 @@ class LogFollower:
             if status_of(exc) not in (400, 404):  # 400: not started yet, 404: gone
                 logger.warning("agent: following the log of %s: %s", pod, describe(exc))
             return 0
-        sent, piece, last = 0, [], cursor
+        sent, piece, size, last = 0, [], 0, cursor
         for line in data.decode("utf-8", "replace").splitlines(keepends=True):
             stamp = stamp_ns(line)
             if stamp is None or stamp[0] <= cursor or not line.endswith("\n"):
                 continue  # already sent (sinceTime has whole seconds), or cut by limitBytes
             piece.append(line)
+            size += len(line)
             last = stamp[0]
             sent += 1
-            if sum(map(len, piece)) >= LOG_MESSAGE_BYTES:
+            if size >= LOG_MESSAGE_BYTES:
                 self._put(task, pod, piece)
-                piece = []
+                piece, size = [], 0
         if piece:
             self._put(task, pod, piece)
         with self._lock:

@@ -542,7 +542,13 @@ def test_ctrl_c_stops_every_process_and_the_embedded_postgres(work_dir: Path):
         assert {os.getpgid(child.pid) for child in tree if child.name() != "postgres"} == {
             process.pid}, "one process group"
         os.killpg(process.pid, signal.SIGINT)
-        assert process.wait(60) == 0
+        try:
+            code = process.wait(60)
+        except subprocess.TimeoutExpired:  # say what was still stopping, then fail
+            alive = [f"{p.pid} {p.name()}" for p in _still_running(tree, timeout=0)]
+            pytest.fail(f"standalone still running 60 s after SIGINT; alive: {alive}; "
+                        f"log tail: {log.read_text()[-3000:]}")
+        assert code == 0
         assert _still_running(tree) == []
         assert "restarting in" not in log.read_text(), "nothing is restarted while stopping"
     finally:

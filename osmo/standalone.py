@@ -281,6 +281,9 @@ class Standalone:
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGTERM, on_signal)
+        # Also when started with SIGINT ignored (a script's `&` job): its children do not
+        # ignore it, and a Ctrl-C would end them one by one while this restarts them.
+        signal.signal(signal.SIGINT, on_signal)
         try:
             self.claim_data_dir()
             self.bind()

@@ -159,12 +159,14 @@ def _standalone_env() -> dict[str, str]:
 
 
 def _osmo_standalone(*args: str, log: Path, env: dict[str, str] | None = None,
-                     new_session: bool = False) -> subprocess.Popen:
+                     new_session: bool = False, sigint=None) -> subprocess.Popen:
+    """``sigint``: the disposition of SIGINT the standalone inherits (None: this process's)."""
     with log.open("a") as stderr:
         return subprocess.Popen(
             [str(Path(sys.executable).with_name("osmo")), "standalone", *args],
             stdout=subprocess.PIPE, stderr=stderr, text=True,
-            env={**_standalone_env(), **(env or {})}, start_new_session=new_session)
+            env={**_standalone_env(), **(env or {})}, start_new_session=new_session,
+            preexec_fn=None if sigint is None else lambda: signal.signal(signal.SIGINT, sigint))
 
 
 def _token_when_ready(process: subprocess.Popen, port: int, log: Path) -> str:
@@ -528,12 +530,16 @@ def test_a_taken_port_stops_start_up_before_ready(work_dir: Path):
 
 
 @pytest.mark.timeout(120)
-def test_ctrl_c_stops_every_process_and_the_embedded_postgres(work_dir: Path):
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["shell", "script"])
+def test_ctrl_c_stops_every_process_and_the_embedded_postgres(work_dir: Path, inherited):
     """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: here the
-    standalone leads a group of its own, as a shell job does, and the group gets SIGINT."""
+    standalone leads a group of its own, as a shell job does, and the group gets SIGINT. A
+    script's `&` job starts with SIGINT ignored: the standalone stops all the same (its
+    children would not ignore it, and would be restarted one by one)."""
     port, data, log = free_port(), work_dir / "data", work_dir / "standalone.log"
     process = _osmo_standalone("--port", str(port), "--data-dir", str(data), "--no-demo",
-                               "--web-workers", "1", log=log, new_session=True)
+                               "--web-workers", "1", log=log, new_session=True,
+                               sigint=inherited)
     tree: list[psutil.Process] = []
     try:
         _token_when_ready(process, port, log)

@@ -48,8 +48,10 @@ def history(db):
     return pools
 
 
-def plan_of(sql: str) -> dict:
+def plan_of(sql: str, probe: bool = False) -> dict:
+    """``probe``: plan with Seq Scans priced out, so the plan shows whether an index serves it."""
     with connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL enable_seqscan = {'off' if probe else 'on'}")
         cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
         plan = cursor.fetchone()[0]
     return (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
@@ -92,7 +94,10 @@ def check_page(client, path: str) -> None:
     sqls = page_queries(client, path)
     assert sqls
     for sql in sqls:
-        plan = plan_of(sql)
+        # A page's groups or tasks read by its workflows' ids: at this test's size the planner
+        # may price reading a few thousand rows whole below 20 probes (it did, once, in a fresh
+        # database), at production size never; what must hold is that an index serves the probe.
+        plan = plan_of(sql, probe='"workflow_id" IN (' in sql)
         if "COUNT(" in sql:  # bounded: a Limit of COUNT_BOUND + 1 under the count
             limits = [n for n in nodes(plan) if n["Node Type"] == "Limit"]
             assert limits and f"LIMIT {COUNT_BOUND + 1}" in sql, sql

@@ -397,14 +397,16 @@ def groups_record_below_min(since: Mapping[int, datetime | None]) -> None:
 
 # --- the embedded cluster ------------------------------------------------------------------
 
-def tasks_complete_due(*, now: datetime, default_seconds: int) -> int:
-    """Embedded cluster: running tasks end COMPLETED (exit code 0) after their `sleep N`
-    seconds, else after ``default_seconds``; returns how many ended."""
+def tasks_complete_due(*, now: datetime, default_seconds: int, nodes: list[str]) -> int:
+    """Embedded cluster: its running tasks (on ``nodes``) end COMPLETED (exit code 0) after
+    their `sleep N` seconds, else after ``default_seconds``; returns how many ended. A task
+    on another backend's node runs on a real cluster: only its reports end it."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id, workflow_id, sim_exit_code FROM workflows_task WHERE status = %s "
-            "AND started_at + make_interval(secs => coalesce(run_seconds, %s)) <= %s",
-            [TaskStatus.RUNNING, default_seconds, now])
+            "AND started_at + make_interval(secs => coalesce(run_seconds, %s)) <= %s "
+            "AND node_name = ANY(%s::text[])",
+            [TaskStatus.RUNNING, default_seconds, now, nodes])
         rows = cursor.fetchall()
     # A command that ends `exit M` (rare) ends as a backend's report would: its exit actions
     # decide; the others end COMPLETED together.

@@ -12,7 +12,7 @@ from scheduler.models import SchedulerCycle
 from tests import factories
 from workflows.models import Task, WorkflowGroup
 
-from .conftest import cycle, spec, submit
+from .conftest import add_nodes, cycle, spec, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -124,3 +124,33 @@ def test_the_default_backend_places_nothing_of_a_pool_that_does_not_name_it(admi
     assert placed(name) == ("a", ["a-0"])
     assert placed(other) == (None, [""])
     assert pending_on("default") == []
+
+
+def test_a_task_on_a_real_clusters_node_is_not_simulated(admin, alice, team, settings):
+    """Beside an agent's cluster, the embedded loop ends and prints only its own tasks: a task
+    on the cluster's node ends when its pod does, whatever the simulated run time."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.backends.embedded import cycle as embedded_cycle
+    from scheduler.backends.embedded.sim_logs import SimulatedOutput
+    from scheduler.models import Node
+    from workflows.models import TaskLogChunk
+
+    settings.OSMO_SIM_TASK_SECONDS = 60
+    settings.OSMO_SIM_LOG_INTERVAL = 0
+    response = admin.post("/api/configs/backend/k", {"kind": "kubernetes"}, format="json")
+    assert response.status_code == 201, response.json()
+    Node.objects.create(name="k-0", gpus=8, backend="k")  # as the agent's inventory writes it
+    add_nodes(admin, 1)
+    here, there = submit(alice, "team", spec("here", 4)), submit(alice, "team", spec("there", 4))
+    assert cycle(admin)["bound"] == 2
+    WorkflowGroup.objects.filter(workflow__name=there).update(backend="k")
+    Task.objects.filter(workflow__name=there).update(node_name="k-0")
+    assert SimulatedOutput().step() == 2  # where "here" runs, its command; nothing of "there"
+    assert set(TaskLogChunk.objects.values_list("workflow__name", flat=True)) == {here}
+    later = timezone.now() + timedelta(minutes=5)
+    assert embedded_cycle.complete_due_tasks(now=later) == 1
+    assert dict(Task.objects.values_list("workflow__name", "status")) == {
+        here: "COMPLETED", there: "RUNNING"}

@@ -416,7 +416,8 @@ def test_events_of_a_preemption_and_a_completion(admin):
     assert re.fullmatch(rf"Preempted: reclaimed by queue osmo-pool-osmo-owner\.shared "
                         rf"\(workflow {mine}\); off node node-\d", last[1]), last
     task = Task.objects.get(workflow__name=mine)
-    lifecycle.tasks_complete_due(now=task.started_at + timedelta(hours=1), default_seconds=60)
+    lifecycle.tasks_complete_due(now=task.started_at + timedelta(hours=1), default_seconds=60,
+                                 nodes=[task.node_name])
     assert events(owner, mine)[-1] == ("t0", "Completed: exit code 0")
 
 

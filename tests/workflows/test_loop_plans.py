@@ -40,7 +40,7 @@ def history_reads(call) -> list[tuple[str, str]]:
 
 def test_the_completion_pass_reads_running_tasks_only():
     assert history_reads(lambda: lifecycle.tasks_complete_due(
-        now=timezone.now(), default_seconds=60)) == []
+        now=timezone.now(), default_seconds=60, nodes=[f"node-{i}" for i in range(64)])) == []
 
 
 def test_the_timeout_pass_reads_alive_groups_only():

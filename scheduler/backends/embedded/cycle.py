@@ -173,7 +173,7 @@ def cycle_run(*, now: datetime | None = None, spec: BackendSpec | None = None,
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CYCLE_LOCK])
             now = now or timezone.now()
             lifecycle.groups_time_out(now=now)
-            completed = complete_due_tasks(now=now)
+            completed = complete_due_tasks(now=now, backend=spec.name)
             snapshot, index = build_snapshot(now=now, backend=spec.name, embedded=embedded)
             decide = time.perf_counter()
             result = run_cycle(snapshot)
@@ -244,9 +244,15 @@ def _first_binds(result, index, now: datetime) -> list[tuple[str, float]]:
 
 # --- the embedded cluster: task completion ---------------------------------------------------
 
-def complete_due_tasks(*, now: datetime) -> int:
-    """Embedded cluster: running tasks end after `sleep N` seconds, or after
+def complete_due_tasks(*, now: datetime, backend: str = DEFAULT_BACKEND) -> int:
+    """Embedded backend ``backend``: its running tasks end after `sleep N` seconds, or after
     OSMO_SIM_TASK_SECONDS (0: never by themselves; only status reports end tasks)."""
     if settings.OSMO_SIM_TASK_SECONDS <= 0:
         return 0
-    return lifecycle.tasks_complete_due(now=now, default_seconds=settings.OSMO_SIM_TASK_SECONDS)
+    return lifecycle.tasks_complete_due(now=now, default_seconds=settings.OSMO_SIM_TASK_SECONDS,
+                                        nodes=nodes_of([backend]))
+
+
+def nodes_of(backends: list[str]) -> list[str]:
+    """The names of these backends' nodes (a node name is unique in the fleet)."""
+    return list(Node.objects.filter(backend__in=backends).values_list("name", flat=True))

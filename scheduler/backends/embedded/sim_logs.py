@@ -17,7 +17,9 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler.backends.spec import embedded_specs
 from scheduler.kai.workflow_manifests import stored_spec
+from scheduler.models import Node
 from workflows import logstore
 from workflows.models import Task, TaskLogChunk, TaskStatus, Workflow
 from workflows.selectors import gpu_holding_tasks
@@ -73,7 +75,11 @@ class SimulatedOutput:
     def step(self, now: datetime | None = None) -> int:
         """Write the lines due now; returns how many were written."""
         now = now or timezone.now()
-        rows = list(gpu_holding_tasks().filter(status=TaskStatus.RUNNING).order_by("id")
+        # Only the embedded backends' tasks: one on a real cluster's node prints its own log.
+        simulated = Node.objects.filter(backend__in=[spec.name for spec in embedded_specs()])
+        rows = list(gpu_holding_tasks().filter(status=TaskStatus.RUNNING,
+                                               node_name__in=simulated.values("name"))
+                    .order_by("id")
                     .values_list("id", "workflow_id", "name", "spec_task", "node_name", "gpus",
                                  "started_at", "run_seconds", "retry_id")[:BATCH])
         lines: list[tuple[int, int, str, int]] = []

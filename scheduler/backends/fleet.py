@@ -10,7 +10,8 @@ more backends (and, as load, those of the single-backend pools sharing them):
 - a group whose recorded backend went OFFLINE (silent past `OSMO_BACKEND_LEASE`) and never
   ran is taken back and chosen again at once; one waiting where another backend would start
   it now moves there (`move_target`, at most once per `OSMO_FLEET_MOVE_INTERVAL`). Work it
-  had on the old cluster is fenced (`agent.work.fence_moved`);
+  had on the old cluster is fenced (`agent.work.fence_moved`); after a move the new backend
+  creates nothing until the old one's agent has deleted it there;
 - an unchosen group is chosen (`choose`) and reserved; when no backend's inventory can hold
   it, the first usable backend that has sent no nodes yet takes it (its own placement
   decides there); else it stays unchosen and waits, and `explain` says why.
@@ -51,7 +52,7 @@ from workflows import lifecycle
 from workflows.models import ALIVE_WORKFLOW_STATUSES, Task, TaskStatus, WorkflowGroup
 from workflows.selectors import gpu_holding_tasks
 
-from .agent.work import fence_moved
+from .agent.work import fence_moved, release_held
 from .liveness import MAINTENANCE, OFFLINE, ONLINE, backend_status
 from .selectors import backends_live
 
@@ -267,6 +268,7 @@ def _pass(names: set[str], now: datetime, moves: bool = True) -> FleetSummary:
             choices[row["id"]] = target
             options[target], _ = reserve(gang, options[target])
     summary = FleetSummary()
+    release_held([name for name, status in statuses.items() if status == OFFLINE])
     for source, ids in offline.items():
         moved = lifecycle.groups_move_backend(ids, source=source, target=None, now=now,
                                               reason=OFFLINE_REASON)
@@ -276,7 +278,7 @@ def _pass(names: set[str], now: datetime, moves: bool = True) -> FleetSummary:
         moved = lifecycle.groups_move_backend(
             ids, source=source, target=target, now=now,
             reason=f"backend {target} starts it now, {source} does not")
-        fence_moved(source, moved)
+        fence_moved(source, moved, hold=True)
         summary.moved += len(moved)
     summary.chosen = len(lifecycle.groups_choose_backend(choices))
     return summary

@@ -279,3 +279,63 @@ def test_a_backend_passed_over_says_until_when_its_nodes_are_taken(admin_client,
     until = timezone.localtime(started + timedelta(seconds=7200))
     assert east["message"] == f"backend east: no 2 whole 8-GPU nodes free (0 are) until " \
                               f"{until:%H:%M}"
+
+
+def test_a_moved_gang_is_created_on_its_new_cluster_only_once_the_old_one_deleted_it(
+        admin_client, alice):
+    """A move between two ONLINE clusters: the old one's pods might still be placed there, so
+    the new one creates nothing until the old agent acks the fence; a gang is never in two
+    clusters at once. Were the old agent to go silent first, its lease frees the group."""
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west")
+    team()
+    east = make_client("agent-east", "osmo-backend-east")
+    west = make_client("agent-west", "osmo-backend-west")
+    register(east, "east")
+    register(west, "west")
+    first = submit(alice, "team", spec("first", gpus=8))
+    second = submit(alice, "team", spec("second", gpus=8))
+    assert fleet_pass().chosen == 2
+    work = poll(east, "east")  # both created on east; second waits there for room
+    assert {w["payload"]["podgroup"] for w in work if w["kind"] == "create"} == {
+        group(first).podgroup, group(second).podgroup}
+    poll(east, "east", [{"id": w["id"]} for w in work])
+    node(admin_client, "west", 0, 8)
+    with override_settings(OSMO_FLEET_MOVE_INTERVAL=0):
+        assert fleet_pass().moved == 1
+    assert group(second).backend == "west"
+    # west claims nothing while east may still hold second's pods.
+    assert claim_groups(Backend.objects.get(name="west")) == 0
+    assert [w["kind"] for w in poll(west, "west")] == ["sync"]
+    fence = poll(east, "east")
+    assert [(w["kind"], w["payload"]["podgroup"]) for w in fence] == [
+        ("delete", group(second).podgroup)]
+    poll(east, "east", [{"id": fence[0]["id"]}])  # east deleted them: west may create them
+    assert claim_groups(Backend.objects.get(name="west")) == 1
+    assert GroupDispatch.objects.get(group=group(second)).applied_at is None
+
+
+@override_settings(OSMO_BACKEND_LEASE=30)
+def test_a_move_whose_old_cluster_goes_silent_is_released_by_the_lease(admin_client, alice):
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west")
+    team()
+    east = make_client("agent-east", "osmo-backend-east")
+    register(east, "east")
+    first = submit(alice, "team", spec("first", gpus=8))
+    second = submit(alice, "team", spec("second", gpus=8))
+    assert fleet_pass().chosen == 2
+    poll(east, "east", [{"id": w["id"]} for w in poll(east, "east")])
+    node(admin_client, "west", 0, 8)
+    with override_settings(OSMO_FLEET_MOVE_INTERVAL=0):
+        assert fleet_pass().moved == 1
+    assert claim_groups(Backend.objects.get(name="west")) == 0
+    Backend.objects.filter(name="east").update(
+        last_heartbeat=timezone.now() - timedelta(seconds=31))
+    # east is OFFLINE: second is freed, first (never started either) is taken back too.
+    assert fleet_pass().redispatched == 1
+    assert claim_groups(Backend.objects.get(name="west")) == 2
+    assert {group(first).backend, group(second).backend} == {"west"}
+    # The fences stay first in line for east's return, one per group.
+    assert sorted(AgentWork.objects.filter(backend="east", kind="delete", acked_at__isnull=True)
+                  .values_list("group__workflow__name", flat=True)) == [first, second]

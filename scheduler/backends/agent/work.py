@@ -127,13 +127,15 @@ def queue_sync(backend: Backend, *, force: bool = False) -> bool:
     return True
 
 
-def fence_moved(backend_name: str, group_ids: list[int]) -> int:
+def fence_moved(backend_name: str, group_ids: list[int], *, hold: bool = False) -> int:
     """Groups taken away from ``backend_name`` (OFFLINE, or moved to another backend) before
     any of their pods ran: their unacked creates there are never handed out, their objects
     there are queued for deletion as fences — while one is unacked the agent is given
     nothing else (:func:`unacked`), so a returning cluster deletes moved work before it
     starts anything —, and their dispatch record goes so that the next backend claims them.
-    Returns the fences queued."""
+    ``hold`` (the source is ONLINE: a move): a fenced group's record goes only when the fence
+    is acked (:func:`ack`), so the next backend creates nothing while its objects may still
+    be placed there — a gang is never in two clusters at once. Returns the fences queued."""
     if not group_ids:
         return 0
     now = timezone.now()
@@ -148,15 +150,28 @@ def fence_moved(backend_name: str, group_ids: list[int]) -> int:
             acked_at=Coalesce("acked_at", Value(now)), outcome=MOVED)
         groups = list(WorkflowGroup.objects.filter(pk__in=sorted(sent))
                       .select_related("workflow"))
+        held = dict(GroupDispatch.objects.filter(group_id__in=sent).values_list(
+            "group_id", "pk")) if hold else {}
         AgentWork.objects.bulk_create([AgentWork(
             backend=backend_name, kind=AgentWorkKind.DELETE, group=group,
             payload={"podgroup": group.podgroup, "fence": True,
-                     "selector": group_selector(group.workflow.name, group.name)})
+                     "selector": group_selector(group.workflow.name, group.name),
+                     **({"releases": held[group.pk]} if group.pk in held else {})})
             for group in groups])
-        GroupDispatch.objects.filter(group_id__in=group_ids).delete()
+        GroupDispatch.objects.filter(group_id__in=group_ids).exclude(
+            pk__in=list(held.values())).delete()
     if groups:
         logger.info("agent %s: %d moved group(s) fenced", backend_name, len(groups))
     return len(groups)
+
+
+def release_held(backend_names: list[str]) -> int:
+    """The dispatch records held by these (OFFLINE) backends' unacked fences go: their groups
+    are claimed elsewhere at once, and the fences stay first in line for a returning agent."""
+    held = AgentWork.objects.filter(backend__in=backend_names, kind=AgentWorkKind.DELETE,
+                                    acked_at__isnull=True, payload__has_key="releases")
+    return GroupDispatch.objects.filter(
+        pk__in=[item.payload["releases"] for item in held.only("payload")]).delete()[0]
 
 
 def unacked(backend: Backend, *, after: int = 0) -> list[dict]:
@@ -187,7 +202,7 @@ def ack(backend: Backend, acks: Iterable[dict]) -> list[int]:
     with transaction.atomic():
         items = list(AgentWork.objects.filter(backend=backend.name, pk__in=list(by_id),
                                               acked_at__isnull=True)
-                     .select_for_update().only("pk", "kind", "group_id"))
+                     .select_for_update().only("pk", "kind", "group_id", "payload"))
         for item in items:
             AgentWork.objects.filter(pk=item.pk).update(acked_at=now, outcome=by_id[item.pk])
             done.append(item.pk)
@@ -212,6 +227,10 @@ def ack(backend: Backend, acks: Iterable[dict]) -> list[int]:
             GroupDispatch.objects.filter(group_id=group_id).update(last_error=error)
             lifecycle.group_fail_submission(group_id=group_id)
         cleaned = [item.group_id for item in items if item.kind == AgentWorkKind.DELETE]
+        # A moved group's objects are gone here: the backend it moved to may create them now.
+        GroupDispatch.objects.filter(pk__in=[
+            item.payload["releases"] for item in items
+            if item.kind == AgentWorkKind.DELETE and "releases" in item.payload]).delete()
         # A group that moved to another backend keeps its new dispatch as it is.
         GroupDispatch.objects.filter(group_id__in=cleaned, group__backend=backend.name).update(
             cleaned_at=now)

@@ -168,10 +168,12 @@ def fence_moved(backend_name: str, group_ids: list[int], *, hold: bool = False) 
 def release_held(backend_names: list[str]) -> int:
     """The dispatch records held by these (OFFLINE) backends' unacked fences go: their groups
     are claimed elsewhere at once, and the fences stay first in line for a returning agent."""
+    if not backend_names:
+        return 0
     held = AgentWork.objects.filter(backend__in=backend_names, kind=AgentWorkKind.DELETE,
                                     acked_at__isnull=True, payload__has_key="releases")
     return GroupDispatch.objects.filter(
-        pk__in=[item.payload["releases"] for item in held.only("payload")]).delete()[0]
+        pk__in=list(held.values_list("payload__releases", flat=True))).delete()[0]
 
 
 def unacked(backend: Backend, *, after: int = 0) -> list[dict]:
@@ -202,7 +204,7 @@ def ack(backend: Backend, acks: Iterable[dict]) -> list[int]:
     with transaction.atomic():
         items = list(AgentWork.objects.filter(backend=backend.name, pk__in=list(by_id),
                                               acked_at__isnull=True)
-                     .select_for_update().only("pk", "kind", "group_id", "payload"))
+                     .select_for_update().only("pk", "kind", "group_id"))
         for item in items:
             AgentWork.objects.filter(pk=item.pk).update(acked_at=now, outcome=by_id[item.pk])
             done.append(item.pk)
@@ -226,11 +228,13 @@ def ack(backend: Backend, acks: Iterable[dict]) -> list[int]:
         for group_id, error in failed.items():
             GroupDispatch.objects.filter(group_id=group_id).update(last_error=error)
             lifecycle.group_fail_submission(group_id=group_id)
+        deletes = [item.pk for item in items if item.kind == AgentWorkKind.DELETE]
         cleaned = [item.group_id for item in items if item.kind == AgentWorkKind.DELETE]
-        # A moved group's objects are gone here: the backend it moved to may create them now.
-        GroupDispatch.objects.filter(pk__in=[
-            item.payload["releases"] for item in items
-            if item.kind == AgentWorkKind.DELETE and "releases" in item.payload]).delete()
+        if deletes:  # a create's payload (pods) is never read back here
+            # A moved group's objects are gone here: the backend it moved to may create them.
+            GroupDispatch.objects.filter(pk__in=list(AgentWork.objects.filter(
+                pk__in=deletes, payload__has_key="releases").values_list(
+                "payload__releases", flat=True))).delete()
         # A group that moved to another backend keeps its new dispatch as it is.
         GroupDispatch.objects.filter(group_id__in=cleaned, group__backend=backend.name).update(
             cleaned_at=now)

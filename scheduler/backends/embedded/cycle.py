@@ -250,9 +250,5 @@ def complete_due_tasks(*, now: datetime, backend: str = DEFAULT_BACKEND) -> int:
     if settings.OSMO_SIM_TASK_SECONDS <= 0:
         return 0
     return lifecycle.tasks_complete_due(now=now, default_seconds=settings.OSMO_SIM_TASK_SECONDS,
-                                        nodes=nodes_of([backend]))
-
-
-def nodes_of(backends: list[str]) -> list[str]:
-    """The names of these backends' nodes (a node name is unique in the fleet)."""
-    return list(Node.objects.filter(backend__in=backends).values_list("name", flat=True))
+                                        nodes=list(Node.objects.filter(backend=backend)
+                                                   .values_list("name", flat=True)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from . import registry_scopes
+
 NAME = re.compile(r"^[a-zA-Z]([a-zA-Z0-9_-]*[a-zA-Z0-9])?$")  # OSMO's CREDNAMEREGEX
 NAME_MAX = 63
 # A key becomes a Secret's data key, a mounted file's name: the API server's rule for both.
@@ -21,24 +23,13 @@ SHAPES = {
     "generic_credential": ("GENERIC", (), ()),
 }
 TYPE_FIELD = {cred_type: field for field, (cred_type, _, _) in SHAPES.items()}
-DOCKER_HUB = "docker.io"
-
-
-def registry_host(registry: str) -> str:
-    """A registry's host as an image names it: no scheme, no path; '' is Docker Hub."""
-    text = re.sub(r"^[a-z]+://", "", registry.strip()).split("/", 1)[0]
-    return {"": DOCKER_HUB, "index.docker.io": DOCKER_HUB,
-            "registry-1.docker.io": DOCKER_HUB}.get(text, text)
+DOCKER_HUB = registry_scopes.DOCKER_HUB
 
 
 def image_host(image: str) -> str:
-    """The registry host an image reference pulls from, as the container runtime reads it:
-    its first component when that looks like a host (a dot, a port, or ``localhost``), else
-    Docker Hub."""
-    first, slash, _rest = image.strip().partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
-        return registry_host(first.lower())
-    return DOCKER_HUB
+    """The registry host an image reference pulls from, as the container runtime reads it
+    (``registry_scopes.image_repository``)."""
+    return registry_scopes.image_repository(image).host
 
 
 def problems(field: str, body: object) -> tuple[str, dict[str, str], str, dict[str, list[str]]]:
@@ -80,7 +71,11 @@ def problems(field: str, body: object) -> tuple[str, dict[str, str], str, dict[s
         errors.setdefault(field, []).append(f"at most {MAX_PAYLOAD_CHARS} characters in all")
     profile = ""
     if cred_type == "REGISTRY":
-        profile = registry_host(payload.get("registry", ""))
+        # Its scope: the host, and the repositories' path prefix when it names one.
+        try:
+            profile = str(registry_scopes.parse_scope(payload.get("registry", "")))
+        except registry_scopes.ScopeError as exc:
+            errors.setdefault(f"{field}.registry", []).append(str(exc))
     elif cred_type == "DATA":
         profile = payload.get("endpoint", "")
         if len(profile) > 1024:

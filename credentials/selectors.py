@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db.models import Q
+
 from . import crypto
 from .models import Credential, CredentialType
 
@@ -28,10 +30,13 @@ def payloads_for_dispatch(*, user_id: int, names: Iterable[str]
 
 def registry_payloads_for_dispatch(*, user_id: int, hosts: Iterable[str]
                                    ) -> list[tuple[Credential, dict]]:
-    """(credential, opened payload) of the user's REGISTRY credentials for these registry
-    hosts, by name."""
+    """(credential, opened payload) of the user's REGISTRY credentials scoped to these
+    registry hosts (the whole host or a path of it), by name."""
     hosts = set(hosts)
     if not hosts:
         return []
+    scoped = Q(profile__in=hosts)
+    for host in hosts:
+        scoped |= Q(profile__startswith=f"{host}/")
     return [(c, crypto.open_sealed(c.sealed)) for c in Credential.objects.filter(
-        user_id=user_id, cred_type=CredentialType.REGISTRY, profile__in=hosts).order_by("name")]
+        scoped, user_id=user_id, cred_type=CredentialType.REGISTRY).order_by("name")]

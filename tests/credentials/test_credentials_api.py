@@ -66,6 +66,36 @@ def test_registry_and_data_profiles(alice):
         "REGISTRY", "DATA"]
 
 
+def test_registry_credentials_of_one_host_scoped_to_different_paths(alice):
+    for name, registry in (("team-a", "nvcr.io/nvidia/team-a"),
+                           ("team-b", "https://nvcr.io/nvidia/team-b/"), ("ngc", "NVCR.IO")):
+        response = set_cred(alice, name, {"registry_credential": {
+            "registry": registry, "username": "$oauthtoken", "auth": SECRET}})
+        assert response.status_code == 200, response.json()
+    assert [(c["cred_name"], c["profile"])
+            for c in alice.get("/api/credentials").json()["credentials"]] == [
+        ("ngc", "nvcr.io"), ("team-a", "nvcr.io/nvidia/team-a"),
+        ("team-b", "nvcr.io/nvidia/team-b")]
+
+
+@pytest.mark.parametrize("registry", ["nvcr.io/Team-A", "nvcr.io//team", "/team",
+                                      "nvcr.io/team:1", "ftp://nvcr.io", "nvcr.io:70000"])
+def test_a_registry_scope_that_does_not_parse_is_a_400_that_changes_nothing(alice, registry):
+    set_cred(alice, "team-a", {"registry_credential": {"registry": "nvcr.io/team-a",
+                                                       "auth": "kept"}})
+    before = stored()
+    response = set_cred(alice, "team-a", {"registry_credential": {"registry": registry,
+                                                                  "auth": SECRET}})
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert (body["code"], list(body["errors"])) == ("invalid_request",
+                                                    ["registry_credential.registry"])
+    assert body["detail"].startswith("The REGISTRY credential is not valid: "
+                                     "registry_credential.registry: ")
+    assert SECRET not in response.content.decode()
+    assert stored() == before
+
+
 def test_a_second_set_replaces_the_first(alice):
     set_cred(alice, "c1", {"generic_credential": {"credential": {"a": "1"}}})
     set_cred(alice, "c1", {"generic_credential": {"credential": {"b": SECRET}}})

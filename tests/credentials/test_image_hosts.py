@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from credentials.payloads import image_host, registry_host
+from credentials.payloads import image_host
+from credentials.registry_scopes import parse_scope
 
 
 @pytest.mark.parametrize(("image", "host"), [
@@ -20,8 +21,8 @@ def test_an_image_names_its_registry_host(image, host):
 
 
 @pytest.mark.parametrize(("registry", "host"), [
-    ("https://ghcr.io/team", "ghcr.io"), ("", "docker.io"), ("nvcr.io", "nvcr.io"),
+    ("https://ghcr.io/v2/", "ghcr.io"), ("", "docker.io"), ("nvcr.io", "nvcr.io"),
     ("registry-1.docker.io", "docker.io"), ("registry.local:5000", "registry.local:5000"),
 ])
 def test_a_credential_s_registry_is_matched_by_its_host(registry, host):
-    assert registry_host(registry) == host
+    assert str(parse_scope(registry)) == host

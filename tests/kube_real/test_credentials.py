@@ -181,5 +181,47 @@ def test_a_pod_pulls_with_the_registry_credentials_of_its_images_hosts_only(
                                      [".dockerconfigjson"])["auths"])
              for secret in cluster.names("secrets")}
     assert hosts == {f"{pg}-hub-hub-cred": ["docker.io"],
-                     f"{pg}-ghcr-ghcr-cred": ["ghcr.io"],
+                     f"{pg}-ghcr-ghcr-cred": ["ghcr.io/team"],  # its path: kubelet's match
                      f"{pg}-local-local-cred": ["registry.local:5000"]}
+
+
+SCOPES_SPEC = """
+workflow:
+  name: scopes
+  groups:
+  - name: g
+    tasks:
+    - {name: a, image: "nvcr.io/nvidia/team-a/trainer:1", command: [a], resource: r, lead: true}
+    - {name: b, image: "nvcr.io/nvidia/team-b/trainer:1", command: [b], resource: r}
+    - {name: ab, image: "nvcr.io/nvidia/team-ab/trainer:1", command: [c], resource: r}
+    - {name: other, image: "nvcr.io/other/tool", command: [d], resource: r}
+  resources:
+    r: {gpu: 1, cpu: 2, memory: 8Gi}
+"""
+
+
+def test_each_image_pulls_with_its_most_specific_registry_credential(
+        backend, cluster, alice, team) -> None:
+    for name, registry in (("team-a", "nvcr.io/nvidia/team-a"), ("team-b", "nvcr.io/nvidia/team-b"),
+                           ("nvidia", "https://nvcr.io/nvidia/"), ("ngc", "nvcr.io")):
+        body = {"registry_credential": {"registry": registry, "username": name,
+                                        "auth": f"{name}-{REGISTRY_SECRET}"}}
+        assert alice.post(f"/api/credentials/{name}", body, format="json").status_code == 200
+    name = submit(alice, "team", SCOPES_SPEC)
+    assert backend.dispatch().applied == [f"{name}-g"]
+    pg = f"{name}-g"
+    pulls = {task: cluster.get("pods", f"{pg}-{task}")["spec"].get("imagePullSecrets")
+             for task in ("a", "b", "ab", "other")}
+    # One user's two credentials of one host, each for its own path; team-ab is not team-a's.
+    assert pulls == {"a": [{"name": f"{pg}-a-team-a-cred"}],
+                     "b": [{"name": f"{pg}-b-team-b-cred"}],
+                     "ab": [{"name": f"{pg}-ab-nvidia-cred"}],
+                     "other": [{"name": f"{pg}-other-ngc-cred"}]}
+    logins = {secret: json.loads(decoded(cluster.get("secrets", secret))[".dockerconfigjson"])
+              ["auths"] for secret in cluster.names("secrets")}
+    assert {secret: {scope: login["username"] for scope, login in auths.items()}
+            for secret, auths in logins.items()} == {
+        f"{pg}-a-team-a-cred": {"nvcr.io/nvidia/team-a": "team-a"},
+        f"{pg}-b-team-b-cred": {"nvcr.io/nvidia/team-b": "team-b"},
+        f"{pg}-ab-nvidia-cred": {"nvcr.io/nvidia": "nvidia"},
+        f"{pg}-other-ngc-cred": {"nvcr.io": "ngc"}}

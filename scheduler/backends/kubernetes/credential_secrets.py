@@ -5,10 +5,12 @@
   group). The dispatcher creates it before the pods, so a pod never starts without it, and
   once the pods exist makes them its owners (``ownerReferences``): the garbage collector
   deletes it with the last of them.
-- REGISTRY: a ``kubernetes.io/dockerconfigjson`` Secret for the credential's registry host,
-  in the ``imagePullSecrets`` of the pods whose images come from that host — every such
-  credential of the user, named in the task or not, and none for another host (OSMO matches
-  its users' registry credentials to the images the same way).
+- REGISTRY: a ``kubernetes.io/dockerconfigjson`` Secret for the credential's scope (its
+  registry host, and the repositories' path prefix when it names one), in the
+  ``imagePullSecrets`` of the pods an image of which it is the most specific scope for
+  (``credentials.registry_scopes``) — named in the task or not, and none for another host or
+  path (OSMO matches its users' registry credentials to the images by their host the same
+  way; a path narrows it).
 - GENERIC and DATA: an Opaque Secret, its keys mounted as files at the path the spec gives,
   or the variables the spec maps to keys set from it (``secretKeyRef``).
 
@@ -22,7 +24,12 @@ from __future__ import annotations
 import base64
 import json
 
-from credentials.payloads import image_host
+from credentials.registry_scopes import (
+    RegistryScope,
+    image_repository,
+    most_specific,
+    stored_scope,
+)
 from credentials.selectors import payloads_for_dispatch, registry_payloads_for_dispatch
 from scheduler.core.kai_names import TASK_NAME_ANNOTATION, dns_label
 
@@ -41,10 +48,15 @@ def _docker_config(host: str, payload: dict[str, str]) -> str:
                                         "auth": _b64(f"{username}:{password}")}}})
 
 
-def _image_hosts(pod: dict) -> set[str]:
+def _images(pod: dict) -> set[str]:
     spec = pod["spec"]
-    return {image_host(container.get("image") or "")
+    return {container.get("image") or ""
             for container in [*(spec.get("initContainers") or []), *spec["containers"]]}
+
+
+def _pulls_with(images: set[str], scoped: list[tuple[str, RegistryScope]]) -> set[str]:
+    """The names of the credentials the images pull with: each image's most specific."""
+    return {name for image in images for name in most_specific(scoped, image)}
 
 
 def add_credentials(objects, workflow, group_spec, podgroup: str, own) -> None:
@@ -52,20 +64,23 @@ def add_credentials(objects, workflow, group_spec, podgroup: str, own) -> None:
     pod names in ``objects.secret_owners``) and point the pods at them. ``own`` stamps a
     manifest with the group's labels, annotations and namespace."""
     named = {name for task in group_spec.tasks for name in task.credentials}
-    hosts = {pod["metadata"]["name"]: _image_hosts(pod) for pod in objects.pods}
+    images = {pod["metadata"]["name"]: _images(pod) for pod in objects.pods}
     opened = payloads_for_dispatch(user_id=workflow.user_id, names=named) if named else {}
-    registries = registry_payloads_for_dispatch(user_id=workflow.user_id,
-                                                hosts=set().union(*hosts.values()))
+    registries = registry_payloads_for_dispatch(
+        user_id=workflow.user_id,
+        hosts={image_repository(image).host for pod in images.values() for image in pod})
+    scoped = [(credential.name, stored_scope(credential.profile))
+              for credential, _ in registries]
+    pulls = {pod: _pulls_with(pod_images, scoped) for pod, pod_images in images.items()}
     for task_spec in group_spec.tasks:
         pods = [pod for pod in objects.pods
                 if pod["metadata"]["annotations"].get(TASK_NAME_ANNOTATION) == task_spec.name]
         # GENERIC and DATA as the task names them (one deleted since the submission: the pods
-        # go without it); REGISTRY by its host, named or not, as OSMO pulls.
+        # go without it); REGISTRY by its scope, named or not, as OSMO pulls.
         uses = {name: (opened[name], use, pods) for name, use in task_spec.credentials.items()
                 if name in opened and opened[name][0].cred_type != "REGISTRY"}
         for credential, payload in registries:
-            pulling = [pod for pod in pods
-                       if credential.profile in hosts[pod["metadata"]["name"]]]
+            pulling = [pod for pod in pods if credential.name in pulls[pod["metadata"]["name"]]]
             if pulling:
                 uses[credential.name] = ((credential, payload), None, pulling)
         for index, (name, ((credential, payload), use, owners)) in enumerate(

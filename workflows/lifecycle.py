@@ -107,12 +107,14 @@ def lock_workflows(ids: Iterable[int]) -> None:
              .select_for_update().values_list("pk", flat=True))
 
 
-def _end_tasks(tasks, status: str, reason: str | None, now) -> None:
+def _end_tasks(tasks, status: str, reason: str | None, now,
+               exit_code: int | None = None) -> None:
     ending = list(tasks.filter(status__in=ALIVE_TASK_STATUSES).values_list("id", "workflow_id"))
     if not ending:
         return
     Task.objects.filter(pk__in=[pk for pk, _ in ending], status__in=ALIVE_TASK_STATUSES
-                        ).update(status=status, reason=reason, finished_at=now)
+                        ).update(status=status, reason=reason, finished_at=now,
+                                 **({"exit_code": exit_code} if exit_code is not None else {}))
     logstore.events_record([final_event(pk, workflow_id, status, reason=reason, at=now)
                             for pk, workflow_id in ending])
 
@@ -256,10 +258,11 @@ def tasks_bind(bindings: Sequence[tuple[int, str]], now: datetime) -> int:
             "started_at = %s FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
             "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND t.node_name = '' "
             "AND t.status = %s "
-            "RETURNING t.id, t.workflow_id, t.node_name), "
+            "RETURNING t.id, t.workflow_id, t.node_name, t.retry_id), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
-            "message) SELECT workflow_id, id, %s, e.reason, e.prefix || node_name "
-            "FROM bound, (VALUES (1, 'Bound', 'bound to node '), (2, 'Running', 'on node ')) "
+            "message, retry_id) SELECT workflow_id, id, %s, e.reason, e.prefix || node_name, "
+            "retry_id FROM bound, "
+            "(VALUES (1, 'Bound', 'bound to node '), (2, 'Running', 'on node ')) "
             "AS e(n, reason, prefix) ORDER BY id, e.n) "
             "SELECT count(*) FROM bound",
             [TaskStatus.RUNNING, now, [b[0] for b in bindings], [b[1] for b in bindings],
@@ -338,10 +341,10 @@ def tasks_evict(evictions: Sequence[TaskEviction], now: datetime) -> int:
             "  started_at = CASE WHEN v.gang THEN t.started_at END "
             "  FROM v WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id "
             "  AND t.node_name = v.node AND t.status = %s "
-            "  RETURNING t.id, t.workflow_id), "
+            "  RETURNING t.id, t.workflow_id, t.retry_id), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
-            "  message) SELECT evicted.workflow_id, evicted.id, %s, v.word, v.message "
-            "  FROM evicted JOIN v ON v.id = evicted.id ORDER BY v.n) "
+            "  message, retry_id) SELECT evicted.workflow_id, evicted.id, %s, v.word, "
+            "  v.message, evicted.retry_id FROM evicted JOIN v ON v.id = evicted.id ORDER BY v.n) "
             "SELECT count(*) FROM evicted",
             [[e.task_id for e in evictions], [e.node for e in evictions], whole,
              [e.reason for e in evictions], [e.by for e in evictions],
@@ -374,10 +377,11 @@ def tasks_move(moves: Sequence[TaskMove]) -> int:
             "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, source, target) "
             "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND t.node_name = v.source "
             "AND t.status = %s "
-            "RETURNING t.id, t.workflow_id, v.source, v.target), "
+            "RETURNING t.id, t.workflow_id, t.retry_id, v.source, v.target), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
-            "message) SELECT workflow_id, id, now(), 'Moved', 'moved by consolidation from '"
-            " || source || ' to ' || target FROM moved) "
+            "message, retry_id) SELECT workflow_id, id, now(), 'Moved', "
+            "'moved by consolidation from ' || source || ' to ' || target, retry_id "
+            "FROM moved) "
             "SELECT count(*) FROM moved",
             [CONSOLIDATED, [m.task_id for m in moves], [m.source for m in moves],
              [m.target for m in moves], [m.task_id for m in moves], TaskStatus.RUNNING])
@@ -423,9 +427,10 @@ def tasks_complete_due(*, now: datetime, default_seconds: int, nodes: list[str])
         cursor.execute(
             "WITH ended AS (UPDATE workflows_task SET status = %s, exit_code = 0, "
             "  finished_at = %s WHERE id = ANY(%s::bigint[]) AND status = %s "
-            "  RETURNING id, workflow_id), "
+            "  RETURNING id, workflow_id, retry_id), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
-            "  message) SELECT workflow_id, id, %s, 'Completed', 'exit code 0' FROM ended "
+            "  message, retry_id) SELECT workflow_id, id, %s, 'Completed', 'exit code 0', "
+            "  retry_id FROM ended "
             "  ORDER BY id) "
             "SELECT count(*) FROM ended",
             [TaskStatus.COMPLETED, now, [pk for pk, _ in due], TaskStatus.RUNNING, now])
@@ -494,11 +499,15 @@ def groups_time_out(*, now: datetime) -> int:
 
 
 @transaction.atomic
-def groups_end_backend_lost(*, backend: str, reason: str, now: datetime) -> int:
+def groups_end_backend_lost(*, backend: str, reason: str, now: datetime,
+                            may_rerun: bool = False) -> int:
     """The groups dispatched to `backend` with a task that started or holds a node there end
     as a gang: their alive tasks FAILED_BACKEND_ERROR (`reason`: `backend_lost`,
-    `backend_deleted`); the workflows settle as for any failed gang. Returns how many groups
-    ended. Groups that never reached a node there are left alone."""
+    `backend_deleted`), exit code 3001 (OSMO's backend error); the workflows settle as for any
+    failed gang. With ``may_rerun`` (a lost backend, which may come back to be fenced) a group
+    whose exit actions ask RESCHEDULE for 3001 runs again instead
+    (`exits.rescheduled_on_backend_loss`). Returns how many groups ended or run
+    again. Groups that never reached a node there are left alone."""
     started = Task.objects.filter(group_id=OuterRef("pk"), status__in=(
         TaskStatus.SCHEDULING, TaskStatus.RUNNING)).exclude(node_name="")
     due = list(WorkflowGroup.objects.filter(backend=backend, status__in=ALIVE_TASK_STATUSES)
@@ -508,10 +517,15 @@ def groups_end_backend_lost(*, backend: str, reason: str, now: datetime) -> int:
     workflow_ids = {workflow_id for _, workflow_id in due}
     lock_workflows(workflow_ids)
     groups = [pk for pk, _ in due]
+    if may_rerun:
+        groups = [group.pk for group in WorkflowGroup.objects.filter(pk__in=groups)
+                  .select_related("workflow__pool__parent")
+                  if not exits.rescheduled_on_backend_loss(workflow=group.workflow,
+                                                           group=group, now=now)]
     _end_tasks(Task.objects.filter(group_id__in=groups), TaskStatus.FAILED_BACKEND_ERROR,
-               reason, now)
+               reason, now, exit_code=exits.BACKEND_ERROR)
     settle_workflows(workflow_ids, now)
-    return len(groups)
+    return len(due)
 
 
 def tasks_evict_from_node(*, node_name: str, reason: str, now: datetime) -> int:
@@ -627,10 +641,11 @@ def _tasks_bound_observed(bound: Mapping[int, str], now: datetime) -> int:
             "FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
             "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND t.node_name = '' "
             "AND t.status = ANY(%s) "
-            "RETURNING t.id, t.workflow_id, t.node_name), "
+            "RETURNING t.id, t.workflow_id, t.node_name, t.retry_id), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
-            "message) SELECT workflow_id, id, %s, 'Bound', 'bound to node ' || node_name "
-            "FROM bound ORDER BY id) SELECT count(*) FROM bound",
+            "message, retry_id) SELECT workflow_id, id, %s, 'Bound', "
+            "'bound to node ' || node_name, retry_id FROM bound ORDER BY id) "
+            "SELECT count(*) FROM bound",
             [list(bound), list(bound.values()), list(bound), list(ALIVE_TASK_STATUSES), now])
         return cursor.fetchone()[0]
 
@@ -648,10 +663,11 @@ def _tasks_started_observed(started: Mapping[int, str], now: datetime) -> int:
             "node_name = CASE WHEN v.node = '' THEN t.node_name ELSE v.node END "
             "FROM unnest(%s::bigint[], %s::text[]) AS v(id, node) "
             "WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id AND t.status = ANY(%s) "
-            "RETURNING t.id, t.workflow_id, t.node_name), "
+            "RETURNING t.id, t.workflow_id, t.node_name, t.retry_id), "
             "events AS (INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, "
-            "message) SELECT workflow_id, id, %s, 'Running', CASE WHEN node_name = '' THEN '' "
-            "ELSE 'on node ' || node_name END FROM started ORDER BY id) SELECT id FROM started",
+            "message, retry_id) SELECT workflow_id, id, %s, 'Running', CASE WHEN node_name = "
+            "'' THEN '' ELSE 'on node ' || node_name END, retry_id FROM started ORDER BY id) "
+            "SELECT id FROM started",
             [TaskStatus.RUNNING, now, list(started), list(started.values()), list(started),
              [TaskStatus.WAITING, TaskStatus.SCHEDULING], now])
         ids = [row[0] for row in cursor.fetchall()]

@@ -235,15 +235,25 @@ def event_time(at) -> str:
     return at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
 
 
-def events_of(workflow: Workflow, task: Task | None = None):
-    """Events oldest first; a task's include the workflow's own (``task`` null)."""
+def events_of(workflow: Workflow, task: Task | None = None, retry_id: int | None = None):
+    """Events oldest first; a task's include the workflow's own (``task`` null), one run's
+    (``retry_id``) only that run's of the task (the workflow's own are of no run)."""
     events = TaskEvent.objects.filter(workflow_id=workflow.pk)
-    if task is not None:
+    if task is not None and retry_id is not None:
+        events = events.filter(task_id=task.pk, retry_id=retry_id)
+    elif task is not None:
         events = events.filter(Q(task_id=task.pk) | Q(task__isnull=True))
     return events.select_related("task").order_by("at", "id")
 
 
+def event_source(event: TaskEvent, workflow_name: str) -> str:
+    """Who an event is of: the workflow, a task, or a task's rerun as OSMO names a run
+    (``{task} retry-{N}``; run 0 keeps the task's bare name)."""
+    if not event.task_id:
+        return workflow_name
+    return f"{event.task.name} retry-{event.retry_id}" if event.retry_id else event.task.name
+
+
 def event_line(event: TaskEvent, workflow_name: str) -> str:
-    source = event.task.name if event.task_id else workflow_name
     message = f"{event.reason}: {event.message}" if event.message else event.reason
-    return f"{event_time(event.at)} [{source}] {message}\n"
+    return f"{event_time(event.at)} [{event_source(event, workflow_name)}] {message}\n"

@@ -145,25 +145,38 @@ class Event:
     reason: str
     message: str = ""
     at: datetime | None = None
+    # The run of the task's group it is of; None: the task's current run (0 without a task).
+    retry_id: int | None = None
 
 
 def events_record(events: Sequence[Event]) -> None:
-    """Store events (``at`` defaults to now) in one statement."""
+    """Store events (``at`` defaults to now) in one statement, in their order; an event
+    without a ``retry_id`` takes its task's current run, read in the same statement."""
     if not events:
         return
     now = timezone.now()
-    TaskEvent.objects.bulk_create(
-        TaskEvent(workflow_id=e.workflow_id, task_id=e.task_id, at=e.at or now,
-                  reason=e.reason[:40], message=e.message[:1000]) for e in events)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, message, "
+            "retry_id) SELECT v.w, v.t, v.at, v.reason, v.message, "
+            "COALESCE(v.retry, task.retry_id, 0) FROM unnest(%s::bigint[], %s::bigint[], "
+            "%s::timestamptz[], %s::text[], %s::text[], %s::int[]) WITH ORDINALITY "
+            "AS v(w, t, at, reason, message, retry, n) "
+            "LEFT JOIN workflows_task task ON task.id = v.t ORDER BY v.n",
+            [[e.workflow_id for e in events], [e.task_id for e in events],
+             [e.at or now for e in events], [e.reason[:40] for e in events],
+             [e.message[:1000] for e in events], [e.retry_id for e in events]])
 
 
 def events_record_tasks(task_ids: Iterable[int], reason: str, message: str,
                         at: datetime | None = None) -> None:
-    """The same event for several tasks (their workflow looked up in the same statement)."""
+    """The same event for several tasks (their workflow and run looked up in the same
+    statement)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, message) "
-            "SELECT workflow_id, id, %s, %s, %s FROM workflows_task WHERE id = ANY(%s)",
+            "INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, message, "
+            "retry_id) SELECT workflow_id, id, %s, %s, %s, retry_id FROM workflows_task "
+            "WHERE id = ANY(%s)",
             [at or timezone.now(), reason[:40], message[:1000], list(task_ids)])
 
 

@@ -292,6 +292,10 @@ class TaskEvent(models.Model):
     at = models.DateTimeField()
     reason = models.CharField(max_length=40)
     message = models.CharField(max_length=1000, blank=True, default="")
+    retry_id = models.PositiveIntegerField(
+        default=0, db_default=0, help_text="The run of the task's group it happened in (0 for "
+                                           "the workflow's own): each run's events are told "
+                                           "apart.")
 
     class Meta:
         indexes = [models.Index(fields=["workflow", "at", "id"], name="taskevent_workflow_at"),

@@ -68,11 +68,6 @@ class Scheduling(Protocol):
         """The first reason the scheduler gives for a pending gang of each workflow named:
         `{group, code, message}`; a workflow with none is left out."""
 
-    def runs_again_in_place(self, backend: str | None) -> bool:
-        """Whether a group on ``backend`` (None: not dispatched yet, the default one) can
-        run again with its same tasks (an exit action's RESCHEDULE): the embedded clusters
-        and the in-process Kubernetes backend do; a backend served by an agent does not."""
-
 
 scheduling: Port[Scheduling] = Port("workflows.ports.scheduling")
 

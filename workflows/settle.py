@@ -259,9 +259,10 @@ def _write(workflows: list[_Workflow], changes: _Changes, now: datetime) -> None
                 "ended AS (UPDATE workflows_task t SET status = v.status, reason = v.reason, "
                 "  finished_at = %s FROM v WHERE t.id = ANY(%s::bigint[]) AND t.id = v.id "
                 "  AND t.status = ANY(%s) "
-                "  RETURNING t.id, t.workflow_id) "
-                "INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, message) "
-                "SELECT ended.workflow_id, ended.id, %s, v.word, v.message "
+                "  RETURNING t.id, t.workflow_id, t.retry_id) "
+                "INSERT INTO workflows_taskevent (workflow_id, task_id, at, reason, message, "
+                "retry_id) SELECT ended.workflow_id, ended.id, %s, v.word, v.message, "
+                "ended.retry_id "
                 "FROM ended JOIN v ON v.id = ended.id ORDER BY v.n",
                 [[task.id for task, _, _ in changes.ended],
                  [status for _, status, _ in changes.ended],

@@ -193,7 +193,7 @@ def logs(args) -> int:
     """Print a workflow's (or a task's) log; with -f, keep printing while it runs."""
     with connect(args) as api:
         for line in api.stream(f"api/workflow/{segment(args.name)}/logs", task_name=args.task,
-                               last_n_lines=args.lines, query=args.query,
+                               retry_id=args.retry_id, last_n_lines=args.lines, query=args.query,
                                follow="true" if args.follow else "false"):
             print(line, flush=True)
     return 0
@@ -202,7 +202,7 @@ def logs(args) -> int:
 def events(args) -> int:
     with connect(args) as api:
         for line in api.stream(f"api/workflow/{segment(args.name)}/events",
-                               task_name=args.task):
+                               task_name=args.task, retry_id=args.retry_id):
             print(line, flush=True)
     return 0
 
@@ -248,6 +248,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     log = commands.add_parser("logs", help="a workflow's log (every task's, or one task's)")
     log.add_argument("name", metavar="NAME", help="the workflow's name")
     log.add_argument("-t", "--task", help="only this task's lines")
+    log.add_argument("--retry-id", type=int, metavar="N",
+                     help="with -t: the lines of run N of the task's group (default: its latest)")
     log.add_argument("-n", dest="lines", type=int, metavar="N", help="only the last N lines")
     log.add_argument("-f", "--follow", action="store_true",
                      help="keep printing new lines while the task runs")
@@ -257,4 +259,6 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     event = commands.add_parser("events", help="what happened to a workflow and its tasks")
     event.add_argument("name", metavar="NAME", help="the workflow's name")
     event.add_argument("-t", "--task", help="only this task's events (and the workflow's)")
+    event.add_argument("--retry-id", type=int, metavar="N",
+                       help="with -t: only the task's events of run N of its group")
     event.set_defaults(handler=events)

@@ -42,10 +42,12 @@ def backends_lost_pass(now: datetime | None = None) -> dict[str, int]:
         due = lost_since(backend.last_heartbeat)
         if backend.kind != BackendKind.KUBERNETES or due is None or now < due:
             continue
-        count = lifecycle.groups_end_backend_lost(backend=backend.name, reason=LOST, now=now)
+        count = lifecycle.groups_end_backend_lost(backend=backend.name, reason=LOST, now=now,
+                                                  may_rerun=True)
         if count:
             logger.warning("backend %s lost (no heartbeat since %s): %d started group(s) "
-                           "ended FAILED_BACKEND_ERROR", backend.name,
+                           "ended FAILED_BACKEND_ERROR, or run again as their exit actions ask",
+                           backend.name,
                            backend.last_heartbeat.isoformat(), count)
             ended[backend.name] = count
     return ended

@@ -94,3 +94,41 @@ def test_work_of_a_pool_whose_backends_are_all_down_is_admitted_and_says_why(fle
     Backend.objects.filter(name="new").update(last_heartbeat=timezone.now())
     reasons = client.get(f"/api/workflow/{name}/explain").json()["groups"][0]["reasons"]
     assert [r["code"] for r in reasons] == ["not_yet_scheduled"]
+
+
+@override_settings(OSMO_BACKEND_LEASE=LEASE, OSMO_BACKEND_LOST_TIMEOUT=LOST)
+def test_a_lost_group_whose_exit_actions_ask_runs_again_and_the_others_end_with_3001(fleet):
+    """OSMO's infra exit code 3001 (backend error): RESCHEDULE over it, in the task's exit
+    actions or the pool's defaults, runs the group again (unbound, the next retry) instead
+    of ending it; without it, or with no retry left, the tasks end FAILED_BACKEND_ERROR with
+    exit code 3001."""
+    team = factories.pool("team", 64)
+    asks = on("gone", factories.running_workflow(team, 4, tasks=2))
+    asks.tasks.filter(name="task-1").update(exit_actions={"RESCHEDULE": "3001"})
+    plain = on("gone", factories.running_workflow(team, 2))
+    by_pool = factories.pool("bypool", 64)
+    Pool.objects.filter(pk=by_pool.pk).update(default_exit_actions={"RESCHEDULE": "3000-3006"},
+                                              max_retries=1)
+    again = on("gone", factories.running_workflow(by_pool, 2))
+    spent = on("gone", factories.running_workflow(by_pool, 2))
+    spent.groups.update(retry_id=1)  # its one retry was used
+
+    assert backends_lost_pass(fleet) == {"gone": 4}
+    for workflow in (asks, again):
+        workflow.refresh_from_db()
+        assert workflow.status not in ("FAILED_BACKEND_ERROR", "COMPLETED")
+        assert workflow.groups.get().status == "SCHEDULING"
+        assert workflow.groups.get().retry_id == 1
+        assert set(workflow.tasks.values_list("status", "retry_id", "node_name", "exit_code",
+                                              "finished_at")) == {("SCHEDULING", 1, "", None,
+                                                                   None)}
+    assert sorted(TaskEvent.objects.filter(workflow=asks).values_list("message", flat=True)) \
+        == ["exit code 3001: its group runs again (retry 1 of 3)",
+            "its group runs again (retry 1)"]
+    for workflow in (plain, spent):
+        workflow.refresh_from_db()
+        assert (workflow.status, workflow.reason) == ("FAILED_BACKEND_ERROR", "backend_lost")
+        assert set(workflow.tasks.values_list("status", "exit_code")) == {
+            ("FAILED_BACKEND_ERROR", 3001)}
+    # Run again, unbound: nothing of theirs started there, so a second pass ends nothing.
+    assert backends_lost_pass(fleet) == {}

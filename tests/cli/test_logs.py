@@ -54,3 +54,19 @@ def test_events_and_errors(cli, running):
     assert err == "error: Workflow 'nope' does not exist. (workflow_not_found)\n"
     code, _, err = cli("workflow", "logs", running.name, "--query", "(")
     assert code == 1 and "(invalid_request)" in err
+
+
+def test_events_of_one_run_of_a_task(cli, running):
+    task = Task.objects.get(workflow=running, name="task-0")
+    logstore.events_record([logstore.Event(running.pk, task.pk, "Failed", "exit code 3", AT),
+                            logstore.Event(running.pk, task.pk, "Rescheduled", "again", AT,
+                                           retry_id=1)])
+    Task.objects.filter(pk=task.pk).update(retry_id=1)
+    code, out, err = cli("workflow", "events", running.name, "-t", "task-0", "--retry-id", "1")
+    assert (code, err, out) == (0, "", "2026-01-02 03:04:05+00:00 [task-0 retry-1] "
+                                       "Rescheduled: again\n")
+    code, out, _ = cli("workflow", "events", running.name, "-t", "task-0", "--retry-id", "0")
+    assert (code, out) == (0, "2026-01-02 03:04:05+00:00 [task-0] Failed: exit code 3\n")
+    code, _, err = cli("workflow", "events", running.name, "-t", "task-0", "--retry-id", "2")
+    assert (code, err) == (1, f"error: Workflow '{running.name}' has no task 'task-0' "
+                              "(retry 2). (task_not_found)\n")

@@ -151,21 +151,21 @@ def _keys(errors) -> list[str]:
     return [str(errors)]
 
 
-def test_a_group_on_an_agent_s_backend_fails_instead_of_running_again(admin, alice, backend):
+def test_a_group_on_an_agent_s_backend_runs_again_too(admin, alice, backend):
     from scheduler.models import Backend
 
     factories.pool("team", 64)
     add_nodes(admin, 2)
     name = submit(alice, "team", TWO_GROUPS.format(name="ft", actions=RESCHEDULE))
     cycle(admin)
-    # An agent's work queue has no rerun (the in-process backend's: tests/kube_real).
+    # An agent's work queue reruns it as the in-process backend does (tests/backends,
+    # tests/kube_real/test_reschedule.py).
     Backend.objects.create(name="k8s", kind="kubernetes", k8s_uid="kube-system-uid")
     WorkflowGroup.objects.filter(workflow__name=name, name="train").update(backend="k8s")
     body = report(backend, name, "lead", "FAILED", exit_code=3)
-    train = body["groups"][0]
-    assert (train["status"], train["reason"], train["retry_id"]) == (
-        "FAILED", "reschedule_unsupported", 0)
-    assert body["groups"][1]["status"] == "FAILED_CANCELED"
+    train, side = body["groups"]
+    assert (train["status"], train["reason"], train["retry_id"], side["status"]) == (
+        "SCHEDULING", "rescheduled", 1, "RUNNING")
 
 
 def test_the_pool_history_tells_the_exit_settings_in_words():
@@ -294,3 +294,41 @@ def test_a_run_that_ended_between_two_writes_of_the_output_still_ends_in_its_own
                           "stopped (rescheduled); it will start again"],
                       1: ["started on node node-0 with GPUs 0-3 (4 GPU(s))",
                           "$ sh -c 'sleep 5; exit 3'"]}
+
+
+def test_each_run_s_events_carry_its_retry_id_and_can_be_read_alone(admin, alice, backend):
+    factories.pool("team", 64, max_retries=2)
+    add_nodes(admin, 2)
+    name = submit(alice, "team", TWO_GROUPS.format(name="ft", actions=RESCHEDULE))
+    cycle(admin)
+    report(backend, name, "lead", "FAILED", exit_code=3)
+    cycle(admin)
+    report(backend, name, "lead", "FAILED", exit_code=16)  # COMPLETE by the spec
+
+    def events(**query) -> tuple[int, list[str]]:
+        response = alice.get(f"/api/workflow/{name}/events", query)
+        if response.status_code != 200:
+            return response.status_code, []
+        text = b"".join(response.streaming_content).decode()
+        return 200, [line.split(" ", 2)[2] for line in text.splitlines()]  # without the time
+
+    first = ["[lead] Bound: bound to node node-0", "[lead] Running: on node node-0"]
+    second = ["[lead retry-1] Rescheduled: exit code 3: its group runs again (retry 1 of 2)",
+              "[lead retry-1] Bound: bound to node node-0",
+              "[lead retry-1] Running: on node node-0",
+              "[lead retry-1] Completed: exit code 16"]
+    assert events(task_name="lead", retry_id=0) == (200, first)
+    assert events(task_name="lead", retry_id=1) == (200, second)
+    assert events(task_name="lead", retry_id=2) == (404, [])
+    everything = events(task_name="lead")[1]  # every run's, and the workflow's own
+    assert [line for line in everything if line.startswith("[lead")] == first + second
+    assert [line for line in everything if not line.startswith("[lead")] == [
+        line for line in events()[1] if line.startswith(f"[{name}]")]
+    worker = TaskEvent.objects.filter(task__workflow__name=name, task__name="worker")
+    assert list(worker.order_by("id").values_list("retry_id", "reason")) == [
+        (0, "Bound"), (0, "Running"), (1, "Rescheduled"), (1, "Bound"), (1, "Running"),
+        (1, "Completed")]
+    eval_runs = TaskEvent.objects.filter(task__workflow__name=name, task__name="eval")
+    assert set(eval_runs.values_list("retry_id", flat=True)) == {0}  # the other group ran once
+    assert set(TaskEvent.objects.filter(workflow__name=name, task__isnull=True)
+               .values_list("retry_id", flat=True)) == {0}

@@ -446,3 +446,26 @@ def test_single_lines_are_trimmed_by_the_hourly_purge(admin, alice, settings):
     assert logstore.purge() == (0, 0)  # nothing ended; the log is trimmed all the same
     assert list(TaskLogChunk.objects.filter(task=task).values_list("size", flat=True)) == \
         [96] * 10  # the newest 960 bytes
+
+
+def test_an_event_is_of_its_task_s_current_run_unless_it_names_one(db):
+    from scheduler.backends.kubernetes.pod_logs import task_events
+
+    workflow = factories.running_workflow(factories.pool("team", 8), 2, tasks=2)
+    first, second = Task.objects.filter(workflow=workflow).order_by("position")
+    Task.objects.filter(pk=second.pk).update(retry_id=2)
+    second.refresh_from_db()
+    pod_event = {"reason": "Pulled", "message": "image pulled", "source": {"component": "kubelet"},
+                 "lastTimestamp": "2026-01-02T03:04:05Z"}
+    logstore.events_record([
+        logstore.Event(workflow.pk, first.pk, "A"), logstore.Event(workflow.pk, second.pk, "B"),
+        logstore.Event(workflow.pk, second.pk, "C", retry_id=1),
+        logstore.Event(workflow.pk, None, "D"), *task_events([pod_event], second)])
+    logstore.events_record_tasks([first.pk, second.pk], "E", "both")
+    rows = (TaskEvent.objects.filter(workflow=workflow, reason__in=list("ABCDE")).order_by("id")
+            .values_list("reason", "task__name", "retry_id"))
+    assert list(rows) == [("A", first.name, 0), ("B", second.name, 2), ("C", second.name, 1),
+                          ("D", None, 0), ("E", first.name, 0), ("E", second.name, 2)]
+    pulled = TaskEvent.objects.get(workflow=workflow, reason="Pulled")
+    assert (pulled.task_id, pulled.retry_id, pulled.message) == (
+        second.pk, 2, "image pulled (kubelet)")

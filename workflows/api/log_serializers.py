@@ -23,7 +23,8 @@ class EventsQuerySerializer(RequestSerializer):
         required=False, min_value=0, max_value=MAX_RETRY_ID,
         help_text="A run of the task's group (0, then one more for each reschedule by an exit "
                   "action); logs: that run's lines only (default: the latest run); events: "
-                  "every run's, once the run exists. Needs task_name.")
+                  "that run's events of the task only (default: every run's and the "
+                  "workflow's own). Needs task_name.")
 
 
 class LogsQuerySerializer(EventsQuerySerializer):

@@ -123,9 +123,10 @@ class WorkflowEventsView(APIView):
                            "oldest first")
     def get(self, request, name: str):
         workflow, query, task = _target(request, name, s.EventsQuerySerializer)
+        retry = query.get("retry_id") if task is not None else None
 
         def lines():
-            for event in logreads.events_of(workflow, task).iterator(chunk_size=1000):
+            for event in logreads.events_of(workflow, task, retry).iterator(chunk_size=1000):
                 yield logreads.event_line(event, workflow.name).encode()
 
         return text_stream(request, lines(), long=False)

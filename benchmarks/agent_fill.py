@@ -4,8 +4,8 @@ pod Running) on a real kube-apiserver, against the API server's floor in the sam
 The product as a user starts it: ``osmo standalone`` (the embedded ``default`` untouched), a
 ``kubernetes`` backend row (``placement: osmo``) that the pool ``bench`` names, ``osmo
 backend-agent`` with a token of a user in ``osmo-backend-NAME`` and the agent's RBAC of
-``deploy/kubernetes/agent``; our placement core binds the pods from a process of its own
-beside the agent (``scheduler_alone.py`` — the agent does not run the placement itself yet).
+``deploy/kubernetes/agent`` and ``deploy/kubernetes/placement-osmo``; our placement core
+binds the pods inside the agent, next to its informer cache.
 The submissions by ``--clients`` REST clients; the kubelet stand-in of ``k8s_fill.py`` marks
 the bound pods Running. The floor is ``k8s_fill.py``'s: bare clients in processes of their own
 writing the objects the product wrote and binding each pod, at each ``--floor-processes``
@@ -61,7 +61,7 @@ TARGET = 1.3
 
 def _start_agent(server, standalone: Standalone, run_dir: Path, log: Path):
     """The backend row, the pool on it, the agent's user and token; ``osmo backend-agent``
-    and our placement core beside it."""
+    (which places the pods itself: ``placement: osmo``)."""
     from django.db import connections
 
     from osmo.accounts import services as accounts
@@ -77,18 +77,14 @@ def _start_agent(server, standalone: Standalone, run_dir: Path, log: Path):
     connections.close_all()
     kubeconfig = agent_kubeconfig(server, run_dir / "agent.kubeconfig")
     out = log.open("ab")
-    env = {k: v for k, v in standalone.env.items() if k not in ("DATABASE_URL",)}
-    agent = subprocess.Popen(
+    # The agent from this checkout, as the service (`python -m` from ROOT): the venv's `osmo`
+    # script alone imports whichever checkout the venv was installed from.
+    env = {**{k: v for k, v in standalone.env.items() if k not in ("DATABASE_URL",)},
+           "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
         [str(Path(sys.executable).parent / "osmo"), "backend-agent", "--url", standalone.base,
          "--token", token, "--name", BACKEND, "--kubeconfig", str(kubeconfig)],
         env=env, cwd=str(ROOT), stdout=out, stderr=out)
-    placement = subprocess.Popen(
-        [sys.executable, str(ROOT / "benchmarks" / "scheduler_alone.py"),
-         str(server.backend_kubeconfig)],
-        env={**env, "OSMO_CLUSTER_BACKEND": "kubernetes", "OSMO_PLACEMENT": "osmo",
-             "OSMO_NAMESPACE": NAMESPACE, "OSMO_LOG_LEVEL": "WARNING"},
-        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=out, text=True)
-    return agent, placement
 
 
 def product_phase(server, admin: Admin, args, data_dir: Path) -> dict:
@@ -99,7 +95,7 @@ def product_phase(server, admin: Admin, args, data_dir: Path) -> dict:
     from workflows.models import Task
 
     bench_token = standalone.bench_token("bench", args.nodes * 8)
-    agent, placement = _start_agent(server, standalone, data_dir, data_dir / "agent.log")
+    agent = _start_agent(server, standalone, data_dir, data_dir / "agent.log")
     kubelet = None
     try:
         deadline = time.monotonic() + args.limit
@@ -163,13 +159,12 @@ def product_phase(server, admin: Admin, args, data_dir: Path) -> dict:
     finally:
         if kubelet is not None:
             kubelet.stop()
-        for process in (agent, placement):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        if agent.poll() is None:
+            agent.terminate()
+            try:
+                agent.wait(30)
+            except subprocess.TimeoutExpired:
+                agent.kill()
         standalone.stop()
 
 

@@ -43,7 +43,7 @@ def main(kubeconfig: str) -> None:
     django.setup()
     from osmo import process_gc
     from scheduler.backends.kubernetes.client import api_client
-    from scheduler.backends.kubernetes.runner import placement_loop
+    from scheduler.backends.kubernetes.placement_loop import placement_loop
 
     process_gc.settle(busy=True)  # as the product's scheduler process does
     seen: dict = {}
@@ -53,10 +53,10 @@ def main(kubeconfig: str) -> None:
                     calls=dict(placement.totals),
                     time_ms={k: round(v) for k, v in placement.time_totals.items()})
 
-    placement_loop(lambda: not stop.is_set(), wake, interval=settings.OSMO_K8S_INTERVAL,
-                   watch_timeout=settings.OSMO_K8S_WATCH_TIMEOUT,
+    placement_loop(lambda: not stop.is_set(), wake, spec=spec,
+                   interval=settings.OSMO_K8S_INTERVAL,
                    client_factory=lambda: api_client(kubeconfig=kubeconfig), publish=publish,
-                   cache=cache, spec=spec)
+                   cache=cache)
     print(json.dumps(seen), flush=True)
 
 

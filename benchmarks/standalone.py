@@ -87,14 +87,15 @@ class Standalone:
             settings.CELERY_BROKER_URL = app.conf.broker_url = broker
             app._after_fork()  # drops the connection pools that name the earlier broker
 
-    def bench_token(self, pool: str, quota_gpus: int) -> str:
-        """A pool and a user of it (``bench``); the user's token."""
+    def bench_token(self, pool: str, quota_gpus: int, **settings) -> str:
+        """A pool (``settings``: more of its fields, e.g. ``backends``) and a user of it
+        (``bench``); the user's token."""
         from django.db import connections
 
         from osmo.accounts import services as accounts
         from pools import services as pools
 
-        pools.pool_upsert(actor=None, name=pool, quota_gpus=quota_gpus)
+        pools.pool_upsert(actor=None, name=pool, quota_gpus=quota_gpus, **settings)
         user = accounts.user_ensure(username="bench", groups=[f"osmo-{pool}-user"])
         token = accounts.token_issue(user=user)
         connections.close_all()

@@ -195,8 +195,9 @@ TIMELINE_EVENTS = 200
 def workflow_timeline(workflow: Workflow) -> list[dict]:
     """The newest TIMELINE_EVENTS events, oldest first."""
     events = list(logreads.events_of(workflow).reverse()[:TIMELINE_EVENTS])[::-1]
-    return [{"at": e.at, "source": e.task.name if e.task_id else workflow.name,
-             "reason": e.reason, "message": e.message} for e in events]
+    return [{"at": e.at, "source": logreads.event_source(e, workflow.name),
+             "retry_id": e.retry_id, "reason": e.reason, "message": e.message}
+            for e in events]
 
 
 def task_logs(workflow: Workflow) -> list[dict]:

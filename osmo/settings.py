@@ -273,6 +273,9 @@ OSMO_SCHEDULER_NAME = os.environ.get(
 # is OFFLINE, and seconds OFFLINE before its running tasks end FAILED_BACKEND_ERROR.
 OSMO_BACKEND_LEASE = env_int("OSMO_BACKEND_LEASE", 30)
 OSMO_BACKEND_LOST_TIMEOUT = env_int("OSMO_BACKEND_LOST_TIMEOUT", 600)
+# Seconds an agent leads its backend after its last accepted request (kube-scheduler's lease
+# default); a standby agent takes over once it ends (scheduler/backends/agent/lease.py).
+OSMO_AGENT_LEASE = env_int("OSMO_AGENT_LEASE", 12)
 # A gang waiting in one backend moves to another of its pool that starts it now at most once
 # per this many seconds (scheduler/backends/fleet.py).
 OSMO_FLEET_MOVE_INTERVAL = env_int("OSMO_FLEET_MOVE_INTERVAL", 60)

@@ -7,7 +7,7 @@ so bindings and usage are one table and can never disagree.
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from scheduler.core import kai_names
 
@@ -234,6 +234,30 @@ class AgentMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.backend} message {self.message_id}"
+
+
+class AgentLease(models.Model):
+    """Which agent process leads a backend (``scheduler/backends/agent/lease.py``): the holder
+    (an instance identity) renews it with every accepted request; another agent takes it at
+    a register only once ``renewed_at`` is older than ``OSMO_AGENT_LEASE``. One row per
+    backend, so two agents never both hold it."""
+
+    backend = models.CharField(max_length=63, unique=True)
+    holder = models.CharField(max_length=64, blank=True)
+    acquired_at = models.DateTimeField()
+    renewed_at = models.DateTimeField()
+    transitions = models.PositiveIntegerField(default=0, help_text="Times it changed hands.")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(renewed_at__gte=F("acquired_at")),
+                                   name="agent_lease_renewed_after_acquired",
+                                   violation_error_message="A lease is renewed after it is "
+                                                           "acquired."),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.backend} led by {self.holder or '(unnamed agent)'}"
 
 
 class AgentWorkKind(models.TextChoices):

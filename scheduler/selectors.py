@@ -104,7 +104,7 @@ def scheduler_status(*, roles, user, backend: str = DEFAULT_BACKEND) -> dict:
 def explain(workflow) -> dict:
     """Per group: the last cycle's reasons, or why it is not (yet) in the scheduler, and the
     start estimate of a group that holds a reservation (`estimate`: null otherwise; see
-    `scheduler.cycle_record.estimate_row`). A group that waits while none of its pool's
+    `scheduler.cycle_figures.estimate_row`). A group that waits while none of its pool's
     backends can take work says that first. A waiting group of a pool naming several
     backends has `backend_choice`: the one chosen and why each other was passed over
     (`backends.fleet.fleet_explain`); null otherwise."""

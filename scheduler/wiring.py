@@ -14,12 +14,11 @@ from osmo import events
 from osmo import ports as osmo_ports
 from osmo.errors import OsmoError
 from pools import ports as pool_ports
-from scheduler.core.kai_names import DEFAULT_BACKEND
 from workflows import ports as workflow_ports
 
 from . import backends, podgrouper, selectors, tasks
 from .backends import health as backend_health
-from .backends.default import backend_kind, backend_names_missing, default_backend_ensure
+from .backends.default import backend_names_missing, default_backend_ensure
 from .backends.kubernetes import health
 from .backends.spec import default_spec
 from .kai.podgroups import resolve_constraints
@@ -67,15 +66,6 @@ class Scheduling:
 
     def pending_reasons(self, workflow_names: list[str]) -> dict[str, dict]:
         return selectors.pending_reasons(workflow_names)
-
-    def runs_again_in_place(self, backend: str | None) -> bool:
-        # The embedded cluster places SCHEDULING tasks afresh; the in-process Kubernetes
-        # backend deletes the earlier run's objects and dispatches the new run
-        # (backends/kubernetes/cleanup.py). An agent's work queue has no rerun yet.
-        name = backend or DEFAULT_BACKEND
-        if backend_kind(name) == BackendKind.EMBEDDED:
-            return True
-        return not Backend.objects.filter(name=name, k8s_uid__isnull=False).exists()
 
 
 class BackendNames:

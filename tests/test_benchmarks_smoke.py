@@ -39,6 +39,10 @@ SMOKE: dict[str, tuple[list[str], str, str | None]] = {
     "fleet_quality.py": (["--quick"], r"^  utilization fleet / one cluster: [\d.]+", None),
     "fleet_dispatch.py": (["--gangs", "20", "--nodes", "8", "--min-rate", "0"],
                           r"^fleet dispatch rate: \d+ gangs/s", None),
+    "fleet_recovery.py": (["--gangs", "4", "--nodes", "2", "--runs", "1", "--lease", "8",
+                           "--limit", "90"],
+                          r"^recovery, lease end → every moved gang Running elsewhere: median "
+                          r"[\d.]+ s", KUBE),
     "gang_start.py": (["--nodes", "2", "--gang", "1", "--gang-seconds", "3", "--warmup", "2",
                        "--after", "12", "--limit", "60"],
                       r"^gang start: [\d.]+ s after submission", None),

@@ -20,6 +20,9 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", required=True, help="the backend this agent serves")
     parser.add_argument("--kubeconfig", default=None,
                         help="the cluster's kubeconfig (default: the pod's service account)")
+    parser.add_argument("--identity", default=None,
+                        help="this agent's identity for the backend's lease (default: "
+                             "$OSMO_AGENT_IDENTITY, else random per start)")
     parser.set_defaults(handler=run)
 
 
@@ -28,5 +31,7 @@ def run(args) -> int:
             "--name", args.name]
     if args.kubeconfig:
         argv += ["--kubeconfig", args.kubeconfig]
+    if args.identity:
+        argv += ["--identity", args.identity]
     os.execv(sys.executable, argv)
     return 0  # not reached: the agent replaced this process

@@ -9,6 +9,7 @@ from osmo.serializers import RequestSerializer, StrictCharField
 
 from ..backends.agent.live_logs import MAX_FOLLOWED
 from ..backends.agent.services import MESSAGE_TYPES
+from ..cycle_figures import MAX_CYCLE_PENDING
 
 MAX_MESSAGES = 500  # one batch; the agent chunks what is larger (100 pods or nodes a message)
 MAX_ACKS = 1000
@@ -22,6 +23,47 @@ class AgentRegisterSerializer(RequestSerializer):
     k8s_uid = StrictCharField(max_length=64, help_text="UID of the cluster's kube-system "
                                                        "namespace.")
     version = StrictCharField(max_length=64, required=False, default="", allow_blank=True)
+    instance = StrictCharField(max_length=64, required=False, default="", allow_blank=True,
+                               help_text="This agent process's identity: only the backend's "
+                                         "leader is heard (409 agent_not_leader).")
+
+
+class CycleQueueSerializer(RequestSerializer):
+    reject_unknown_fields = True
+
+    name = StrictCharField(max_length=253)
+    parent = StrictCharField(max_length=253, allow_null=True)
+    deserved_gpus = serializers.IntegerField()
+    fair_share_gpus = serializers.IntegerField()
+    allocated_gpus = serializers.IntegerField(min_value=0)
+    allocated_non_preemptible_gpus = serializers.IntegerField(min_value=0)
+    requested_gpus = serializers.IntegerField(min_value=0)
+    reserved_gpus = serializers.IntegerField(min_value=0, required=False, default=0)
+
+
+class CyclePendingGangSerializer(RequestSerializer):
+    reject_unknown_fields = True
+
+    podgroup = StrictCharField(max_length=253)
+    workflow = StrictCharField(max_length=253, allow_blank=True)
+    group = StrictCharField(max_length=253, allow_blank=True)
+    queue = StrictCharField(max_length=253, allow_blank=True)
+    reasons = serializers.ListField(child=serializers.DictField(), max_length=50)
+    estimate = serializers.DictField(allow_null=True, required=False, default=None)
+
+
+class AgentCycleSerializer(RequestSerializer):
+    """A scheduling cycle our placement ran in the agent (the ``cycle`` message's payload)."""
+
+    reject_unknown_fields = True
+
+    at = serializers.FloatField(min_value=0, help_text="When it began (epoch seconds).")
+    duration_ms = serializers.FloatField(min_value=0)
+    bound = serializers.IntegerField(min_value=0)
+    evicted = serializers.IntegerField(min_value=0)
+    queues = CycleQueueSerializer(many=True, max_length=10_000)
+    pending_gangs = CyclePendingGangSerializer(many=True, max_length=MAX_CYCLE_PENDING)
+    metrics = serializers.DictField()
 
 
 class AgentMessageSerializer(RequestSerializer):
@@ -32,12 +74,23 @@ class AgentMessageSerializer(RequestSerializer):
     type = serializers.ChoiceField(choices=MESSAGE_TYPES)
     payload = serializers.DictField(required=False, default=dict)
 
+    def validate(self, attrs: dict) -> dict:
+        if attrs["type"] == "cycle":  # a record the service keeps: its shape checked here
+            cycle = AgentCycleSerializer(data=attrs["payload"])
+            if not cycle.is_valid():
+                raise serializers.ValidationError({"payload": cycle.errors})
+            attrs["payload"] = cycle.validated_data
+        return attrs
+
 
 class AgentMessagesSerializer(RequestSerializer):
     reject_unknown_fields = True
     error_code = "invalid_request"
 
     messages = AgentMessageSerializer(many=True, max_length=MAX_MESSAGES)
+    instance = StrictCharField(max_length=64, required=False, default="", allow_blank=True,
+                               help_text="This agent process's identity: only the backend's "
+                                         "leader is heard (409 agent_not_leader).")
 
 
 class AgentAckSerializer(RequestSerializer):
@@ -61,6 +114,20 @@ class AgentPollSerializer(RequestSerializer):
         child=StrictCharField(max_length=253), max_length=MAX_FOLLOWED, required=False,
         default=list, help_text="The pods whose logs the agent follows now: the poll answers "
                                 "at once when the service wants another set.")
+    usage = serializers.BooleanField(required=False, default=False,
+                                     help_text="The answer carries the queues' historical "
+                                               "usage (the agent's scheduler weighs it).")
+    instance = StrictCharField(max_length=64, required=False, default="", allow_blank=True,
+                               help_text="This agent process's identity: only the backend's "
+                                         "leader is heard (409 agent_not_leader).")
+
+
+class AgentSchedulerSerializer(serializers.Serializer):
+    scheduler_name = serializers.CharField(help_text="The schedulerName of the pods it places.")
+    interval = serializers.FloatField(help_text="Seconds at most between two cycles.")
+    reserve_after_seconds = serializers.FloatField()
+    max_reservations = serializers.IntegerField()
+    usage_k_value = serializers.FloatField()
 
 
 class AgentRegisteredSerializer(serializers.Serializer):
@@ -70,6 +137,10 @@ class AgentRegisteredSerializer(serializers.Serializer):
     scheduler_name = serializers.CharField()
     session = serializers.DateTimeField(help_text="When this connection began: sent back "
                                                   "with every re-list of the pods.")
+    lease_seconds = serializers.IntegerField(help_text="How long this agent leads after its "
+                                                       "last accepted request.")
+    scheduler = AgentSchedulerSerializer(help_text="With placement osmo: how the agent's "
+                                                   "scheduler runs its cycles.")
 
 
 class AgentAckedSerializer(serializers.Serializer):
@@ -94,3 +165,6 @@ class AgentWorkSerializer(serializers.Serializer):
     work = AgentWorkItemSerializer(many=True)
     logs = AgentLogWantedSerializer(many=True, help_text="Running tasks whose logs someone "
                                                          "reads now: their new lines, please.")
+    usage = serializers.DictField(child=serializers.FloatField(), required=False,
+                                  help_text="When asked: leaf queue → its decayed GPU usage "
+                                            "(0..1); empty without OSMO_USAGE_HALF_LIFE.")

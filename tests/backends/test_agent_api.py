@@ -3,15 +3,20 @@ as which backend, messages applied once by id, work handed out until acked."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from pools.models import Pool, PoolUsageSample
 from scheduler.core.kai_names import TASK_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION
-from scheduler.models import AgentMessage, AgentWork, Backend, GroupDispatch, Node
+from scheduler.models import AgentMessage, AgentWork, Backend, GroupDispatch, Node, SchedulerCycle
 from tests import factories
 from tests.conftest import make_client
 from tests.k8s.conftest import spec, submit
-from workflows.models import Task, WorkflowGroup
+from workflows import lifecycle
+from workflows.models import Task, TaskEvent, TaskLogChunk, WorkflowGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +58,11 @@ def test_the_first_connect_records_the_cluster_and_a_heartbeat(agent, east):
     assert response.status_code == 200, response.json()
     body = response.json()
     assert body == {"name": "east", "k8s_namespace": "east", "placement": "kai",
-                    "scheduler_name": "kai-scheduler", "session": body["session"]}
+                    "scheduler_name": "kai-scheduler", "session": body["session"],
+                    "lease_seconds": 12,
+                    "scheduler": {"scheduler_name": "kai-scheduler", "interval": 1.0,
+                                  "reserve_after_seconds": 10.0, "max_reservations": 4,
+                                  "usage_k_value": 1.0}}
     backend = row()
     assert body["session"] == backend["last_heartbeat"].isoformat()
     assert (backend["k8s_uid"], backend["version"]) == (UID, "v1.25.0")
@@ -175,6 +184,88 @@ def test_the_agents_placement_report_is_the_backends_health(agent, client):
         "ok": True, "missing": []}  # the embedded default's: nothing to report
 
 
+def cycle(**changes) -> dict:
+    """A cycle of the agent's placement, as its ``publish_cycle`` sends one."""
+    return {"at": 1_800_000_000.5, "duration_ms": 12.5, "bound": 3, "evicted": 1,
+            "queues": [{"name": "osmo-pool-team", "parent": None, "deserved_gpus": 8,
+                        "fair_share_gpus": 8, "allocated_gpus": 6,
+                        "allocated_non_preemptible_gpus": 6, "requested_gpus": 10,
+                        "reserved_gpus": 0}],
+            "pending_gangs": [{"podgroup": "w-1-g", "workflow": "w-1", "group": "g",
+                               "queue": "osmo-pool-team",
+                               "reasons": [{"code": "no_fit", "message": "no node fits"}],
+                               "estimate": None}],
+            "metrics": {"cycles": 7, "bound_total": 20}, **changes}
+
+
+def test_a_cycle_of_the_agents_placement_is_the_backends_cycle_record(agent):
+    register(agent)
+
+    def send(message_id: str, payload: dict):
+        return agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+            {"id": message_id, "type": "cycle", "payload": payload}]}, format="json")
+
+    assert send("c1", cycle()).json() == {"acked": ["c1"]}
+    stored = SchedulerCycle.objects.filter(backend="east").values(
+        "at", "duration_ms", "bound", "evicted", "pending", "queues", "pending_gangs",
+        "metrics").get()
+    assert stored == {"at": datetime.fromtimestamp(1_800_000_000.5, tz=UTC),
+                      "duration_ms": 12.5, "bound": 3, "evicted": 1, "pending": 1,
+                      "queues": cycle()["queues"], "pending_gangs": cycle()["pending_gangs"],
+                      "metrics": {"cycles": 7, "bound_total": 20}}
+    # A re-sent cycle changes nothing; a later one replaces the record.
+    assert send("c1", cycle(bound=9)).json() == {"acked": ["c1"]}
+    assert SchedulerCycle.objects.get(backend="east").bound == 3
+    assert send("c2", cycle(bound=0, pending_gangs=[])).json() == {"acked": ["c2"]}
+    assert SchedulerCycle.objects.filter(backend="east").values_list(
+        "bound", "pending").get() == (0, 0)
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"bound": -1}, "bound"),
+    ({"queues": [{"name": "q"}]}, "queues"),
+    ({"pending_gangs": [{"podgroup": "p", "workflow": "w", "group": "g", "queue": "q",
+                         "reasons": [], "surprise": 1}]}, "pending_gangs"),
+    ({"pending_gangs": [cycle()["pending_gangs"][0]] * 2001}, "pending_gangs"),
+    ({"metrics": "fast"}, "metrics"),
+])
+def test_a_cycle_of_a_bad_shape_is_a_400_that_changes_nothing(agent, change, field):
+    register(agent)
+    response = agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "h1", "type": "heartbeat"},
+        {"id": "c1", "type": "cycle", "payload": cycle(**change)}]}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid_request"
+    assert [key for key in body["errors"]
+            if key.startswith(f"messages.1.payload.{field}")] != []
+    assert not SchedulerCycle.objects.filter(backend="east").exists()
+    assert AgentMessage.objects.count() == 0
+
+
+def test_a_poll_carries_the_queues_usage_when_the_agent_asks(agent, east, settings):
+    factories.pool("team", 0, backends=["east"])
+    Node.objects.create(name="e1", gpus=8, backend="east")
+    now = timezone.now()
+    for age in (0, 3600):  # now and one half-life ago: the pool held the whole cluster
+        PoolUsageSample.objects.create(pool=Pool.objects.get(name="team"),
+                                       at=now - timedelta(seconds=age), used_gpus=8,
+                                       low_gpus=0, quota_gpus=0)
+    register(agent)
+
+    def poll(**body):
+        response = agent.post("/api/configs/backend/east/agent/work",
+                              {"wait": 0, **body}, format="json")
+        assert response.status_code == 200, response.json()
+        return response.json()
+
+    settings.OSMO_USAGE_HALF_LIFE = 3600
+    assert "usage" not in poll()
+    assert poll(usage=True)["usage"] == {"osmo-pool-east-team.shared": pytest.approx(1.0)}
+    settings.OSMO_USAGE_HALF_LIFE = None
+    assert poll(usage=True)["usage"] == {}
+
+
 def test_a_batch_is_bounded(agent):
     register(agent)
     messages = [{"id": f"m{i}", "type": "heartbeat"} for i in range(501)]
@@ -216,6 +307,22 @@ def test_work_is_handed_out_until_acked_and_then_the_group_is_applied(agent, eas
     assert group.backend == "east"
     assert GroupDispatch.objects.get(group=group).applied_at is not None
     assert AgentWork.objects.filter(acked_at__isnull=True).count() == 0
+
+
+def test_a_long_poll_is_a_heartbeat_when_it_arrives_not_while_it_waits(agent, east):
+    """A dead agent's long poll must not keep its backend ONLINE until the poll ends."""
+    register(agent)
+    work = agent.post("/api/configs/backend/east/agent/work", {"wait": 0},
+                      format="json").json()["work"]
+    agent.post("/api/configs/backend/east/agent/work",
+               {"acks": [{"id": w["id"]} for w in work], "wait": 0}, format="json")
+    arrived = timezone.now()
+    response = agent.post("/api/configs/backend/east/agent/work", {"wait": 2}, format="json")
+    ended = timezone.now()
+    assert response.status_code == 200 and response.json()["work"] == []
+    assert (ended - arrived).total_seconds() >= 1.9  # it waited
+    beat = row()["last_heartbeat"]
+    assert arrived <= beat and (beat - arrived).total_seconds() < 0.5, (arrived, beat, ended)
 
 
 def test_an_agent_speaks_only_for_its_own_work_and_nodes(admin_client, agent, east):
@@ -285,3 +392,102 @@ def test_the_agents_traffic_is_counted_per_backend(agent, east, settings,
                    {"acks": [{"id": w["id"]} for w in work], "wait": 0}, format="json")
     after = [metric(admin, name, **label) for name, label in zip(names, labels, strict=True)]
     assert [b - a for a, b in zip(before, after, strict=True)] == [2, 3, 3, 1]
+
+
+RESCHEDULED = """
+workflow:
+  name: ft
+  groups:
+  - name: g
+    tasks:
+    - {name: lead, image: nvcr.io/x:1, command: [a], resource: r, lead: true,
+       exitActions: {RESCHEDULE: "3"}}
+    - {name: worker, image: nvcr.io/x:1, command: [b], resource: r}
+  resources:
+    r: {gpu: 1, cpu: 1, memory: 1Gi}
+"""
+
+
+def test_a_rescheduled_group_s_earlier_run_is_deleted_before_its_rerun_is_created(agent, east):
+    factories.pool("team", 64, backends=["east"], max_retries=2)
+    alice = make_client("alice", "osmo-team-user")
+    name = submit(alice, "team", RESCHEDULED)
+    register(agent)
+
+    def poll(acks=()):
+        response = agent.post("/api/configs/backend/east/agent/work",
+                              {"acks": [{"id": i} for i in acks], "wait": 0}, format="json")
+        assert response.status_code == 200, response.json()
+        return response.json()["work"]
+
+    def send(message_id: str, message_type: str, payload: dict):
+        response = agent.post("/api/configs/backend/east/agent/messages", {"messages": [
+            {"id": message_id, "type": message_type, "payload": payload}]}, format="json")
+        assert response.json() == {"acked": [message_id]}
+
+    def pods_of(work) -> dict[str, dict]:
+        return {o["metadata"]["name"]: o for w in work if w["kind"] == "create"
+                for o in w["payload"]["objects"] if o["kind"] == "Pod"}
+
+    first = poll()
+    old = pods_of(first)
+    assert sorted(old) == [f"{name}-g-lead", f"{name}-g-worker"]
+    poll([w["id"] for w in first])
+    running = {"phase": "Running"}
+    send("run", "pods", {"pods": [[{**pod, "spec": {**pod["spec"], "nodeName": "n1"},
+                                    "status": running}, False] for pod in old.values()]})
+    failed = {"phase": "Failed", "containerStatuses": [
+        {"name": "lead", "state": {"terminated": {"exitCode": 3}}}]}
+    lead = old[f"{name}-g-lead"]
+    send("fail", "pods", {"pods": [[{**lead, "spec": {**lead["spec"], "nodeName": "n1"},
+                                     "status": failed}, False]]})
+    group = WorkflowGroup.objects.get(workflow__name=name)
+    assert (group.status, group.retry_id) == ("SCHEDULING", 1)
+
+    work = poll()
+    # The earlier run's delete first, acked only once nothing of it is left; then the rerun.
+    assert [w["kind"] for w in work] == ["delete", "create", "create"]
+    assert work[0]["payload"] == {
+        "podgroup": f"{name}-g", "retry": 1, "until_gone": True,
+        "selector": f"app.kubernetes.io/managed-by=osmo,osmo.workflow={name},osmo.group=g,"
+                    "osmo.retry!=1"}
+    new = pods_of(work)
+    assert sorted(new) == [f"{name}-g-lead-r1", f"{name}-g-worker-r1"]
+    assert {pod["metadata"]["labels"]["osmo.retry"] for pod in new.values()} == {"1"}
+    row = GroupDispatch.objects.get(group=group)
+    assert (row.retry_id, row.applied_at, row.cleaned_at) == (1, None, None)
+    assert poll() == work  # queued once
+
+    # The earlier run's worker, deleted, and a late log of it: they say nothing of run 1.
+    worker = old[f"{name}-g-worker"]
+    send("gone", "pods", {"pods": [[{**worker, "status": running}, True]]})
+    send("late", "pod_logs", {"task": [name, "worker"], "pod": f"{name}-g-worker", "retry": 0,
+                              "text": "2026-01-02T03:04:05.000000000Z from run 0\n",
+                              "events": [{"reason": "Killing", "message": "stopping"}]})
+    assert sorted(Task.objects.filter(workflow__name=name).values_list(
+        "name", "status", "retry_id")) == [("lead", "SCHEDULING", 1),
+                                           ("worker", "SCHEDULING", 1)]
+    assert not TaskEvent.objects.filter(task__workflow__name=name, reason="Killing").exists()
+    assert not TaskLogChunk.objects.filter(task__workflow__name=name).exists()
+
+    assert poll([w["id"] for w in work]) == []
+    row.refresh_from_db()
+    assert row.applied_at is not None and row.cleaned_at is None  # the rerun is no cleanup
+    send("run1", "pods", {"pods": [[{**pod, "spec": {**pod["spec"], "nodeName": "n1"},
+                                     "status": running}, False] for pod in new.values()]})
+    assert sorted(Task.objects.filter(workflow__name=name).values_list(
+        "name", "status", "retry_id")) == [("lead", "RUNNING", 1), ("worker", "RUNNING", 1)]
+    send("log1", "pod_logs", {"task": [name, "worker"], "pod": f"{name}-g-worker-r1",
+                              "retry": 1, "text": "", "events": [
+                                  {"reason": "Pulled", "message": "pulled"}]})
+    assert list(TaskEvent.objects.filter(task__workflow__name=name, reason="Pulled")
+                .values_list("task__name", "retry_id")) == [("worker", 1)]
+    # When the group ends, its objects are deleted as any ended group's.
+    lifecycle.task_report_status(workflow=group.workflow, task_name="lead",
+                                 status="COMPLETED", exit_code=0)
+    cleanup = poll()
+    assert [(w["kind"], w["payload"]["selector"]) for w in cleanup] == [
+        ("delete", f"app.kubernetes.io/managed-by=osmo,osmo.workflow={name},osmo.group=g")]
+    poll([w["id"] for w in cleanup])
+    row.refresh_from_db()
+    assert row.cleaned_at is not None

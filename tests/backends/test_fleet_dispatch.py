@@ -339,3 +339,65 @@ def test_a_move_whose_old_cluster_goes_silent_is_released_by_the_lease(admin_cli
     # The fences stay first in line for east's return, one per group.
     assert sorted(AgentWork.objects.filter(backend="east", kind="delete", acked_at__isnull=True)
                   .values_list("group__workflow__name", flat=True)) == [first, second]
+
+
+RERUN_ON_BACKEND_ERROR = """
+workflow:
+  name: w
+  groups:
+  - name: g
+    tasks:
+    - name: t0
+      image: nvcr.io/x:1
+      command: [train]
+      resource: r
+      lead: true
+      exitActions: {RESCHEDULE: "3001"}
+  resources:
+    r: {gpu: 8, cpu: 2, memory: 8Gi}
+"""
+
+
+@override_settings(OSMO_BACKEND_LEASE=30, OSMO_BACKEND_LOST_TIMEOUT=600)
+def test_a_lost_clusters_running_gang_that_asks_runs_again_on_another_fenced(admin_client,
+                                                                          alice):
+    """Issue 46: past the lost timeout a running gang whose spec asks (RESCHEDULE over 3001,
+    OSMO's backend error) runs again elsewhere: its next run is created on west, named for
+    its retry, and east, back, deletes every run of it before anything else."""
+    from scheduler.backends.lost import backends_lost_pass
+
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west", 8)
+    team()
+    east = make_client("agent-east", "osmo-backend-east")
+    west = make_client("agent-west", "osmo-backend-west")
+    register(east, "east")
+    name = submit(alice, "team", RERUN_ON_BACKEND_ERROR)
+    assert fleet_pass().chosen == 1
+    work = poll(east, "east")
+    poll(east, "east", [{"id": w["id"]} for w in work])
+    pod = {"metadata": {"name": f"{name}-g-t0", "annotations": {
+        WORKFLOW_NAME_ANNOTATION: name, TASK_NAME_ANNOTATION: "t0"}},
+        "spec": {"nodeName": "east-0"}, "status": {"phase": "Running"}}
+    east.post("/api/configs/backend/east/agent/messages", {"messages": [
+        {"id": "running", "type": "pods", "payload": {"pods": [[pod, False]]}}]}, format="json")
+    assert list(Task.objects.values_list("status", "node_name")) == [("RUNNING", "east-0")]
+
+    Backend.objects.filter(name="east").update(
+        last_heartbeat=timezone.now() - timedelta(seconds=30 + 600 + 1))
+    assert backends_lost_pass() == {"east": 1}
+    assert list(Task.objects.values_list("status", "retry_id", "node_name")) == [
+        ("SCHEDULING", 1, "")]
+    summary = fleet_pass()
+    assert (summary.redispatched, summary.chosen) == (1, 1)
+    assert group(name).backend == "west"
+    register(west, "west")
+    west_work = poll(west, "west")
+    pods = [o["metadata"]["name"] for w in west_work if w["kind"] == "create"
+            for o in w["payload"]["objects"] if o["kind"] == "Pod"]
+    assert pods == [f"{name}-g-t0-r1"]
+
+    register(east, "east")  # back: the fence of every run of the gang, alone, first
+    fence = poll(east, "east")
+    assert [(w["kind"], w["payload"]["fence"]) for w in fence] == [("delete", True)]
+    assert "osmo.retry" not in fence[0]["payload"]["selector"]  # every run, not one

@@ -54,11 +54,16 @@ def agent_kubeconfig(server: ApiServer, path: Path) -> Path:
 
 
 class AgentProcess:
-    """``python -m scheduler.backends.agent.process`` (what ``osmo backend-agent`` runs)."""
+    """``python -m scheduler.backends.agent.process`` (what ``osmo backend-agent`` runs).
+    Each start keeps ``identity``, as a container restarted in its pod keeps the pod's name
+    (deploy/kubernetes/agent): it leads again at once, not after its old lease."""
 
-    def __init__(self, *, url: str, token: str, name: str, kubeconfig: Path, log: Path):
+    def __init__(self, *, url: str, token: str, name: str, kubeconfig: Path, log: Path,
+                 identity: str | None = None):
+        self.identity = identity or f"{name}-agent"
         self.argv = [sys.executable, "-m", "scheduler.backends.agent.process", "--url", url,
-                     "--token", token, "--name", name, "--kubeconfig", str(kubeconfig)]
+                     "--token", token, "--name", name, "--kubeconfig", str(kubeconfig),
+                     "--identity", self.identity]
         self.log = log
         self.process: subprocess.Popen | None = None
         self.starts = 0

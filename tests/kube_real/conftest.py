@@ -43,6 +43,12 @@ def apiserver(tmp_path_factory):
     yield from served(ApiServer(tmp_path_factory.mktemp("kube-apiserver")))
 
 
+@pytest.fixture(scope="module")
+def west_apiserver(apiserver, tmp_path_factory):
+    """A second real API server (another cluster, ``west``), for the fleet tests' module."""
+    yield from served(ApiServer(tmp_path_factory.mktemp("kube-apiserver-west")))
+
+
 def served(server: ApiServer):
     """A fixture's body for an API server: started, yielded, stopped (also when its start
     failed half-way)."""

@@ -26,14 +26,6 @@ pytestmark = pytest.mark.timeout(240)
 LEASE = 8  # the agents beat every 5 s
 
 
-@pytest.fixture(scope="module")
-def west_apiserver(apiserver, tmp_path_factory):
-    from .conftest import served
-    from .server import ApiServer
-
-    yield from served(ApiServer(tmp_path_factory.mktemp("kube-apiserver-west")))
-
-
 @override_settings(OSMO_BACKEND_LEASE=LEASE)
 def test_a_dead_agents_waiting_gang_runs_on_the_other_cluster_and_is_fenced_there(
         apiserver, west_apiserver, k8s_settings, namespace, transactional_db, live_server,

@@ -19,20 +19,14 @@ from tests.k8s.conftest import spec, statuses, submit
 from workflows.models import WorkflowGroup
 
 from .agent import install_agent_rbac, wait_until
-from .conftest import Cluster, kai_served, served
+from .conftest import Cluster, kai_served
 from .kai import add_node, prepare_namespace
 from .kubelet import Kubelet
-from .server import ApiServer
 from .test_agent import agent_of
 
 pytestmark = pytest.mark.timeout(300)
 QUOTA = 8
 GPU = "nvidia.com/gpu"
-
-
-@pytest.fixture(scope="module")
-def west_apiserver(apiserver, tmp_path_factory):
-    yield from served(ApiServer(tmp_path_factory.mktemp("kube-apiserver-west")))
 
 
 @pytest.fixture(scope="module")

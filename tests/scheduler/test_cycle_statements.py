@@ -116,7 +116,7 @@ def test_the_record_is_written_without_reading_it_and_read_back_only_after_anoth
     meanwhile, the cycle reads it back: a gang whose reasons are unchanged gets no second
     event, one whose reasons that writer changed gets one."""
     from scheduler import cycle_record
-    from scheduler.cycle_record import CycleRecord, PendingGang
+    from scheduler.cycle_figures import CycleRecord, PendingGang
     from scheduler.models import SchedulerCycle
 
     waiting = submit(alice, "team", spec("waiting", 8))  # no nodes: pending

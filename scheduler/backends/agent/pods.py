@@ -71,8 +71,9 @@ class AgentPods(PodListener):
         task = (Task.objects.filter(workflow__name=key[0], name=key[1],
                                     status__in=ALIVE_TASK_STATUSES)
                 .filter(Exists(self._work().filter(group=OuterRef("group_id")))).first())
-        if task is None:
-            return 0
+        retry = payload.get("retry", task.retry_id if task else None)  # an older agent: none
+        if task is None or retry != task.retry_id:
+            return 0  # ended, or a pod of an earlier run (its group runs again)
         lines, last = pod_logs.lines_after(str(payload.get("text") or "").encode(),
                                            logstore.log_cursor(task.pk, task.retry_id), task.name)
         logstore.log_append(task=task, text="".join(lines), source_ns=last)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -20,18 +20,21 @@ from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
 from scheduler import services as scheduler_services
+from scheduler.cycle_figures import CycleRecord, PendingGang, QueueFigures
+from scheduler.cycle_record import cycle_record_write
 from scheduler.models import AgentMessage, Backend, BackendKind, ClusterBackendStatus, Node
 
 from ..fleet import fleet_pass
 from ..kubernetes.nodes import node_fields
 from ..selectors import backend_get
 from . import metrics, work
+from .lease import lease_acquire, lease_hold
 from .pods import AgentPods
 
 logger = logging.getLogger(__name__)
 
 MESSAGE_TYPES = ("heartbeat", "nodes", "nodes_listed", "pods", "pods_listed", "placement",
-                 "pod_logs")
+                 "pod_logs", "cycle")
 KEPT_MESSAGES = timedelta(days=2)  # ids older than any agent's unacked message
 
 
@@ -45,20 +48,24 @@ def _kubernetes(name: str) -> Backend:
 
 
 @transaction.atomic
-def agent_register(*, name: str, k8s_uid: str, version: str) -> tuple[Backend, datetime]:
+def agent_register(*, name: str, k8s_uid: str, version: str,
+                   instance: str = "") -> tuple[Backend, datetime]:
     """An agent (re)connects: the first records the cluster's identity, a later one must
-    bring the same (409 ``backend_identity_mismatch``, nothing changed). Every unacked item
-    of work will be handed out again, and the Queues and Topology are queued whole. Returns the
-backend and when this connection began (the agent echoes it with its re-lists)."""
+    bring the same (409 ``backend_identity_mismatch``, nothing changed), and it must win the
+    backend's lease (409 ``agent_not_leader`` while another agent's runs: it stands by,
+    nothing changed). Every unacked item of work will be handed out again, and the Queues and
+    Topology are queued whole. Returns the backend and when this connection began (the agent
+    echoes it with its re-lists)."""
     backend = _kubernetes(name)
     backend = Backend.objects.select_for_update().get(pk=backend.pk)
     if backend.k8s_uid and backend.k8s_uid != k8s_uid:
         raise Conflict("backend_identity_mismatch",
                        f"Backend '{name}' belongs to the cluster whose kube-system namespace "
                        f"has UID {backend.k8s_uid}; this agent's cluster has {k8s_uid[:64]}.")
+    now = timezone.now()
+    lease_acquire(backend=backend.name, instance=instance, now=now)
     backend.k8s_uid = k8s_uid
     backend.version = version
-    now = timezone.now()
     backend.last_heartbeat = now
     backend.save(update_fields=["k8s_uid", "version", "last_heartbeat"])
     work.queue_sync(backend, force=True)
@@ -68,11 +75,13 @@ backend and when this connection began (the agent echoes it with its re-lists)."
     return backend, now
 
 
-def agent_backend(name: str) -> Backend:
-    """The backend an agent speaks for; it must have registered (its identity known)."""
+def agent_backend(name: str, instance: str = "") -> Backend:
+    """The backend an agent speaks for; it must have registered (its identity known) and
+    lead it (its lease renewed now; 409 ``agent_not_leader`` otherwise, nothing changed)."""
     backend = _kubernetes(name)
     if not backend.k8s_uid:
         raise Conflict("backend_not_registered", f"Backend '{name}': register first.")
+    lease_hold(backend=name, instance=instance)
     return backend
 
 
@@ -126,6 +135,8 @@ def _apply(backend: Backend, pods: AgentPods, kind: str, payload: dict[str, Any]
         pods.archived(payload)
     elif kind == "placement":
         _placement(backend, payload.get("missing") or [])
+    elif kind == "cycle":
+        _cycle(backend, payload)
     elif kind == "pods":
         pods.handle_batch([(pod, bool(deleted)) for pod, deleted in payload.get("pods") or []])
     elif kind == "pods_listed":
@@ -145,6 +156,17 @@ def _placement(backend: Backend, missing: list) -> None:
         "placement_missing": clean})
 
 
+def _cycle(backend: Backend, cycle: dict[str, Any]) -> None:
+    """A cycle of our placement in the agent (its shape checked by the serializer), on the
+    backend's `SchedulerCycle` row as the backend process records its own."""
+    cycle_record_write(CycleRecord(
+        at=datetime.fromtimestamp(cycle["at"], tz=UTC), duration_ms=cycle["duration_ms"],
+        bound=cycle["bound"], evicted=cycle["evicted"],
+        queues=tuple(QueueFigures(**queue) for queue in cycle["queues"]),
+        pending_gangs=tuple(PendingGang(**gang) for gang in cycle["pending_gangs"]),
+        metrics=cycle["metrics"]), backend=backend.name)
+
+
 def _session(stamp: Any) -> datetime | None:
     try:
         return datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
@@ -162,14 +184,22 @@ def _nodes(backend: Backend, nodes: list[dict], deleted: list[str]) -> None:
         scheduler_services.node_delete(node=row, force=True)
 
 
-def agent_poll(*, backend: Backend, acks: list[dict], after: int = 0) -> list[dict]:
+def agent_poll(*, backend: Backend, acks: list[dict], after: int = 0,
+               instance: str = "", arrived: bool = True) -> list[dict]:
     """Record the acks, claim what is new for this backend, and return its unacked work
-    after id ``after`` (the agent's last seen in this connection; 0: everything)."""
+    after id ``after`` (the agent's last seen in this connection; 0: everything) — while
+    ``instance`` still leads: a long poll is not a renewal (the request began it), so a
+    poll whose agent died meanwhile does not keep its lease. Nor is a later step of it a
+    heartbeat (``arrived``: the request's first step), or a dead agent's poll would keep
+    its backend ONLINE until the poll ends."""
+    lease_hold(backend=backend.name, instance=instance, renew=False)
     work.ack(backend, acks)
-    Backend.objects.filter(pk=backend.pk).update(last_heartbeat=timezone.now())
+    if arrived:
+        Backend.objects.filter(pk=backend.pk).update(last_heartbeat=timezone.now())
     work.queue_sync(backend)
     # This backend's share of the waiting gangs, chosen before it claims.
     fleet_pass(moves=False)
     work.claim_groups(backend)
+    work.queue_reruns(backend)
     work.queue_cleanups(backend)
     return work.unacked(backend, after=after)

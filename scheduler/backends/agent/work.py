@@ -9,6 +9,11 @@
   every item of it is acked.
 - **delete**: a group that ended (or whose workflow did) has its objects deleted by label;
   acked → ``cleaned_at``.
+- **rerun**: a group an exit action runs again (its ``retry_id`` above its dispatch row's)
+  gets a delete of its earlier run's objects (by the run's label, ``until_gone``: the agent
+  acks it only once nothing of that run is left, a terminating pod included) and, after it,
+  the new run's creates (pods named ``{pod}-r{N}``); the agent applies items in id order and
+  stops at one not done, so a rerun's pods never overlap their predecessors.
 - **sync**: the whole desired set of Queues and the Topology, queued when it differs from
   the last one queued (and at every register, so a reconnected cluster converges).
 
@@ -24,7 +29,7 @@ from datetime import datetime
 
 import orjson
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -39,13 +44,13 @@ from workflows.models import (
 )
 
 from ..destined import destined_q
-from ..kubernetes.objects import group_objects, group_selector
+from ..kubernetes.objects import earlier_runs_selector, group_objects, group_selector
 from . import metrics
 
 logger = logging.getLogger(__name__)
 
 PODS_PER_ITEM = 100  # a 1,000-task group is 11 items of a few hundred KiB each
-CLAIM_BATCH = 50  # groups claimed in one transaction
+CLAIM_BATCH = 100  # groups claimed in one transaction (one-pod groups: a poll answer)
 POLL_ITEMS = 200  # items in one poll answer at most
 POLL_BYTES = 8 * 1024 * 1024  # and about this many bytes (one item always goes)
 MOVED = "moved"  # the outcome of a create whose group was taken to another backend
@@ -70,29 +75,72 @@ def claim_groups(backend: Backend, *, limit: int = CLAIM_BATCH) -> int:
             return 0
         items: list[AgentWork] = []
         for group in groups:
-            objects = group_objects(group.workflow, group)
-            for pod in objects.pods:
-                if backend.scheduler_name:
-                    pod["spec"]["schedulerName"] = backend.scheduler_name
-            head = [*objects.secrets, *([objects.service] if objects.service else []),
-                    objects.podgroup]
-            chunks = [head] + [objects.pods[i:i + PODS_PER_ITEM]
-                               for i in range(0, len(objects.pods), PODS_PER_ITEM)]
-            items += [AgentWork(backend=backend.name, kind=AgentWorkKind.CREATE, group=group,
-                                payload={"podgroup": group.podgroup, "objects": chunk})
-                      for chunk in chunks]
+            items += _creates(backend, group)
             claimed += 1
         GroupDispatch.objects.bulk_create(
-            [GroupDispatch(group=group, namespace=backend.k8s_namespace) for group in groups])
+            # The run it is created at: a group rescheduled before it came here (a lost
+            # cluster's) is not queued to run again once more.
+            [GroupDispatch(group=group, namespace=backend.k8s_namespace,
+                           retry_id=group.retry_id) for group in groups])
         AgentWork.objects.bulk_create(items)
     logger.info("agent %s: claimed %d group(s)", backend.name, claimed)
     return claimed
 
 
+def _creates(backend: Backend, group: WorkflowGroup) -> list[AgentWork]:
+    """The create items of the group's current run, in create order."""
+    objects = group_objects(group.workflow, group)
+    for pod in objects.pods:
+        if backend.scheduler_name:
+            pod["spec"]["schedulerName"] = backend.scheduler_name
+    head = [*objects.secrets, *([objects.service] if objects.service else []),
+            objects.podgroup]
+    chunks = [head] + [objects.pods[i:i + PODS_PER_ITEM]
+                       for i in range(0, len(objects.pods), PODS_PER_ITEM)]
+    return [AgentWork(backend=backend.name, kind=AgentWorkKind.CREATE, group=group,
+                      payload={"podgroup": group.podgroup, "objects": chunk})
+            for chunk in chunks]
+
+
+def queue_reruns(backend: Backend, *, limit: int = CLAIM_BATCH) -> int:
+    """Groups of this backend an exit action runs again: the delete of their earlier run's
+    objects, then their new run's creates; the dispatch row records the new run at once (so
+    it is queued once) and is applied again when the creates are acked. Returns how many."""
+    if backend.maintenance:
+        return 0
+    with transaction.atomic():
+        rows = list(GroupDispatch.objects
+                    .filter(cleaned_at__isnull=True, group__backend=backend.name,
+                            retry_id__lt=F("group__retry_id"),
+                            group__status=TaskStatus.SCHEDULING,
+                            group__workflow__status__in=ALIVE_WORKFLOW_STATUSES)
+                    .select_related("group__workflow__pool")
+                    .select_for_update(skip_locked=True, of=("self",))
+                    .order_by("pk")[:limit])
+        items: list[AgentWork] = []
+        for row in rows:
+            group = row.group
+            items.append(AgentWork(
+                backend=backend.name, kind=AgentWorkKind.DELETE, group=group,
+                payload={"podgroup": group.podgroup, "retry": group.retry_id,
+                         "until_gone": True,
+                         "selector": earlier_runs_selector(group.workflow.name, group.name,
+                                                           group.retry_id)}))
+            items += _creates(backend, group)
+            GroupDispatch.objects.filter(pk=row.pk).update(
+                retry_id=group.retry_id, applied_at=None, last_error="", reasons=[])
+        AgentWork.objects.bulk_create(items)
+    if rows:
+        logger.info("agent %s: %d group(s) queued to run again", backend.name, len(rows))
+    return len(rows)
+
+
 def queue_cleanups(backend: Backend, *, limit: int = CLAIM_BATCH) -> int:
     """Queue the deletion of the objects of this backend's groups that ended."""
     with transaction.atomic():
-        pending = AgentWork.objects.filter(group=OuterRef("group_id"), kind=AgentWorkKind.DELETE)
+        # A rerun's delete of an earlier run is no cleanup of the group.
+        pending = AgentWork.objects.filter(group=OuterRef("group_id"), kind=AgentWorkKind.DELETE
+                                           ).exclude(payload__has_key="retry")
         rows = list(GroupDispatch.objects
                     .filter(cleaned_at__isnull=True, group__backend=backend.name)
                     .filter(Q(group__status__in=FINAL_TASK_STATUSES)
@@ -200,14 +248,14 @@ def ack(backend: Backend, acks: Iterable[dict]) -> list[int]:
     if not by_id:
         return []
     now = timezone.now()
-    done: list[int] = []
     with transaction.atomic():
         items = list(AgentWork.objects.filter(backend=backend.name, pk__in=list(by_id),
                                               acked_at__isnull=True)
                      .select_for_update().only("pk", "kind", "group_id"))
-        for item in items:
-            AgentWork.objects.filter(pk=item.pk).update(acked_at=now, outcome=by_id[item.pk])
-            done.append(item.pk)
+        done = [item.pk for item in items]
+        for outcome in set(by_id[pk] for pk in done):  # one statement per outcome, not per item
+            AgentWork.objects.filter(pk__in=[pk for pk in done if by_id[pk] == outcome]).update(
+                acked_at=now, outcome=outcome)
         # An error is an answer that can never succeed (400, 422, a name taken by another
         # object): the group fails as a refused submission does. Transient ones are not acked.
         failed = {item.group_id: by_id[item.pk] for item in items
@@ -229,7 +277,11 @@ def ack(backend: Backend, acks: Iterable[dict]) -> list[int]:
             GroupDispatch.objects.filter(group_id=group_id).update(last_error=error)
             lifecycle.group_fail_submission(group_id=group_id)
         deletes = [item.pk for item in items if item.kind == AgentWorkKind.DELETE]
-        cleaned = [item.group_id for item in items if item.kind == AgentWorkKind.DELETE]
+        # A rerun's delete of the earlier run leaves the group's current run in place.
+        reruns = set(AgentWork.objects.filter(pk__in=deletes, payload__has_key="retry")
+                     .values_list("pk", flat=True)) if deletes else set()
+        cleaned = [item.group_id for item in items
+                   if item.kind == AgentWorkKind.DELETE and item.pk not in reruns]
         if deletes:  # a create's payload (pods) is never read back here
             # A moved group's objects are gone here: the backend it moved to may create them.
             GroupDispatch.objects.filter(pk__in=list(AgentWork.objects.filter(

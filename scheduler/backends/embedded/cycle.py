@@ -24,15 +24,14 @@ from scheduler.backends.fleet import fleet_pass
 from scheduler.backends.spec import BackendSpec, default_spec, embedded_specs
 from scheduler.core import run_cycle
 from scheduler.core.kai_names import DEFAULT_BACKEND, queue_name_for
-from scheduler.cycle_record import (
+from scheduler.cycle_figures import (
     CycleRecord,
     PendingGang,
-    cycle_record_write,
     estimate_row,
-    last_reasons,
     queue_figures,
     waiting_words,
 )
+from scheduler.cycle_record import cycle_record_write, last_reasons
 from scheduler.models import Node
 from workflows import lifecycle, logstore
 from workflows.lifecycle import TaskEviction, TaskMove

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from datetime import UTC, datetime
+from collections.abc import Callable
 
 from django.conf import settings
 
 from scheduler.core import SchedulerConfig, run_cycle
 from scheduler.core.results import CycleResult
 from scheduler.cycle_config import scheduler_config
-from scheduler.usage import queue_usage
 
 from .applier import Applier
 from .cache import ClusterCache
@@ -42,7 +41,8 @@ class Placement:
     cycle."""
 
     def __init__(self, kube: Kube, cache: ClusterCache, *, scheduler_name: str | None = None,
-                 config: SchedulerConfig | None = None, workers: int = BIND_THREADS):
+                 config: SchedulerConfig | None = None, workers: int = BIND_THREADS,
+                 usage_source: Callable[[], dict[str, float]] | None = None):
         self.cache = cache
         self.scheduler_name = scheduler_name or settings.OSMO_SCHEDULER_NAME
         self.config = config or scheduler_config()
@@ -50,6 +50,7 @@ class Placement:
                               namespace=cache.namespace)
         self.applier = Applier(self.calls, cache, workers=workers)
         self.reporter = Reporter(self.calls)
+        self.usage_source = usage_source or dict  # none: no queue weighs its history
         self._usage: tuple[float, dict[str, float]] = (-USAGE_REFRESH_SECONDS, {})
         self.below_min: dict[str, float] = {}
         self.memo = SnapshotMemo()
@@ -82,8 +83,8 @@ class Placement:
         """Historical usage per queue, read again at most every ``USAGE_REFRESH_SECONDS``
         (the series gains a sample a minute)."""
         read_at, usage = self._usage
-        if settings.OSMO_USAGE_HALF_LIFE and now - read_at >= USAGE_REFRESH_SECONDS:
-            usage = queue_usage(now=datetime.now(UTC), namespace=self.cache.namespace)
+        if now - read_at >= USAGE_REFRESH_SECONDS:
+            usage = self.usage_source()
             self._usage = (now, usage)
         return usage
 

@@ -61,7 +61,8 @@ def task_events(items: list[dict], task: Task) -> list[logstore.Event]:
         message = (event.get("message") or "").strip()
         message += f" ({source}{f', {count} times' if count > 1 else ''})" if source else ""
         events.append(logstore.Event(task.workflow_id, task.pk,
-                                     str(event.get("reason") or "Event"), message, at))
+                                     str(event.get("reason") or "Event"), message, at,
+                                     task.retry_id))
     return sorted(events, key=lambda e: e.at or timezone.now())
 
 

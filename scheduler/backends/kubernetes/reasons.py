@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from pools.selectors import served_by_q
 from scheduler.core.kai_names import DEFAULT_BACKEND, queue_name_for
-from scheduler.cycle_record import CycleRecord, PendingGang, cycle_record_write, waiting_words
+from scheduler.cycle_figures import CycleRecord, PendingGang, waiting_words
+from scheduler.cycle_record import cycle_record_write
 from scheduler.models import GroupDispatch
 from workflows import logstore
 from workflows.models import Task, TaskStatus

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.core.kai_names import GROUP_NAME_ANNOTATION, WORKFLOW_NAME_ANNOTATION
 from scheduler.core.results import CycleResult
-from scheduler.cycle_record import PendingGang, estimate_row
+from scheduler.cycle_figures import PendingGang, estimate_row
 
 from .calls import ApiCalls, CycleFigures, now_iso
 from .client import PODGROUPS, REQUEST_TIMEOUT, describe

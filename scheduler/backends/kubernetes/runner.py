@@ -47,27 +47,28 @@ from scheduler import services
 from scheduler.backends import WAKE_CHANNEL
 from scheduler.backends.spec import DEFAULT_K8S_LOCK, BackendSpec, default_spec
 from scheduler.core.kai_names import DEFAULT_BACKEND, WORKFLOW_NAME_ANNOTATION
-from scheduler.cycle_record import CycleRecord, cycle_record_write, queue_figures
+from scheduler.cycle_figures import CycleRecord, queue_figures
+from scheduler.cycle_record import cycle_record_write
 from scheduler.leader import LeaderLock
+from scheduler.usage import queue_usage
 from workflows.selectors import workflows_not_started
 
 from . import kai_readiness, nodes, reasons, scheduler_process
-from .cache import ClusterCache, placement_cache
+from .cache import ClusterCache
 from .cleanup import Cleaner
 from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
 from .health import Health
 from .listener import PodListener
 from .placement import Placement
+from .placement_loop import BACKOFF_MAX, BACKOFF_START, cycle_metrics, placement_loop
 from .pod_logs import PodLogs
 from .reporter import pending_gangs
 
 logger = logging.getLogger(__name__)
 
 K8S_LEADER_LOCK = DEFAULT_K8S_LOCK  # the `default` backend's; others: BackendSpec.leader_lock
-BACKOFF_START, BACKOFF_MAX = 1.0, 60.0
 MAX_BATCHES = 20  # dispatch batches in one pass while groups keep becoming runnable
-CYCLE_GAP = 0.05  # seconds at least between two scheduling cycles (events arrive in bursts)
 
 
 FIRST_BINDS_REMEMBERED = 10_000
@@ -105,15 +106,11 @@ def first_binds(placement: Placement, seen: dict[str, None]) -> list[tuple[str, 
 def publish_cycle(placement: Placement, figures, backend: str | None = None) -> None:
     """The cycle's figures where ``GET /api/scheduler/status`` and ``explain`` read them
     (the row of ``backend``, default the `default` one)."""
-    metrics = {**figures.to_dict(), "cycles": placement.cycles,
-               "bound_total": placement.bound_total,
-               "api_calls_total": dict(sorted(placement.totals.items())),
-               "time_total_ms": {k: round(v, 1) for k, v in placement.time_totals.items()}}
     cycle_record_write(CycleRecord(
         at=datetime.fromtimestamp(figures.at, tz=UTC), duration_ms=figures.duration_ms,
         bound=figures.bound, evicted=figures.evicted,
         queues=queue_figures(placement.last_result), pending_gangs=pending_gangs(placement),
-        metrics=metrics), backend=backend or DEFAULT_BACKEND)
+        metrics=cycle_metrics(placement, figures)), backend=backend or DEFAULT_BACKEND)
     scheduler_metrics.record_cycle(
         snapshot=figures.snapshot_ms / 1000, decide=figures.decide_ms / 1000,
         apply=figures.apply_ms / 1000, bound=figures.bound,
@@ -122,78 +119,20 @@ def publish_cycle(placement: Placement, figures, backend: str | None = None) -> 
         first_binds=first_binds(placement, _FIRST_BOUND) if scheduler_metrics.enabled() else ())
 
 
-def cycle_gap(figures) -> float:
-    """Seconds to wait after a cycle: as long as it computed (its bindings are the API
-    server's time, not this process's)."""
-    return (figures.snapshot_ms + figures.decide_ms) / 1000
+def database_usage(spec: BackendSpec) -> Callable[[], dict[str, float]]:
+    """The queues' historical usage from this installation's samples (``placement_loop``'s
+    ``usage`` in the product's process)."""
+    return lambda: queue_usage(now=datetime.now(UTC), namespace=spec.namespace)
+
+
+def recording(spec: BackendSpec) -> Callable[[Placement, Any], None]:
+    """``placement_loop``'s publish in the product's process: each cycle on ``spec``'s row."""
+    return lambda placement, figures: publish_cycle(placement, figures, spec.name)
 
 
 # Settings the scheduler's own process takes from its parent (a test's overrides included).
 CHILD_SETTINGS = ("OSMO_NAMESPACE", "OSMO_SCHEDULER_NAME", "OSMO_PLACEMENT",
                   "OSMO_KAI_KUBECONFIG")
-
-
-def placement_loop(running: Callable[[], bool], wake: threading.Event, *, interval: float,
-                   watch_timeout: int, client_factory: Callable[[], Any],
-                   backoff: tuple[float, float] = (BACKOFF_START, BACKOFF_MAX),
-                   report: Callable[[bool, str], None] | None = None, holder=None,
-                   publish: Callable[[Placement, Any], None] | None = None,
-                   cache: ClusterCache | None = None, spec: BackendSpec | None = None) -> None:
-    """Informers into a cache, then a cycle whenever the cache changed in a way that matters
-    (at most every ``CYCLE_GAP`` seconds, and computing — snapshot and decision — never more
-    than half of the time: a stream of new pods then meets cycles that each take more of them,
-    rather than back-to-back cycles taking the CPU the pods' submissions need; at least every
-    ``interval``), each cycle's figures handed to ``publish`` (written to the
-    ``SchedulerCycle`` row of ``spec``'s backend). ``cache``: one already started
-    (:func:`.scheduler_process.main` starts it before Django loads), waking ``wake``."""
-    spec = spec or default_spec()
-    if publish is None:
-        def publish(placement: Placement, figures) -> None:
-            publish_cycle(placement, figures, spec.name)
-    if cache is None:
-        cache = placement_cache(client_factory, wake, watch_timeout=watch_timeout, spec=spec)
-        cache.start(running, report=report)
-    kube = Kube(client_factory())
-    placement = Placement(kube, cache, scheduler_name=spec.scheduler_name)
-    if holder is not None:
-        holder.placement = placement
-    delay = backoff[0]
-
-    def sleep(seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while running() and time.monotonic() < deadline:
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-
-    try:
-        while running() and not cache.wait_synced(1.0):
-            pass
-        while running():
-            wake.wait(interval)
-            wake.clear()
-            if not running():
-                break
-            started = time.monotonic()
-            try:
-                figures = placement.cycle()
-                publish(placement, figures)
-                delay = backoff[0]
-            except Exception:  # noqa: BLE001 - the next cycle reads everything again
-                logger.exception("osmo scheduler: cycle failed")
-                scheduler_metrics.record_cycle_failed()
-                connection.close()
-                sleep(delay)
-                delay = min(backoff[1], delay * 2)
-                continue
-            gap = max(CYCLE_GAP - (time.monotonic() - started), cycle_gap(figures))
-            if gap > 0:
-                sleep(gap)
-    finally:
-        if holder is not None:
-            holder.placement = None
-        cache.stop()
-        placement.close()
-        kube.close()
-        connection.close()
 
 
 def placement_process(stop, parent: int, config: dict, cache: ClusterCache,
@@ -211,9 +150,10 @@ def placement_process(stop, parent: int, config: dict, cache: ClusterCache,
 
     threading.Thread(target=watch_stop, daemon=True).start()
     spec = BackendSpec(**config["spec"])
-    placement_loop(running, wake, interval=spec.interval, watch_timeout=spec.watch_timeout,
+    placement_loop(running, wake, spec=spec, interval=spec.interval,
                    client_factory=lambda: api_client(kubeconfig=spec.kubeconfig),
-                   backoff=config["backoff"], cache=cache, spec=spec)
+                   publish=recording(spec), usage=database_usage(spec),
+                   backoff=config["backoff"], cache=cache, release=connection.close)
 
 
 class BackendRunner:
@@ -402,13 +342,13 @@ class BackendRunner:
         the child lives only while this process leads."""
         running = lambda: not self.stopping and self._leading.is_set()  # noqa: E731
         if not self.placement_process:
-            placement_loop(running, self._wake, interval=self.interval,
-                           watch_timeout=self.spec.watch_timeout,
-                           client_factory=self.client_factory, backoff=(self.backoff_start,
-                                                                         self.backoff_max),
+            placement_loop(running, self._wake, spec=self.spec, interval=self.interval,
+                           client_factory=self.client_factory, publish=recording(self.spec),
+                           usage=database_usage(self.spec),
+                           backoff=(self.backoff_start, self.backoff_max),
                            report=lambda ok, detail: self.health.report("scheduler", ok,
                                                                         detail),
-                           holder=self, spec=self.spec)
+                           holder=self, release=connection.close)
             return
         context = multiprocessing.get_context("spawn")
         delay = self.backoff_start

@@ -8,5 +8,6 @@ few settings.
 - ``outbox.py``: messages with ids, kept until acked, re-sent after a reconnect;
 - ``service.py``: the HTTP calls to the service (register, messages, long-poll for work);
 - ``cluster.py``: LIST + WATCH of Nodes and our pods, and the work applied idempotently;
-- ``main.py``: the threads and the reconnects.
+- ``lease.py``: whether this agent may still act (its lease from the service, self-fencing);
+- ``main.py``: the threads, the reconnects and standing by while another agent leads.
 """

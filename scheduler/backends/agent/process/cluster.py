@@ -16,12 +16,14 @@ from scheduler.core.kai_names import (
     REPLICA_INDEX_ANNOTATION,
     TASK_NAME_ANNOTATION,
     WORKFLOW_NAME_ANNOTATION,
+    retry_of,
 )
 from scheduler.kai.reconcile import KaiSyncError, sync_objects
 
 from ...kubernetes.client import (
     MANAGED_SELECTOR,
     PODGROUPS,
+    POOL_SIZE,
     REQUEST_TIMEOUT,
     Kube,
     api_errors,
@@ -55,6 +57,8 @@ def kube_from(kubeconfig: str | None) -> Kube:
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration,
                                 persist_config=False)
     configuration.retries = False
+    # The worker's threads (APPLY_THREADS) each keep a connection.
+    configuration.connection_pool_maxsize = max(POOL_SIZE, configuration.connection_pool_maxsize)
     return Kube(client.ApiClient(configuration))
 
 
@@ -220,7 +224,7 @@ class PodWatcher(Watcher):
             pods.append([pod, kind == "DELETED"])
         self.outbox.put("pods", {"pods": pods})
 
-    def _send_log(self, name: str, key: list[str]) -> None:
+    def _send_log(self, name: str, key: list[str], retry: int) -> None:
         """One read of the log (its first ``LOG_MAX_BYTES``, timestamped), streamed and cut
         at line ends into messages of about ``LOG_MESSAGE_BYTES``: a read resumed with
         ``sinceTime`` would restart at a whole second, and a busy second outgrows a piece."""
@@ -233,15 +237,15 @@ class PodWatcher(Watcher):
                 buffer += piece
                 if len(buffer) >= LOG_MESSAGE_BYTES:
                     cut = buffer.rfind(b"\n") + 1 or len(buffer)
-                    self._put_log(key, name, buffer[:cut])
+                    self._put_log(key, name, retry, buffer[:cut])
                     buffer = buffer[cut:]
             if buffer:
-                self._put_log(key, name, buffer)
+                self._put_log(key, name, retry, buffer)
         finally:
             response.release_conn()
 
-    def _put_log(self, key: list[str], name: str, data: bytes) -> None:
-        self.outbox.put("pod_logs", {"task": key, "pod": name,
+    def _put_log(self, key: list[str], name: str, retry: int, data: bytes) -> None:
+        self.outbox.put("pod_logs", {"task": key, "pod": name, "retry": retry,
                                      "text": data.decode("utf-8", "replace")})
 
     def archive(self, pod: dict) -> None:
@@ -253,8 +257,9 @@ class PodWatcher(Watcher):
         if key is None:
             return
         name = pod["metadata"]["name"]
+        retry = retry_of(pod["metadata"])  # the run of its group: the service keeps its own
         try:
-            self._send_log(name, key)
+            self._send_log(name, key, retry)
         except api_errors() as exc:
             if status_of(exc) not in (400, 404):  # 400: never started, 404: gone
                 logger.warning("agent: reading the log of %s failed: %s", name, describe(exc))
@@ -271,7 +276,7 @@ class PodWatcher(Watcher):
         events = [{key_: event[key_] for key_ in EVENT_FIELDS if key_ in event}
                   for event in (body.get("items") or [])[-MAX_POD_EVENTS:]]
         if events:
-            self.outbox.put("pod_logs", {"task": key, "pod": name, "text": "",
+            self.outbox.put("pod_logs", {"task": key, "pod": name, "retry": retry, "text": "",
                                          "events": events})
 
     def _podgroup_events(self, pod: dict) -> list[dict]:
@@ -309,13 +314,36 @@ def _task_key(annotations: dict) -> list[str] | None:
 class Transient(Exception):
     """The cluster did not answer usefully: the item stays unacked and comes again."""
 
+    retry_after: float | None = None  # seconds before the next try (None: the worker's own)
+    quiet = False
+
+
+class StillThere(Transient):
+    """A rerun's earlier run is still leaving (a pod terminating): its delete is not done, and
+    the new run's creates after it wait."""
+
+    retry_after = 1.0
+    quiet = True  # expected while a kubelet confirms: no warning a second
+
+
+class Fenced(Transient):
+    """This agent's lease may have ended (``lease.py``): it acts no more until it is renewed;
+    the item stays unacked and goes to whoever leads."""
+
 
 class Applier:
-    """One work item at a time, in id order. Returns '' (done) or a permanent error."""
+    """One work item (the worker applies several at once, on threads of their own). Returns
+    '' (done) or a permanent error. ``may_act`` is asked before every write to the cluster
+    (the agent's lease)."""
 
-    def __init__(self, kube: Kube, namespace: str):
+    def __init__(self, kube: Kube, namespace: str, may_act: Any = lambda: True):
         self.kube = kube
         self.namespace = namespace
+        self.may_act = may_act
+
+    def _fence(self) -> None:
+        if not self.may_act():
+            raise Fenced("the lease may have ended: not acting until the service answers")
 
     def apply(self, item: dict) -> str:
         try:
@@ -324,8 +352,13 @@ class Applier:
                 return self._create(payload["objects"])
             if kind == "delete":
                 self._delete(payload["selector"])
+                if payload.get("until_gone"):
+                    left = self._delete(payload["selector"])
+                    if left:
+                        raise StillThere(f"{left} object(s) of an earlier run still leaving")
                 return ""
             if kind == "sync":
+                self._fence()
                 sync_objects(self.kube.custom, payload["objects"], namespace=self.namespace)
                 return ""
             return f"unknown work kind {kind!r}"
@@ -346,6 +379,7 @@ class Applier:
     def _create(self, objects: list[dict]) -> str:
         for obj in objects:
             obj = {**obj, "metadata": {**obj["metadata"], "namespace": self.namespace}}
+            self._fence()
             try:
                 call(self.kube, "POST", self._path(obj["kind"]), obj)
             except api_errors() as exc:
@@ -359,7 +393,9 @@ class Applier:
                 raise Transient(describe(exc)) from exc  # 401/403/404: an operator's to fix
         return ""
 
-    def _delete(self, selector: str) -> None:
+    def _delete(self, selector: str) -> int:
+        """Delete what the selector names; returns how many objects were still there (being
+        deleted already, or now)."""
         core, custom, ns = self.kube.core, self.kube.custom, self.namespace
         kw = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
         kinds = [
@@ -374,10 +410,14 @@ class Applier:
             (lambda: core.list_namespaced_secret(ns, label_selector=selector, **kw),
              lambda name: core.delete_namespaced_secret(name, ns, **kw)),
         ]
+        found = 0
         for lister, deleter in kinds:
             for obj in raw(lister()).get("items") or []:
+                self._fence()
+                found += 1
                 try:
                     raw(deleter(obj["metadata"]["name"]))
                 except api_errors() as exc:
                     if status_of(exc) != 404:  # gone already: done
                         raise
+        return found

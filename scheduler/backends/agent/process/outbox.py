@@ -31,6 +31,13 @@ class Outbox:
             self.ready.set()
         return message["id"]
 
+    def put_latest(self, kind: str, payload: dict) -> str:
+        """A message that replaces the unacked ones of its kind (a state, not an event: only
+        the latest matters)."""
+        with self._lock:
+            self._messages = [(m, n) for m, n in self._messages if m["type"] != kind]
+        return self.put(kind, payload)
+
     def batch(self) -> list[dict]:
         """The oldest unacked messages, up to a batch's count and bytes (one at least)."""
         out, size = [], 0
@@ -50,6 +57,13 @@ class Outbox:
             self._messages = [(m, n) for m, n in self._messages if m["id"] not in done]
             if not self._messages:
                 self.ready.clear()
+
+    def clear(self) -> None:
+        """Drop every unacked message: another agent leads and reports this cluster (this one
+        re-lists everything when it leads again)."""
+        with self._lock:
+            self._messages = []
+            self.ready.clear()
 
     def __len__(self) -> int:
         with self._lock:

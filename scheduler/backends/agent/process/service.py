@@ -3,9 +3,12 @@ needs no inbound connection), with the token of a user in ``osmo-backend-{name}`
 
 from __future__ import annotations
 
+import time
 from urllib.parse import quote
 
 import httpx
+
+from .lease import Lease
 
 CONNECT_SECONDS = 5.0
 READ_SECONDS = 30.0
@@ -24,9 +27,18 @@ class Refused(Exception):
         self.code = code
 
 
+class NotLeader(Refused):
+    """409 ``agent_not_leader``: another agent leads the backend, or this one's lease ended;
+    it stands by and registers again."""
+
+    CODE = "agent_not_leader"
+
+
 class Service:
-    def __init__(self, url: str, token: str, name: str):
+    def __init__(self, url: str, token: str, name: str, instance: str):
         self.name = name
+        self.instance = instance
+        self.lease = Lease()
         base = f"{url.rstrip('/')}/api/configs/backend/{quote(name, safe='')}/agent/"
         self._client = httpx.Client(
             base_url=base, timeout=httpx.Timeout(READ_SECONDS + 35, connect=CONNECT_SECONDS),
@@ -37,8 +49,9 @@ class Service:
         self._client.close()
 
     def _post(self, path: str, body: dict) -> dict:
+        sent = time.monotonic()
         try:
-            response = self._client.post(path, json=body)
+            response = self._client.post(path, json={**body, "instance": self.instance})
         except httpx.HTTPError as exc:
             raise Unreachable(f"{path}: {type(exc).__name__}: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
@@ -48,16 +61,26 @@ class Service:
         except ValueError:
             answer = {}
         if response.status_code >= 400:
-            raise Refused(response.status_code, str(answer.get("code", "")),
-                          str(answer.get("detail", response.text[:300])))
+            code = str(answer.get("code", ""))
+            detail = str(answer.get("detail", response.text[:300]))
+            if code == NotLeader.CODE:
+                self.lease.lost()
+                raise NotLeader(response.status_code, code, detail)
+            raise Refused(response.status_code, code, detail)
+        self.lease.renewed(sent)  # the service renewed the lease when it took the request
         return answer
 
     def register(self, *, k8s_uid: str, version: str) -> dict:
-        return self._post("register", {"k8s_uid": k8s_uid, "version": version})
+        answer = self._post("register", {"k8s_uid": k8s_uid, "version": version})
+        self.lease.configure(answer.get("lease_seconds") or self.lease.lease_seconds)
+        return answer
 
     def send(self, messages: list[dict]) -> list[str]:
         return self._post("messages", {"messages": messages})["acked"]
 
-    def poll(self, *, acks: list[dict], wait: float, following: list[str]) -> dict:
-        """``{work: [items], logs: [pods whose logs someone reads]}``."""
-        return self._post("work", {"acks": acks, "wait": wait, "following": following})
+    def poll(self, *, acks: list[dict], wait: float, following: list[str],
+             usage: bool = False) -> dict:
+        """``{work: [items], logs: [pods whose logs someone reads]}``, and ``usage`` (the
+        queues' historical usage) when asked."""
+        return self._post("work", {"acks": acks, "wait": wait, "following": following,
+                                   **({"usage": True} if usage else {})})

@@ -52,7 +52,7 @@ from workflows import lifecycle
 from workflows.models import ALIVE_WORKFLOW_STATUSES, Task, TaskStatus, WorkflowGroup
 from workflows.selectors import gpu_holding_tasks
 
-from .agent.work import fence_moved, release_held
+from .agent.work import fence_moved, holding_fences, release_held
 from .liveness import MAINTENANCE, OFFLINE, ONLINE, backend_status
 from .selectors import backends_live
 
@@ -221,13 +221,16 @@ def fleet_pass(now: datetime | None = None, *, moves: bool = True) -> FleetSumma
 
 
 def _anything_to_choose(names: set[str], now: datetime) -> bool:
+    """A group waits unchosen or on an OFFLINE backend, or a group moved away from a backend
+    now OFFLINE waits for that backend's fence (:func:`release_held` frees it)."""
     offline = [name for name, status in _statuses(names, now).items()
                if status == OFFLINE]
     several = (Q(workflow__pool__parent__isnull=True, workflow__pool__backends__len__gte=2)
                | Q(workflow__pool__parent__backends__len__gte=2))
     return WorkflowGroup.objects.filter(
         status=TaskStatus.SCHEDULING, workflow__status__in=ALIVE_WORKFLOW_STATUSES).filter(
-        several & (Q(backend__isnull=True) | Q(backend__in=offline))).exists()
+        several & (Q(backend__isnull=True) | Q(backend__in=offline))).exists() or (
+        bool(offline) and holding_fences(offline).exists())
 
 
 def _pass(names: set[str], now: datetime, moves: bool = True) -> FleetSummary:

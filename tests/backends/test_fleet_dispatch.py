@@ -401,3 +401,33 @@ def test_a_lost_clusters_running_gang_that_asks_runs_again_on_another_fenced(adm
     fence = poll(east, "east")
     assert [(w["kind"], w["payload"]["fence"]) for w in fence] == [("delete", True)]
     assert "osmo.retry" not in fence[0]["payload"]["selector"]  # every run, not one
+
+
+@override_settings(OSMO_BACKEND_LEASE=30)
+def test_the_pass_every_agent_poll_runs_releases_a_move_whose_old_cluster_went_silent(
+        admin_client, alice):
+    """Nothing else waits unchosen or on the silent cluster: the frequent pass (moves=False,
+    each agent poll's) still frees the moved group at once, not at the next beat."""
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west")
+    team()
+    east = make_client("agent-east", "osmo-backend-east")
+    register(east, "east")
+    first = submit(alice, "team", spec("first", gpus=8))
+    second = submit(alice, "team", spec("second", gpus=8))
+    assert fleet_pass().chosen == 2
+    poll(east, "east", [{"id": w["id"]} for w in poll(east, "east")])
+    node(admin_client, "west", 0, 8)
+    with override_settings(OSMO_FLEET_MOVE_INTERVAL=0):
+        assert fleet_pass().moved == 1
+    assert alice.post(f"/api/workflow/{first}/cancel").status_code == 200
+    west = Backend.objects.get(name="west")
+    assert fleet_pass(moves=False) == FleetSummary()  # east ONLINE: second is held
+    assert claim_groups(west) == 0
+    Backend.objects.filter(name="east").update(
+        last_heartbeat=timezone.now() - timedelta(seconds=31))
+    fleet_pass(moves=False)
+    assert claim_groups(west) == 1
+    assert group(second).backend == "west"
+    assert AgentWork.objects.filter(backend="east", kind="delete", acked_at__isnull=True,
+                                    group=group(second)).count() == 1  # still first in line

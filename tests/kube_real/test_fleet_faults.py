@@ -141,6 +141,20 @@ def running(client, name: str, backend: str, node: str, retry: int = 0):
                                           [("RUNNING", node, None)] * 2)
 
 
+def recovery_timeline(names: list[str], lease_end, agent) -> str:
+    """What a slow recovery is made of: each gang's move, its work items on west (created,
+    acked), and west's agent log."""
+    lines = [f"lease end {lease_end:%H:%M:%S.%f}"]
+    for group in WorkflowGroup.objects.filter(workflow__name__in=names):
+        lines.append(f"{group.podgroup}: backend {group.backend}, moved "
+                     f"{group.backend_moved_at and f'{group.backend_moved_at:%H:%M:%S.%f}'}")
+        lines += [f"  work {item.pk} {item.kind} on {item.backend}: created "
+                  f"{item.created_at:%H:%M:%S.%f}, acked "
+                  f"{item.acked_at and f'{item.acked_at:%H:%M:%S.%f}'} {item.outcome}"
+                  for item in AgentWork.objects.filter(group=group).order_by("pk")]
+    return "\n".join(lines) + f"\nwest's agent log:\n{agent.log_tail()}"
+
+
 def official_listing(server: ApiServer, namespace: str) -> tuple[list[str], list[str]]:
     """The namespace's pods and PodGroups, straight from the API server (official client)."""
     api = server.admin_client()
@@ -226,7 +240,7 @@ def test_a_dead_clusters_gangs_move_or_end_by_the_lost_timeout_and_it_returns_cl
         recovery = (timezone.now() - lease_end).total_seconds()
         print(f"recovery: the waiting gangs' pods on west {recovery:.1f} s after east's "
               f"lease ended")
-        assert recovery < CYCLE
+        assert recovery < CYCLE, recovery_timeline(waiting, lease_end, west)
         for group in WorkflowGroup.objects.filter(workflow__name__in=waiting):
             assert group.backend == "west" and group.backend_moved_at >= lease_end
         for name in (rerun, plain):  # started: theirs until the lost timeout

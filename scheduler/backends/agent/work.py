@@ -213,15 +213,19 @@ def fence_moved(backend_name: str, group_ids: list[int], *, hold: bool = False) 
     return len(groups)
 
 
+def holding_fences(backend_names: list[str]):
+    """These backends' unacked fences that hold a moved group's dispatch record."""
+    return AgentWork.objects.filter(backend__in=backend_names, kind=AgentWorkKind.DELETE,
+                                    acked_at__isnull=True, payload__has_key="releases")
+
+
 def release_held(backend_names: list[str]) -> int:
     """The dispatch records held by these (OFFLINE) backends' unacked fences go: their groups
     are claimed elsewhere at once, and the fences stay first in line for a returning agent."""
     if not backend_names:
         return 0
-    held = AgentWork.objects.filter(backend__in=backend_names, kind=AgentWorkKind.DELETE,
-                                    acked_at__isnull=True, payload__has_key="releases")
-    return GroupDispatch.objects.filter(
-        pk__in=list(held.values_list("payload__releases", flat=True))).delete()[0]
+    return GroupDispatch.objects.filter(pk__in=list(holding_fences(backend_names).values_list(
+        "payload__releases", flat=True))).delete()[0]
 
 
 def unacked(backend: Backend, *, after: int = 0) -> list[dict]:

@@ -315,8 +315,9 @@ def test_a_moved_gang_is_created_on_its_new_cluster_only_once_the_old_one_delete
     assert GroupDispatch.objects.get(group=group(second)).applied_at is None
 
 
-@override_settings(OSMO_BACKEND_LEASE=30)
-def test_a_move_whose_old_cluster_goes_silent_is_released_by_the_lease(admin_client, alice):
+def moved_from_east(admin_client, alice) -> tuple[str, str]:
+    """Two 8-GPU gangs created on east (8 GPUs), then west's 8 GPUs appear: the one waiting
+    moves west, held there until east deletes it. Returns (waiting on east, moved)."""
     cluster(admin_client, "east", 8)
     cluster(admin_client, "west")
     team()
@@ -330,8 +331,18 @@ def test_a_move_whose_old_cluster_goes_silent_is_released_by_the_lease(admin_cli
     with override_settings(OSMO_FLEET_MOVE_INTERVAL=0):
         assert fleet_pass().moved == 1
     assert claim_groups(Backend.objects.get(name="west")) == 0
+    return first, second
+
+
+def east_silent() -> None:
     Backend.objects.filter(name="east").update(
         last_heartbeat=timezone.now() - timedelta(seconds=31))
+
+
+@override_settings(OSMO_BACKEND_LEASE=30)
+def test_a_move_whose_old_cluster_goes_silent_is_released_by_the_lease(admin_client, alice):
+    first, second = moved_from_east(admin_client, alice)
+    east_silent()
     # east is OFFLINE: second is freed, first (never started either) is taken back too.
     assert fleet_pass().redispatched == 1
     assert claim_groups(Backend.objects.get(name="west")) == 2
@@ -408,24 +419,12 @@ def test_the_pass_every_agent_poll_runs_releases_a_move_whose_old_cluster_went_s
         admin_client, alice):
     """Nothing else waits unchosen or on the silent cluster: the frequent pass (moves=False,
     each agent poll's) still frees the moved group at once, not at the next beat."""
-    cluster(admin_client, "east", 8)
-    cluster(admin_client, "west")
-    team()
-    east = make_client("agent-east", "osmo-backend-east")
-    register(east, "east")
-    first = submit(alice, "team", spec("first", gpus=8))
-    second = submit(alice, "team", spec("second", gpus=8))
-    assert fleet_pass().chosen == 2
-    poll(east, "east", [{"id": w["id"]} for w in poll(east, "east")])
-    node(admin_client, "west", 0, 8)
-    with override_settings(OSMO_FLEET_MOVE_INTERVAL=0):
-        assert fleet_pass().moved == 1
+    first, second = moved_from_east(admin_client, alice)
     assert alice.post(f"/api/workflow/{first}/cancel").status_code == 200
     west = Backend.objects.get(name="west")
     assert fleet_pass(moves=False) == FleetSummary()  # east ONLINE: second is held
     assert claim_groups(west) == 0
-    Backend.objects.filter(name="east").update(
-        last_heartbeat=timezone.now() - timedelta(seconds=31))
+    east_silent()
     fleet_pass(moves=False)
     assert claim_groups(west) == 1
     assert group(second).backend == "west"

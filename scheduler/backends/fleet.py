@@ -11,7 +11,8 @@ more backends (and, as load, those of the single-backend pools sharing them):
   ran is taken back and chosen again at once; one waiting where another backend would start
   it now moves there (`move_target`, at most once per `OSMO_FLEET_MOVE_INTERVAL`). Work it
   had on the old cluster is fenced (`agent.work.fence_moved`); after a move the new backend
-  creates nothing until the old one's agent has deleted it there;
+  creates nothing until the old one's agent has deleted it there, or the old one's lease
+  ends (the next pass, an agent poll's too, releases it);
 - an unchosen group is chosen (`choose`) and reserved; when no backend's inventory can hold
   it, the first usable backend that has sent no nodes yet takes it (its own placement
   decides there); else it stays unchosen and waits, and `explain` says why.

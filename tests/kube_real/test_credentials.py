@@ -159,13 +159,18 @@ workflow:
 """
 
 
+def registries(client, scopes: dict[str, str]) -> None:
+    """REGISTRY credentials of ``client``'s, by name: the registry (and path) each serves."""
+    for name, registry in scopes.items():
+        body = {"registry_credential": {"registry": registry, "username": name,
+                                        "auth": f"{name}-{REGISTRY_SECRET}"}}
+        assert client.post(f"/api/credentials/{name}", body, format="json").status_code == 200
+
+
 def test_a_pod_pulls_with_the_registry_credentials_of_its_images_hosts_only(
         backend, cluster, alice, team) -> None:
-    for name, registry in (("ghcr", "https://ghcr.io/team"), ("hub", ""),
-                           ("local", "registry.local:5000"), ("other", "quay.io")):
-        body = {"registry_credential": {"registry": registry, "username": "u",
-                                        "auth": f"{name}-{REGISTRY_SECRET}"}}
-        assert alice.post(f"/api/credentials/{name}", body, format="json").status_code == 200
+    registries(alice, {"ghcr": "https://ghcr.io/team", "hub": "",
+                       "local": "registry.local:5000", "other": "quay.io"})
     name = submit(alice, "team", HOSTS_SPEC)
     assert backend.dispatch().applied == [f"{name}-g"]
     pg = f"{name}-g"
@@ -202,11 +207,8 @@ workflow:
 
 def test_each_image_pulls_with_its_most_specific_registry_credential(
         backend, cluster, alice, team) -> None:
-    for name, registry in (("team-a", "nvcr.io/nvidia/team-a"), ("team-b", "nvcr.io/nvidia/team-b"),
-                           ("nvidia", "https://nvcr.io/nvidia/"), ("ngc", "nvcr.io")):
-        body = {"registry_credential": {"registry": registry, "username": name,
-                                        "auth": f"{name}-{REGISTRY_SECRET}"}}
-        assert alice.post(f"/api/credentials/{name}", body, format="json").status_code == 200
+    registries(alice, {"team-a": "nvcr.io/nvidia/team-a", "team-b": "nvcr.io/nvidia/team-b",
+                       "nvidia": "https://nvcr.io/nvidia/", "ngc": "nvcr.io"})
     name = submit(alice, "team", SCOPES_SPEC)
     assert backend.dispatch().applied == [f"{name}-g"]
     pg = f"{name}-g"

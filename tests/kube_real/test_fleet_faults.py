@@ -237,10 +237,16 @@ def test_a_dead_clusters_gangs_move_or_end_by_the_lost_timeout_and_it_returns_cl
         wait_until(lambda: moved <= set(other.names("pods")), LEASE + CYCLE + 30,
                    "the waiting gangs' pods on west", west)
         lease_end = Backend.objects.get(name="east").last_heartbeat + timedelta(seconds=LEASE)
-        recovery = (timezone.now() - lease_end).total_seconds()
+        # When west's agent had created them: its acks of their creates (an ack follows the
+        # create), not when this test looked — the steps above may end after that.
+        creates = AgentWork.objects.filter(backend="west", kind="create",
+                                           group__workflow__name__in=waiting)
+        wait_until(lambda: creates.filter(acked_at__isnull=False).count() == 4, CYCLE,
+                   "west's acks of the waiting gangs' creates", west)
+        recovery = (max(creates.values_list("acked_at", flat=True)) - lease_end).total_seconds()
         print(f"recovery: the waiting gangs' pods on west {recovery:.1f} s after east's "
               f"lease ended")
-        assert recovery < CYCLE, recovery_timeline(waiting, lease_end, west)
+        assert 0 < recovery < CYCLE, recovery_timeline(waiting, lease_end, west)
         for group in WorkflowGroup.objects.filter(workflow__name__in=waiting):
             assert group.backend == "west" and group.backend_moved_at >= lease_end
         for name in (rerun, plain):  # started: theirs until the lost timeout

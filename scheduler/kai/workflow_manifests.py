@@ -7,6 +7,7 @@ import yaml
 from osmo.bounded import SAFE_LOADER
 from osmo.text_keyed import TextKeyed
 from scheduler.backends.spec import default_spec
+from scheduler.batch_reads import once
 from scheduler.core.kai_names import POOL_LABEL, WORKFLOW_LABEL, label_value, queue_name_for
 from scheduler.kai.podgroups import build_workflow_manifests
 from scheduler.kai.selectors import cluster_topology
@@ -46,6 +47,6 @@ def manifests_for(*, spec: WorkflowSpec, workflow_name: str, pool, priority: str
         scheduler_name=backend.scheduler_name,
         platforms=settings_pool.platforms or {},
         labels={WORKFLOW_LABEL: label_value(workflow_name), POOL_LABEL: label_value(pool.name)},
-        topology=cluster_topology(),
+        topology=once("cluster_topology", cluster_topology),
     )
     return [manifest for group in groups for manifest in group.all()]

@@ -33,6 +33,7 @@ from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from scheduler.batch_reads import one_batch
 from scheduler.kai.selectors import desired_cluster_objects
 from scheduler.models import AgentWork, AgentWorkKind, Backend, GroupDispatch
 from workflows import lifecycle
@@ -74,9 +75,10 @@ def claim_groups(backend: Backend, *, limit: int = CLAIM_BATCH) -> int:
         if not groups:
             return 0
         items: list[AgentWork] = []
-        for group in groups:
-            items += _creates(backend, group)
-            claimed += 1
+        with one_batch():
+            for group in groups:
+                items += _creates(backend, group)
+                claimed += 1
         GroupDispatch.objects.bulk_create(
             # The run it is created at: a group rescheduled before it came here (a lost
             # cluster's) is not queued to run again once more.

@@ -31,6 +31,7 @@ from credentials.registry_scopes import (
     stored_scope,
 )
 from credentials.selectors import payloads_for_dispatch, registry_payloads_for_dispatch
+from scheduler.batch_reads import once
 from scheduler.core.kai_names import TASK_NAME_ANNOTATION, dns_label
 
 DOCKER_CONFIG_TYPE = "kubernetes.io/dockerconfigjson"
@@ -66,9 +67,9 @@ def add_credentials(objects, workflow, group_spec, podgroup: str, own) -> None:
     named = {name for task in group_spec.tasks for name in task.credentials}
     images = {pod["metadata"]["name"]: _images(pod) for pod in objects.pods}
     opened = payloads_for_dispatch(user_id=workflow.user_id, names=named) if named else {}
-    registries = registry_payloads_for_dispatch(
-        user_id=workflow.user_id,
-        hosts={image_repository(image).host for pod in images.values() for image in pod})
+    hosts = frozenset(image_repository(image).host for pod in images.values() for image in pod)
+    registries = once(("registries", workflow.user_id, hosts), lambda: (
+        registry_payloads_for_dispatch(user_id=workflow.user_id, hosts=hosts)))
     scoped = [(credential.name, stored_scope(credential.profile))
               for credential, _ in registries]
     pulls = {pod: _pulls_with(pod_images, scoped) for pod, pod_images in images.items()}

@@ -48,6 +48,7 @@ from django.utils import timezone
 from scheduler.backends.destined import destined_q
 from scheduler.backends.fleet import fleet_pass
 from scheduler.backends.spec import BackendSpec, default_spec
+from scheduler.batch_reads import one_batch
 from scheduler.core.kai_names import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -269,25 +270,26 @@ class Dispatcher:
             group_id__in=[group.pk for group in groups])}
         statuses = dict(WorkflowGroup.objects.filter(pk__in=[group.pk for group in groups])
                         .values_list("pk", "status"))
-        for group in groups:
-            workflow = group.workflow
-            row = rows[group.pk]
-            try:
-                if workflow.manifests is None and workflow.pk not in built:
-                    spec = stored_spec(workflow)
-                    built[workflow.pk] = (spec, workflow_manifests(workflow, spec))
-                spec, manifests = built.get(workflow.pk, (None, None))
-                objects = self.prepare(group, manifests, spec=spec,
-                                       status=statuses.get(group.pk))
-                batch.prepared.append((row, group, objects))
-                batch.futures.append(pool.submit(self._apply_objects, objects))
-            except DispatchRefused as refused:
-                self._refused(row, group, refused)
-                (summary.failed if refused.permanent else summary.deferred).append(
-                    group.podgroup)
-            except api_errors() as exc:
-                GroupDispatch.objects.filter(pk=row.pk).update(last_error=describe(exc))
-                return batch, exc
+        with one_batch():  # one Topology read, one per submitter's registries
+            for group in groups:
+                workflow = group.workflow
+                row = rows[group.pk]
+                try:
+                    if workflow.manifests is None and workflow.pk not in built:
+                        spec = stored_spec(workflow)
+                        built[workflow.pk] = (spec, workflow_manifests(workflow, spec))
+                    spec, manifests = built.get(workflow.pk, (None, None))
+                    objects = self.prepare(group, manifests, spec=spec,
+                                           status=statuses.get(group.pk))
+                    batch.prepared.append((row, group, objects))
+                    batch.futures.append(pool.submit(self._apply_objects, objects))
+                except DispatchRefused as refused:
+                    self._refused(row, group, refused)
+                    (summary.failed if refused.permanent else summary.deferred).append(
+                        group.podgroup)
+                except api_errors() as exc:
+                    GroupDispatch.objects.filter(pk=row.pk).update(last_error=describe(exc))
+                    return batch, exc
         return batch, None
 
     def _apply_objects(self, objects: GroupObjects | None) -> BaseException | None:

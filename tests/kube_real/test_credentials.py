@@ -167,15 +167,20 @@ def registries(client, scopes: dict[str, str]) -> None:
         assert client.post(f"/api/credentials/{name}", body, format="json").status_code == 200
 
 
+def dispatched_pulls(backend, cluster, client, text: str, tasks) -> tuple[str, dict]:
+    """Submit ``text``, dispatch its group; (its PodGroup, each task's pod's pull Secrets)."""
+    name = submit(client, "team", text)
+    assert backend.dispatch().applied == [f"{name}-g"]
+    pg = f"{name}-g"
+    return pg, {task: cluster.get("pods", f"{pg}-{task}")["spec"].get("imagePullSecrets")
+                for task in tasks}
+
+
 def test_a_pod_pulls_with_the_registry_credentials_of_its_images_hosts_only(
         backend, cluster, alice, team) -> None:
     registries(alice, {"ghcr": "https://ghcr.io/team", "hub": "",
                        "local": "registry.local:5000", "other": "quay.io"})
-    name = submit(alice, "team", HOSTS_SPEC)
-    assert backend.dispatch().applied == [f"{name}-g"]
-    pg = f"{name}-g"
-    pulls = {task: cluster.get("pods", f"{pg}-{task}")["spec"].get("imagePullSecrets")
-             for task in ("hub", "ghcr", "local")}
+    pg, pulls = dispatched_pulls(backend, cluster, alice, HOSTS_SPEC, ("hub", "ghcr", "local"))
     # "hub" names ghcr, whose host its image does not come from: it pulls with hub's only.
     assert pulls == {"hub": [{"name": f"{pg}-hub-hub-cred"}],
                      "ghcr": [{"name": f"{pg}-ghcr-ghcr-cred"}],
@@ -209,11 +214,7 @@ def test_each_image_pulls_with_its_most_specific_registry_credential(
         backend, cluster, alice, team) -> None:
     registries(alice, {"team-a": "nvcr.io/nvidia/team-a", "team-b": "nvcr.io/nvidia/team-b",
                        "nvidia": "https://nvcr.io/nvidia/", "ngc": "nvcr.io"})
-    name = submit(alice, "team", SCOPES_SPEC)
-    assert backend.dispatch().applied == [f"{name}-g"]
-    pg = f"{name}-g"
-    pulls = {task: cluster.get("pods", f"{pg}-{task}")["spec"].get("imagePullSecrets")
-             for task in ("a", "b", "ab", "other")}
+    pg, pulls = dispatched_pulls(backend, cluster, alice, SCOPES_SPEC, ("a", "b", "ab", "other"))
     # One user's two credentials of one host, each for its own path; team-ab is not team-a's.
     assert pulls == {"a": [{"name": f"{pg}-a-team-a-cred"}],
                      "b": [{"name": f"{pg}-b-team-b-cred"}],

@@ -2,12 +2,15 @@
 
 Embedded PostgreSQL and an embedded Valkey broker (both from wheels), migrations, then the
 production processes as children: gunicorn (web), Celery worker, Celery beat, and the scheduler
-loop — or, with ``OSMO_CLUSTER_BACKEND=kubernetes``, the Kubernetes backend
-(``run_k8s_backend``) in its place, so one command runs against a real cluster too (the ready
-line waits for the backend to reach the API server, as ``/api/health`` does). Their output
-goes to log files under ``<data dir>/logs/`` (``--verbose``: to stderr), so the console shows
-only the ready line, the admin token and what goes wrong (a child that exits, with its log's
-last line; a line logged at ERROR or CRITICAL: :mod:`osmo.console_errors`). The admin token
+loop — or, with ``OSMO_CLUSTER_BACKEND=kubernetes``, a backend agent for the `default` backend
+in its place (``osmo backend-agent`` for that kubeconfig, with a token of a user in
+``osmo-backend-default`` kept in ``<data dir>/agent-token`` and none of the service's database
+or broker settings), so one command runs against a real cluster too, served as a second
+cluster would be (the ready line waits for the agent to connect, as ``/api/health`` does).
+Their output goes to log files under ``<data dir>/logs/`` (``--verbose``: to stderr), so the
+console shows only the ready line, the admin token and what goes wrong (a child that exits,
+with its log's last line; a line logged at ERROR or CRITICAL: :mod:`osmo.console_errors`).
+The admin token
 is kept in ``<data dir>/admin-token`` and the same one is printed at every start; it is
 replaced (and every other standalone admin token revoked) only once revoked.
 
@@ -46,6 +49,13 @@ from .supervisor import Child, Supervisor, Watched, end_leftovers
 STOP_GRACE_SECONDS = 15
 ADMIN_TOKEN_FILE = "admin-token"
 ADMIN_TOKEN_NAME = "standalone"
+AGENT_TOKEN_FILE = "agent-token"
+AGENT_USER = "standalone-agent"
+AGENT_BACKEND = "default"
+# What the agent must not hold: the service's database, broker and keys.
+SERVICE_ONLY = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY",
+                "OSMO_CREDENTIAL_KEYS", "DJANGO_SETTINGS_MODULE", "PROMETHEUS_MULTIPROC_DIR",
+                "OSMO_DATA_DIR")
 LISTEN_BACKLOG = 2048
 
 
@@ -81,6 +91,7 @@ class Standalone:
         self.postgres_dir: Path | None = None  # set when standalone runs the embedded server
         self.stopping = False
         self.console_errors = ConsoleErrors(sys.stderr)
+        self.agent_token: str | None = None  # with a cluster: its agent's
 
     # --- start ------------------------------------------------------------------------------
 
@@ -189,15 +200,30 @@ class Standalone:
 
             seed_demo()
         admin = accounts.user_ensure(username="admin", superuser=True, groups=["osmo-admin"])
-        token_file = self.data_dir / ADMIN_TOKEN_FILE
-        kept = token_file.read_text().strip() if token_file.exists() else None
-        token = accounts.token_keep_one(user=admin, name=ADMIN_TOKEN_NAME, raw=kept,
-                                        description="printed by osmo standalone")
-        if token != kept:
-            _write_private(token_file, token + "\n")
+        token = self.kept_token(admin, ADMIN_TOKEN_FILE, "printed by osmo standalone")
+        from scheduler.backends.spec import default_spec
+
+        if default_spec().is_kubernetes:  # the agent's: that backend only, nothing else
+            agent = accounts.user_ensure(username=AGENT_USER,
+                                         groups=[f"osmo-backend-{AGENT_BACKEND}"])
+            self.agent_token = self.kept_token(agent, AGENT_TOKEN_FILE,
+                                               "the agent osmo standalone runs")
         from django.db import connections
 
         connections.close_all()  # children open their own connections
+        return token
+
+    def kept_token(self, user, file_name: str, description: str) -> str:
+        """The user's standalone token, kept in ``file_name``: the same one at every start
+        while it is live, a new one (the old revoked) once it is not."""
+        from osmo.accounts import services as accounts
+
+        token_file = self.data_dir / file_name
+        kept = token_file.read_text().strip() if token_file.exists() else None
+        token = accounts.token_keep_one(user=user, name=ADMIN_TOKEN_NAME, raw=kept,
+                                        description=description)
+        if token != kept:
+            _write_private(token_file, token + "\n")
         return token
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str],
@@ -233,15 +259,30 @@ class Standalone:
         manage = Path(__file__).resolve().parent.parent / "manage.py"
         from scheduler.backends.spec import default_spec
 
-        if default_spec().is_kubernetes:
-            # KAI places the pods and the kubelet runs them: the backend dispatches, watches
-            # and cleans up (the embedded scheduling loop would place nothing).
-            self.spawn("k8s-backend", [python, str(manage), "run_k8s_backend"], env)
+        spec = default_spec()
+        if spec.is_kubernetes:
+            # The cluster is served as any other: by an agent dialing in, with the service's
+            # URL and its token only (no database or broker settings in its environment).
+            agent_env = {k: v for k, v in env.items() if k not in SERVICE_ONLY}
+            agent_env["OSMO_AGENT_TOKEN"] = self.agent_token
+            self.spawn("agent", [python, "-m", "scheduler.backends.agent.process",
+                                 "--url", self.local_url, "--name", AGENT_BACKEND,
+                                 "--identity", AGENT_USER,
+                                 *(["--kubeconfig", spec.kubeconfig] if spec.kubeconfig
+                                   else [])], agent_env)
         elif _has_command("run_scheduler"):
             self.spawn("scheduler", [python, str(manage), "run_scheduler"], env)
 
+    @property
+    def local_url(self) -> str:
+        """The web server's URL from this machine (a wildcard address answers on loopback)."""
+        host = self.args.host
+        host = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(host, host)
+        return f"http://{host}:{self.args.port}"
+
     def wait_until_ready(self, timeout: float = 120) -> None:
-        url = f"http://{self.args.host}:{self.args.port}/api/health"
+        # Healthy: the database, the broker and, with a cluster, its agent connected.
+        url = f"{self.local_url}/api/health"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.supervisor.poll()
@@ -256,7 +297,9 @@ class Standalone:
         restarts = self.supervisor.last_exits()
         raise StartupError(f"the web server did not become healthy at {url}"
                            + (f" ({restarts})" if restarts else "")
-                           + ("" if self.args.verbose else f"; see {self.logs_dir}/web.log"))
+                           + ("" if self.args.verbose else
+                              f"; see {self.logs_dir}/web.log"
+                              + (" and agent.log" if self.agent_token else "")))
 
     # --- stop -------------------------------------------------------------------------------
 

@@ -15,8 +15,11 @@ AGENT_MODULE = "scheduler.backends.agent.process"
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", required=True, help="the service's URL")
-    parser.add_argument("--token", required=True,
-                        help="a token of a user in osmo-backend-NAME (or osmo-backend)")
+    parser.add_argument("--token", default=os.environ.get("OSMO_AGENT_TOKEN") or None,
+                        required=not os.environ.get("OSMO_AGENT_TOKEN"),
+                        help="a token of a user in osmo-backend-NAME (or osmo-backend); "
+                             "default: $OSMO_AGENT_TOKEN (not on the command line, where "
+                             "every local user can read it)")
     parser.add_argument("--name", required=True, help="the backend this agent serves")
     parser.add_argument("--kubeconfig", default=None,
                         help="the cluster's kubeconfig (default: the pod's service account)")
@@ -27,8 +30,9 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    argv = [sys.executable, "-m", AGENT_MODULE, "--url", args.url, "--token", args.token,
-            "--name", args.name]
+    argv = [sys.executable, "-m", AGENT_MODULE, "--url", args.url, "--name", args.name]
+    if args.token != os.environ.get("OSMO_AGENT_TOKEN"):  # else the agent reads it there
+        argv += ["--token", args.token]
     if args.kubeconfig:
         argv += ["--kubeconfig", args.kubeconfig]
     if args.identity:

@@ -55,7 +55,7 @@ from workflows.selectors import gpu_holding_tasks
 
 from .agent.work import fence_moved, holding_fences, release_held
 from .liveness import MAINTENANCE, OFFLINE, ONLINE, backend_status
-from .selectors import backends_live
+from .selectors import backends_live, served_by_agent
 
 FLEET_LOCK = 0x05_F1EE  # one fleet pass at a time across processes
 PASS_LIMIT = 5000  # groups one pass looks at, oldest first
@@ -141,7 +141,7 @@ def _states(names: set[str], now: datetime) -> dict[str, tuple[str, str | None]]
     states = {}
     for name in names:
         row = rows.get(name)
-        if name == DEFAULT_BACKEND and (row is None or not row.k8s_uid):
+        if name == DEFAULT_BACKEND and (row is None or not served_by_agent(row)):
             # Served by this installation's own backend process, not an agent: the process
             # that dispatches is the one alive, so the fleet takes it as reachable.
             states[name] = (MAINTENANCE, "it is MAINTENANCE") \

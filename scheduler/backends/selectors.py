@@ -55,17 +55,31 @@ def backend_figures(names: list[str] | None = None) -> dict[str, BackendFigures]
     return figures
 
 
+def served_by_agent(backend: Backend) -> bool:
+    """An agent serves it: a kubernetes backend an agent has registered for (its cluster's
+    identity recorded). Until then only `manage.py run_k8s_backend --backend NAME` can."""
+    return backend.kind == BackendKind.KUBERNETES and bool(backend.k8s_uid)
+
+
+def default_served_by_agent() -> bool:
+    """The `default` backend is a kubernetes one an agent serves: the service then leaves
+    its cluster to the agent (no Queue sync of its own)."""
+    return Backend.objects.filter(name=DEFAULT_BACKEND, kind=BackendKind.KUBERNETES).exclude(
+        k8s_uid=None).exclude(k8s_uid="").exists()
+
+
 def _served_in_process(rows: list[Backend]) -> None:
-    """Until agents serve backends, a kubernetes `default` is served by this installation's
-    own backend process (`manage.py run_k8s_backend`): its last good contact with the API
-    server counts as the row's heartbeat (in memory only)."""
-    default = next((b for b in rows if b.name == DEFAULT_BACKEND
-                    and b.kind == BackendKind.KUBERNETES), None)
-    if default is None:
+    """A kubernetes backend no agent serves is served by `run_k8s_backend`, which sends no
+    heartbeats: its last good contact with the API server counts as one (in memory only)."""
+    served = {b.name: b for b in rows
+              if b.kind == BackendKind.KUBERNETES and not served_by_agent(b)}
+    if not served:
         return
-    status = ClusterBackendStatus.objects.filter(backend=DEFAULT_BACKEND, ok=True).first()
-    if status and (default.last_heartbeat is None or status.checked_at > default.last_heartbeat):
-        default.last_heartbeat = status.checked_at
+    for name, checked_at in ClusterBackendStatus.objects.filter(
+            backend__in=list(served), ok=True).values_list("backend", "checked_at"):
+        backend = served[name]
+        if backend.last_heartbeat is None or checked_at > backend.last_heartbeat:
+            backend.last_heartbeat = checked_at
 
 
 def backends_live() -> list[Backend]:

@@ -9,6 +9,7 @@ from django.conf import settings
 from kubernetes import client
 
 from scheduler.backends.kubernetes.client import api_client
+from scheduler.backends.selectors import default_served_by_agent
 
 from .reconcile import (  # noqa: F401 - the sync's names, where their callers import them
     MAX_CONFLICT_RETRIES,
@@ -26,8 +27,10 @@ from .selectors import desired_cluster_objects
 # --- configuration --------------------------------------------------------------------------
 
 def sync_enabled() -> bool:
-    """Whether a cluster is configured (setting ``OSMO_KAI_SYNC``)."""
-    return bool(settings.OSMO_KAI_SYNC)
+    """Whether this installation syncs the `default` cluster's Queues itself: a cluster is
+    configured (setting ``OSMO_KAI_SYNC``) and no agent serves it (an agent syncs its
+    cluster's Queues from the work it polls)."""
+    return bool(settings.OSMO_KAI_SYNC) and not default_served_by_agent()
 
 
 def custom_objects_api(*, kubeconfig: str | None = None, context: str | None = None) -> Any:

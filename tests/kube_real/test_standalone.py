@@ -1,6 +1,7 @@
 """`osmo standalone` with OSMO_CLUSTER_BACKEND=kubernetes against the real API server: one
-command, ready once its own backend reached the cluster, workflows dispatched as pods, and a
-clean stop on SIGTERM."""
+command, ready once the agent it runs for that kubeconfig connected (the agent's RBAC of
+deploy/kubernetes/agent, none of the service's settings in its environment), workflows
+dispatched as pods through the agent, and a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from osmo.embedded import free_port
 from tests.processes import command_lines
 
+from .agent import SERVICE_ONLY, agent_kubeconfig, install_agent_rbac
 from .conftest import wait_for
 
 
@@ -37,13 +39,16 @@ def _call(url: str, token: str | None = None, body: dict | None = None,
 
 
 @pytest.mark.timeout(240)
-def test_standalone_runs_the_kubernetes_backend_itself(apiserver, namespace, tmp_path) -> None:
+def test_standalone_serves_the_cluster_through_an_agent_it_runs(apiserver, namespace,
+                                                                 tmp_path) -> None:
+    install_agent_rbac(apiserver, namespace)
+    kubeconfig = agent_kubeconfig(apiserver, tmp_path / "agent.kubeconfig")
     port = free_port()
     data = tmp_path / "data"
     env = {k: v for k, v in os.environ.items()
            if k not in {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}}
     env.update(OSMO_CLUSTER_BACKEND="kubernetes", OSMO_NAMESPACE=namespace,
-               OSMO_KAI_KUBECONFIG=str(apiserver.backend_kubeconfig), OSMO_K8S_INTERVAL="0.5")
+               OSMO_KAI_KUBECONFIG=str(kubeconfig), OSMO_K8S_INTERVAL="0.5")
     log = tmp_path / "standalone.log"
     process = subprocess.Popen(
         [str(Path(sys.executable).with_name("osmo")), "standalone", "--port", str(port),
@@ -55,8 +60,16 @@ def test_standalone_runs_the_kubernetes_backend_itself(apiserver, namespace, tmp
         assert ready == f"OSMO ready: http://127.0.0.1:{port}/", log.read_text()[-3000:]
         token = process.stdout.readline().strip().removeprefix("token: ")
         descendants = psutil.Process(process.pid).children(recursive=True)
-        commands = " ".join(line for _, line in command_lines(descendants))
-        assert "run_k8s_backend" in commands and "run_scheduler" not in commands
+        lines = command_lines(descendants)
+        commands = " ".join(line for _, line in lines)
+        assert "run_k8s_backend" not in commands and "run_scheduler" not in commands
+        agents = [proc for proc, line in lines if "scheduler.backends.agent.process" in line]
+        assert len(agents) == 1, commands
+        agent_token = (data / "agent-token").read_text().strip()
+        assert agent_token and agent_token not in commands  # read from its environment
+        agent_env = agents[0].environ()
+        assert agent_env["OSMO_AGENT_TOKEN"] == agent_token
+        assert sorted(set(SERVICE_ONLY) & set(agent_env)) == []
         base = f"http://127.0.0.1:{port}"
         status, health = _call(f"{base}/api/health")
         backends = health.pop("backends")
@@ -65,7 +78,10 @@ def test_standalone_runs_the_kubernetes_backend_itself(apiserver, namespace, tmp
                                           "cluster": "ok",
                                           "placement": {"ok": True, "missing": []}})
         assert (backends["default"]["status"], backends["default"]["online"]) == (
-            "ONLINE", True)  # the in-process backend's last good contact is its heartbeat
+            "ONLINE", True)  # the agent's heartbeats
+        status, backend = _call(f"{base}/api/configs/backend/default", token)
+        kube_system = apiserver.request("GET", "/api/v1/namespaces/kube-system")
+        assert (status, backend["k8s_uid"]) == (200, kube_system["metadata"]["uid"])
         status, made = _call(f"{base}/api/configs/pool/team", token, {"quota_gpus": 8},
                              method="PUT")
         assert status == 201, made

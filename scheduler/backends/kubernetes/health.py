@@ -14,11 +14,14 @@ import socket
 import threading
 from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
+from scheduler.backends.liveness import is_online
+from scheduler.backends.selectors import served_by_agent
 from scheduler.backends.spec import default_spec
 from scheduler.core.kai_names import DEFAULT_BACKEND
-from scheduler.models import ClusterBackendStatus
+from scheduler.models import Backend, ClusterBackendStatus
 
 HEARTBEAT_SECONDS = 5.0
 
@@ -79,7 +82,14 @@ def cluster_reported() -> bool:
 
 
 def cluster_ok(backend: str = DEFAULT_BACKEND) -> bool:
-    """True when ``backend``'s leader reached the API server recently."""
+    """True when ``backend``'s leader reached the API server recently, or, served by an
+    agent, while the agent's heartbeats arrive within the lease (the agent reaches its API
+    server; its placement report on the status row comes only every minute)."""
+    now = timezone.now()
     row = ClusterBackendStatus.objects.filter(backend=backend).first()
-    return bool(row and row.ok and
-                row.checked_at >= timezone.now() - timedelta(seconds=stale_after()))
+    if row and row.ok and row.checked_at >= now - timedelta(seconds=stale_after()):
+        return True
+    served = Backend.objects.filter(name=backend).first()
+    return bool(served and served_by_agent(served) and is_online(
+        kind=served.kind, last_heartbeat=served.last_heartbeat, now=now,
+        lease_seconds=settings.OSMO_BACKEND_LEASE))

@@ -74,8 +74,11 @@ EXIT_USAGE = 2
 
 def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--url", required=True, help="the service's URL")
-    parser.add_argument("--token", required=True,
-                        help="a token of a user in osmo-backend-NAME (or osmo-backend)")
+    parser.add_argument("--token", default=os.environ.get("OSMO_AGENT_TOKEN") or None,
+                        required=not os.environ.get("OSMO_AGENT_TOKEN"),
+                        help="a token of a user in osmo-backend-NAME (or osmo-backend); "
+                             "default: $OSMO_AGENT_TOKEN (not on the command line, where "
+                             "every local user can read it)")
     parser.add_argument("--name", required=True, help="the backend this agent serves")
     parser.add_argument("--kubeconfig", default=None,
                         help="the cluster's kubeconfig (default: the pod's service account)")

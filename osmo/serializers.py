@@ -10,6 +10,7 @@ the two cannot drift); services keep the domain rules. An invalid request raises
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Mapping
 
@@ -145,6 +146,16 @@ class StrictIntegerField(serializers.IntegerField):
 
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A finite JSON number (DRF's FloatField also takes "1.5", true, NaN and infinity)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | float) or (
+                isinstance(data, float) and not math.isfinite(data)):
             self.fail("invalid")
         return super().to_internal_value(data)
 

@@ -8,7 +8,7 @@ are read at scrape time (:mod:`scheduler.collectors`).
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -48,18 +48,31 @@ def record_cycle(*, snapshot: float, decide: float, apply: float, bound: int,
                  first_binds: Iterable[tuple[str, float]] = ()) -> None:
     """A committed cycle: phase times in seconds, pods bound, eviction and move reasons (one
     per pod), and (priority, seconds since submission) of each workflow bound a first time."""
+    record_cycles(cycles=1, phases=[(snapshot, decide, apply)], bound=bound,
+                  evicted=Tally(evicted), moved=Tally(moved), first_binds=first_binds)
+
+
+def record_cycles(*, cycles: int, phases: Iterable[Sequence[float]], bound: int,
+                  evicted: Mapping[str, int], moved: Mapping[str, int],
+                  first_binds: Iterable[tuple[str, float]] = ()) -> None:
+    """``cycles`` committed cycles at once (a backend agent's, between two of its sends):
+    the (snapshot, decide, apply) seconds of those whose times were kept, pods bound, pods
+    evicted and moved by reason, and the workflows bound a first time."""
     if not enabled():
         return
-    for phase, seconds in zip(PHASES, (snapshot, decide, apply), strict=True):
-        CYCLE_PHASE_DURATION.labels(phase).observe(seconds)
-    E2E_DURATION.observe(snapshot + decide + apply)
-    CYCLES.labels("success").inc()
+    for times in phases:
+        for phase, seconds in zip(PHASES, times, strict=True):
+            CYCLE_PHASE_DURATION.labels(phase).observe(seconds)
+        E2E_DURATION.observe(sum(times))
+    CYCLES.labels("success").inc(cycles)
     if bound:
         PODS_BOUND.inc(bound)
-    for reason, count in Tally(evicted).items():
-        PODS_EVICTED.labels(reason).inc(count)
-    for reason, count in Tally(moved).items():
-        PODS_MOVED.labels(reason).inc(count)
+    for reason, count in evicted.items():
+        if count:
+            PODS_EVICTED.labels(reason).inc(count)
+    for reason, count in moved.items():
+        if count:
+            PODS_MOVED.labels(reason).inc(count)
     for priority, seconds in first_binds:
         TIME_TO_FIRST_BIND.labels(priority).observe(max(0.0, seconds))
 

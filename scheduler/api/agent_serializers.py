@@ -3,13 +3,28 @@ docs/CONTRACT-CHANGES.md): bounded request bodies and their answers."""
 
 from __future__ import annotations
 
+import re
+
 from rest_framework import serializers
 
-from osmo.serializers import RequestSerializer, StrictCharField
+from osmo.serializers import (
+    RequestSerializer,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+)
+from workflows.models import Workflow
 
 from ..backends.agent.live_logs import MAX_FOLLOWED
 from ..backends.agent.services import MESSAGE_TYPES
 from ..cycle_figures import MAX_CYCLE_PENDING
+from ..cycle_tally import (
+    MAX_PHASE_SECONDS,
+    MAX_TALLY_FIRST_BOUND,
+    MAX_TALLY_PHASES,
+    MAX_TALLY_REASONS,
+    REASON_PATTERN,
+)
 
 MAX_MESSAGES = 500  # one batch; the agent chunks what is larger (100 pods or nodes a message)
 MAX_ACKS = 1000
@@ -52,6 +67,42 @@ class CyclePendingGangSerializer(RequestSerializer):
     estimate = serializers.DictField(allow_null=True, required=False, default=None)
 
 
+class CycleTallySerializer(RequestSerializer):
+    """What the agent's cycles since its last acked ``cycle`` add to the scheduler's metrics
+    (``scheduler/cycle_tally.py``): bounded, since each reason becomes a label value."""
+
+    reject_unknown_fields = True
+
+    cycles = StrictIntegerField(min_value=1)
+    phases = serializers.ListField(
+        child=serializers.ListField(
+            child=StrictFloatField(min_value=0, max_value=MAX_PHASE_SECONDS),
+            min_length=3, max_length=3),
+        max_length=MAX_TALLY_PHASES,
+        help_text="[snapshot, decide, apply] seconds of the latest cycles.")
+    bound = StrictIntegerField(min_value=0)
+    evicted = serializers.DictField(child=StrictIntegerField(min_value=0),
+                                    help_text="Pods evicted by reason.")
+    moved = StrictIntegerField(min_value=0)
+    first_bound = serializers.ListField(
+        child=StrictCharField(max_length=Workflow._meta.get_field("name").max_length),
+        max_length=MAX_TALLY_FIRST_BOUND,
+        help_text="The workflows whose first pod a cycle bound.")
+
+    def validate_evicted(self, evicted: dict) -> dict:
+        if len(evicted) > MAX_TALLY_REASONS:
+            raise serializers.ValidationError(f"At most {MAX_TALLY_REASONS} reasons.")
+        if not all(re.fullmatch(REASON_PATTERN, reason) for reason in evicted):
+            raise serializers.ValidationError("A reason is a word: lowercase letters and _, "
+                                              "at most 32.")
+        return evicted
+
+    def validate(self, attrs: dict) -> dict:
+        if len(attrs["phases"]) > attrs["cycles"]:
+            raise serializers.ValidationError({"phases": ["More phase times than cycles."]})
+        return attrs
+
+
 class AgentCycleSerializer(RequestSerializer):
     """A scheduling cycle our placement ran in the agent (the ``cycle`` message's payload)."""
 
@@ -64,6 +115,7 @@ class AgentCycleSerializer(RequestSerializer):
     queues = CycleQueueSerializer(many=True, max_length=10_000)
     pending_gangs = CyclePendingGangSerializer(many=True, max_length=MAX_CYCLE_PENDING)
     metrics = serializers.DictField()
+    tally = CycleTallySerializer(required=False, help_text="Absent from an older agent.")
 
 
 class AgentMessageSerializer(RequestSerializer):

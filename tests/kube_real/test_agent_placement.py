@@ -7,6 +7,7 @@ lead runs no cycle: ``tests/unit/test_placement_loop.py``.)"""
 from __future__ import annotations
 
 import pytest
+from prometheus_client import REGISTRY
 
 from scheduler.backends import services as backend_services
 from scheduler.models import SchedulerCycle
@@ -40,9 +41,22 @@ def pods(cluster) -> dict[str, tuple[str, str]]:
             for pod in body["items"]}
 
 
+def counts(metric: str, **labels) -> float:
+    return REGISTRY.get_sample_value(metric, labels) or 0.0
+
+
 def test_the_agent_places_a_gang_itself_and_its_cycles_are_the_backends_record(
         east_osmo, apiserver, live_server, tmp_path, cluster, alice, kubelet):
     agent = agent_of(apiserver, live_server, tmp_path, "east")
+    series = [("osmo_scheduler_pods_bound_total", {}),
+              ("osmo_scheduler_time_to_first_bind_seconds_count", {"priority": "NORMAL"}),
+              ("osmo_scheduler_cycles_total", {"result": "success"})]
+    before = [counts(name, **labels) for name, labels in series]
+
+    def recorded() -> list[float]:
+        return [counts(name, **labels) - was
+                for (name, labels), was in zip(series, before, strict=True)]
+
     cluster.add_node("east-n1", gpus=8)
     factories.pool("team", 512, backends=["east"])
     try:
@@ -52,6 +66,9 @@ def test_the_agent_places_a_gang_itself_and_its_cycles_are_the_backends_record(
         wait_until(lambda: statuses(alice, placed) == ("RUNNING", ["RUNNING"] * 3), 60,
                    "the gang running", agent)
         assert pods(cluster) == {f"{placed}-g-t{i}": ("east-n1", SCHEDULER) for i in range(3)}
+        # The agent's cycles feed the scheduler's series in the service (the live server).
+        wait_until(lambda: recorded()[:2] == [3, 1], 30, "the agent's cycles recorded", agent)
+        assert recorded()[2] >= 1
 
         # 2 GPUs are left: an 8-GPU gang waits in the cluster, with the agent's reason.
         waiting = submit(alice, "team", spec("waiting", gpus=8, tasks=1))

@@ -11,6 +11,7 @@ from django.db import transaction
 from prometheus_client import Counter, Histogram
 
 from osmo.observability.metrics import enabled
+from scheduler import metrics as scheduler_metrics
 
 from ..kubernetes.metrics import DISPATCH_LAG_BUCKETS
 
@@ -51,3 +52,12 @@ def record_dispatched(backend: str, lags: list[float]) -> None:
         for seconds in lags:
             LAG.labels(backend).observe(max(0.0, seconds))
     _after_commit(record)
+
+
+def record_cycles(tally: dict, first_binds: list[tuple[str, float]]) -> None:
+    """The scheduler's series (unlabeled, as the in-process backend's) for the agent's cycles
+    since its last acked one (``scheduler/cycle_tally.py``)."""
+    _after_commit(lambda: scheduler_metrics.record_cycles(
+        cycles=tally["cycles"], phases=tally["phases"], bound=tally["bound"],
+        evicted=tally["evicted"], moved={"consolidated": tally["moved"]},
+        first_binds=first_binds))

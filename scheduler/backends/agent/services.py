@@ -19,10 +19,20 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from osmo.errors import Conflict, OsmoError
+from osmo.observability.metrics import enabled
 from scheduler import services as scheduler_services
 from scheduler.cycle_figures import CycleRecord, PendingGang, QueueFigures
 from scheduler.cycle_record import cycle_record_write
-from scheduler.models import AgentMessage, Backend, BackendKind, ClusterBackendStatus, Node
+from scheduler.models import (
+    AgentMessage,
+    AgentWork,
+    AgentWorkKind,
+    Backend,
+    BackendKind,
+    ClusterBackendStatus,
+    Node,
+)
+from workflows.selectors import workflows_not_started
 
 from ..fleet import fleet_pass
 from ..kubernetes.nodes import node_fields
@@ -165,6 +175,23 @@ def _cycle(backend: Backend, cycle: dict[str, Any]) -> None:
         queues=tuple(QueueFigures(**queue) for queue in cycle["queues"]),
         pending_gangs=tuple(PendingGang(**gang) for gang in cycle["pending_gangs"]),
         metrics=cycle["metrics"]), backend=backend.name)
+    tally = cycle.get("tally")  # none from an older agent
+    if tally is not None and enabled():
+        metrics.record_cycles(tally, _first_binds(backend, tally["first_bound"]))
+
+
+def _first_binds(backend: Backend, names: list[str]) -> list[tuple[str, float]]:
+    """(priority, seconds since submission) of the named workflows whose groups this backend
+    was given (claimed, not only applied: the bind may come before the acks) and none of whose
+    tasks has started, as the in-process backend reads them: one that started was counted."""
+    if not names:
+        return []
+    ours = AgentWork.objects.filter(backend=backend.name, kind=AgentWorkKind.CREATE,
+                                    group__workflow__name__in=names)
+    found = workflows_not_started(ours.values_list("group__workflow__name", flat=True))
+    now = timezone.now()
+    return [(priority, (now - submitted_at).total_seconds())
+            for priority, submitted_at in found.values()]
 
 
 def _session(stamp: Any) -> datetime | None:

@@ -46,7 +46,7 @@ from scheduler import metrics as scheduler_metrics
 from scheduler import services
 from scheduler.backends import WAKE_CHANNEL
 from scheduler.backends.spec import DEFAULT_K8S_LOCK, BackendSpec, default_spec
-from scheduler.core.kai_names import DEFAULT_BACKEND, WORKFLOW_NAME_ANNOTATION
+from scheduler.core.kai_names import DEFAULT_BACKEND
 from scheduler.cycle_figures import CycleRecord, queue_figures
 from scheduler.cycle_record import cycle_record_write
 from scheduler.leader import LeaderLock
@@ -58,6 +58,7 @@ from .cache import ClusterCache
 from .cleanup import Cleaner
 from .client import Kube, api_client, api_errors, describe
 from .dispatch import ClusterUnavailable, Dispatcher
+from .first_bound import first_bound, remember
 from .health import Health
 from .listener import PodListener
 from .placement import Placement
@@ -71,36 +72,21 @@ K8S_LEADER_LOCK = DEFAULT_K8S_LOCK  # the `default` backend's; others: BackendSp
 MAX_BATCHES = 20  # dispatch batches in one pass while groups keep becoming runnable
 
 
-FIRST_BINDS_REMEMBERED = 10_000
 _FIRST_BOUND: dict[str, None] = {}  # the workflows this process saw bound a first time
 
 
 def first_binds(placement: Placement, seen: dict[str, None]) -> list[tuple[str, float]]:
     """(priority, seconds since submission) of each workflow whose first pod the last cycle
-    bound: gangs with no pod bound before, of workflows none of whose tasks has started
-    (``seen``: those already counted by this process, whose start the database may not show
-    yet)."""
-    result, index = placement.last_result, placement.last_index
-    if result is None or index is None:
-        return []
-    names = set()
-    for gang_name in {binding.gang for binding in result.bindings}:
-        gang, podgroup = index.gangs.get(gang_name), index.podgroups.get(gang_name)
-        if gang is None or podgroup is None or any(pod.node for pod in gang.pods):
-            continue
-        name = (podgroup["metadata"].get("annotations") or {}).get(WORKFLOW_NAME_ANNOTATION)
-        if name and name not in seen:
-            names.add(name)
+    bound (:func:`.first_bound.first_bound`) and none of whose tasks has started (``seen``:
+    those already counted by this process, whose start the database may not show yet)."""
+    names = first_bound(placement, seen)
     if not names:
         return []
     now = datetime.now(UTC)
-    found = []
-    for name, (priority, submitted_at) in workflows_not_started(names).items():
-        seen[name] = None
-        found.append((priority, (now - submitted_at).total_seconds()))
-    while len(seen) > FIRST_BINDS_REMEMBERED:
-        del seen[next(iter(seen))]
-    return found
+    found = workflows_not_started(names)
+    remember(seen, list(found))
+    return [(priority, (now - submitted_at).total_seconds())
+            for priority, submitted_at in found.values()]
 
 
 def publish_cycle(placement: Placement, figures, backend: str | None = None) -> None:

@@ -41,8 +41,10 @@ from kubernetes import config
 from scheduler.backends.spec import KUBERNETES, BackendSpec
 from scheduler.core import SchedulerConfig
 from scheduler.cycle_figures import MAX_CYCLE_PENDING, queue_figures
+from scheduler.cycle_tally import carry_tally, cycle_tally
 
 from ...kubernetes.client import POOL_SIZE, api_client
+from ...kubernetes.first_bound import first_bound, remember
 from ...kubernetes.kai_requirements import cluster_missing
 from ...kubernetes.placement import USAGE_REFRESH_SECONDS
 from ...kubernetes.placement_loop import cycle_metrics, placement_loop
@@ -105,6 +107,7 @@ class Agent:
         self.namespace = ""
         self.placement = ""
         self.scheduler: dict = {}  # how our placement runs its cycles (placement osmo)
+        self._first_bound: dict[str, None] = {}  # workflows a cycle bound a first time
         self.usage: dict[str, float] = {}  # the queues' historical usage, as the service has it
         self._usage_due = 0.0  # monotonic time to ask for it again
         self._placement_due = 0.0  # monotonic time of the next readiness report
@@ -207,14 +210,19 @@ class Agent:
 
     def publish_cycle(self, placement, figures) -> None:
         """The cycle's record, as the service's backend process writes its own: the latest
-        only (a cycle not sent yet is replaced by the next one)."""
+        only (a cycle not sent yet is replaced by the next one), with what it adds to the
+        scheduler's metrics (its ``tally``, which the next one carries on when it replaces
+        it: nothing is lost while the service is unreachable)."""
+        first = first_bound(placement, self._first_bound)
+        remember(self._first_bound, first)
         self.outbox.put_latest("cycle", {
             "at": figures.at, "duration_ms": figures.duration_ms, "bound": figures.bound,
             "evicted": figures.evicted,
             "queues": [vars(queue) for queue in queue_figures(placement.last_result)],
             "pending_gangs": [vars(gang) for gang in
                               pending_gangs(placement)[:MAX_CYCLE_PENDING]],
-            "metrics": cycle_metrics(placement, figures)})
+            "metrics": cycle_metrics(placement, figures),
+            "tally": cycle_tally(figures, first)}, merge=carry_tally)
 
     # --- loops -------------------------------------------------------------------------------
     def send_loop(self) -> None:

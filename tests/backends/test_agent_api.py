@@ -491,3 +491,34 @@ def test_a_rescheduled_group_s_earlier_run_is_deleted_before_its_rerun_is_create
     poll([w["id"] for w in cleanup])
     row.refresh_from_db()
     assert row.cleaned_at is not None
+
+
+@pytest.mark.parametrize("placement", ["kai", "osmo"])
+def test_a_pending_pods_reasons_are_kept_only_where_kai_places(admin_client, placement):
+    """Under KAI the reasons ride on the pods; with `placement: osmo` our scheduler in the
+    agent publishes its own, and a pod's report neither overwrites them nor costs a write."""
+    assert admin_client.post("/api/configs/backend/west", {
+        "kind": "kubernetes", "k8s_namespace": "west", "placement": placement},
+        format="json").status_code == 201
+    factories.pool("team", 64, backends=["west"])
+    name = submit(make_client("alice", "osmo-team-user"), "team", spec(gpus=1))
+    agent = make_client("agent-west", "osmo-backend-west")
+    assert register(agent, name="west").status_code == 200
+    work = agent.post("/api/configs/backend/west/agent/work", {"acks": [], "wait": 0},
+                      format="json").json()["work"]
+    pod = next(o for w in work for o in w["payload"]["objects"] if o["kind"] == "Pod")
+    pending = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available"}]}
+    response = agent.post("/api/configs/backend/west/agent/messages", {"messages": [
+        {"id": "p", "type": "pods", "payload": {"pods": [[{**pod, "status": pending}, False]]}}
+    ]}, format="json")
+    assert response.json() == {"acked": ["p"]}
+    reasons = GroupDispatch.objects.get(group__workflow__name=name).reasons
+    events = list(TaskEvent.objects.filter(task__workflow__name=name, reason="Unschedulable")
+                  .values_list("message", flat=True))
+    if placement == "kai":
+        assert reasons == [{"code": "unschedulable", "message": "0/3 nodes are available"}]
+        assert len(events) == 1
+    else:
+        assert (reasons, events) == ([], [])

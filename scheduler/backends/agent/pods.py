@@ -32,6 +32,7 @@ from workflows.models import ALIVE_TASK_STATUSES, Task
 from ..kubernetes import moves, pod_logs, status
 from ..kubernetes.listener import PodListener
 from ..kubernetes.objects import task_of_pod
+from ..spec import spec_of
 from .work import MOVED, applied_before_listing
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,10 @@ class _NoLogs:
 
 class AgentPods(PodListener):
     def __init__(self, backend: Backend):
-        super().__init__(None, namespace=backend.k8s_namespace, watch_timeout=0)
+        # Its own spec: with `placement: osmo` our scheduler publishes the reasons of what
+        # waits (the agent's cycles), so a pending pod's report costs no reasons' write.
+        super().__init__(None, namespace=backend.k8s_namespace, watch_timeout=0,
+                         spec=spec_of(backend))
         self.backend = backend
         self.logs = _NoLogs()
 

@@ -51,6 +51,8 @@ def product_part(command: str) -> str:
         return "web"
     if "run_k8s_backend" in command:
         return "backend"
+    if "scheduler.backends.agent.process" in command:  # with a cluster: its agent
+        return "agent"
     if "multiprocessing.spawn" in command:  # the backend's placement process
         return "scheduler"
     if "celery" in command:

@@ -6,7 +6,9 @@ room for is refused). Scenarios, each on an empty cluster:
 - ``fill``: 500 Nodes × 8 GPUs and 4,000 one-GPU jobs, four ways in ONE run (the machine is
   shared, so the ratios are what compare):
   (1) the product as a user starts it — ``osmo standalone`` with
-  ``OSMO_CLUSTER_BACKEND=kubernetes OSMO_PLACEMENT=osmo`` and nothing else — 4,000 workflows
+  ``OSMO_CLUSTER_BACKEND=kubernetes OSMO_PLACEMENT=osmo`` and nothing else, which serves the
+  cluster through the backend agent it runs (the agent's RBAC of ``deploy/kubernetes/agent``
+  and ``placement-osmo``), our placement inside the agent — 4,000 workflows
   through the REST API by 8 clients: seconds from the first submission until every pod is
   Running (and until every task is RUNNING in the database);
   (2) the floor, given its best: bare clients writing the objects the product wrote (a
@@ -398,9 +400,14 @@ def product_phase(server, admin: Admin, args, data_dir: Path, placement: str = "
     REST → Running. ``placement`` ``kai``: (1k) the real KAI Scheduler places the pods."""
     kai = start_kai(server, data_dir.parent / f"{data_dir.name}-kai") if placement == "kai" \
         else None
+    from tests.kube_real.agent import agent_kubeconfig, install_agent_rbac
+
+    # Standalone serves the cluster through the agent it runs: the agent's RBAC as shipped.
+    install_agent_rbac(server, NAMESPACE)
+    kubeconfig = agent_kubeconfig(server, data_dir.parent / f"{data_dir.name}.kubeconfig")
     standalone = Standalone(data_dir, {
         "OSMO_CLUSTER_BACKEND": "kubernetes", "OSMO_PLACEMENT": placement,
-        "OSMO_KAI_KUBECONFIG": str(server.backend_kubeconfig)})
+        "OSMO_KAI_KUBECONFIG": str(kubeconfig)})
     standalone.start()
     standalone.join_database()
     from scheduler.models import SchedulerCycle
@@ -452,7 +459,8 @@ def product_phase(server, admin: Admin, args, data_dir: Path, placement: str = "
             thread.join()
         figures["cpu"] = reading.done()
         requests = delta(api_requests(admin), before)
-        cycle = SchedulerCycle.objects.filter(pk=1).values_list("metrics", flat=True).first()
+        cycle = SchedulerCycle.objects.filter(backend="default").values_list(
+            "metrics", flat=True).first()
         problems = [f"{len(failures)} of {args.workflows} submissions failed (HTTP "
                     f"{sorted(Counter(failures).items())})"] if failures else []
         problems += kubelet.problems()

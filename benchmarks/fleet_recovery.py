@@ -109,13 +109,16 @@ class Cluster:
              str(kubeconfig)], env=env, cwd=str(ROOT), stdout=log, stderr=log,
             start_new_session=True)
 
-    def stop(self) -> None:
+    def stop_agent(self) -> None:
         if self.agent is not None and self.agent.poll() is None:
             self.agent.terminate()
             try:
                 self.agent.wait(30)
             except subprocess.TimeoutExpired:
                 self.agent.kill()
+
+    def stop(self) -> None:
+        self.stop_agent()
         self.server.stop()
 
 

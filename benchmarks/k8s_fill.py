@@ -157,8 +157,10 @@ class Kubelet:
     as kubelet admits (``tests/kube_real/kubelet.py``: resources against the node's allocatable,
     ``OutOf<resource>`` when short) and becomes Running, or ends Failed (one status write, on
     16 writer threads: every node's kubelet writes its pods' statuses on its own, and 4
-    threads fell seconds behind a burst of bindings). Records when each pod was created,
-    bound and started, what it refused, and the errors of its own threads (:meth:`problems`).
+    threads fell seconds behind a burst of bindings); a pod deleted with a grace period is
+    stopped and its deletion confirmed (``gracePeriodSeconds=0``), as kubelet does. Records
+    when each pod was created, bound and started, which run now (``live``), what it refused,
+    and the errors of its own threads (:meth:`problems`).
     """
 
     def __init__(self, admin: Admin, namespace: str):
@@ -167,10 +169,13 @@ class Kubelet:
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self.running: dict[str, float] = {}
+        self.live: set[str] = set()
+        self.bound_pods: set[str] = set()  # the uids: a moved-back pod of one name is another
         self.refused: list = []
         self.errors: list[BaseException] = []
         self._held: dict[str, tuple[str, dict]] = {}  # admitted pod → (node, pod)
         self._decided: set[str] = set()  # admitted or refused
+        self._stopping: set[str] = set()  # deletions confirmed
         self._admission = None
         self._pool = ThreadPoolExecutor(max_workers=16)
         self._stop = threading.Event()
@@ -196,9 +201,19 @@ class Kubelet:
                         {"status": status}, patch=True)
         if status["phase"] == "Running":
             self.running.setdefault(name, time.perf_counter())
+            self.live.add(name)
 
-    def _write(self, name: str, status: dict) -> None:
-        future = self._pool.submit(self._status, name, status)
+    def _confirm_deletion(self, name: str) -> None:
+        response = self.admin.http.delete(
+            f"{self.admin.base}/api/v1/namespaces/{self.namespace}/pods/{name}",
+            params=[("gracePeriodSeconds", "0")])
+        if response.status_code not in (200, 202, 404):  # 404: gone meanwhile
+            raise RuntimeError(f"DELETE pod {name}: {response.status_code} "
+                               f"{response.text[:200]}")
+
+    def _write(self, name: str, status: dict | None = None) -> None:
+        future = self._pool.submit(self._status, name, status) if status is not None \
+            else self._pool.submit(self._confirm_deletion, name)
         future.add_done_callback(lambda done: done.cancelled() or done.exception() is None
                                  or self.errors.append(done.exception()))
 
@@ -244,20 +259,31 @@ class Kubelet:
                     name, now = obj["metadata"]["name"], time.perf_counter()
                     phase = (obj.get("status") or {}).get("phase")
                     if event["type"] == "DELETED" or phase in ("Succeeded", "Failed"):
+                        self.live.discard(name)
                         held = self._held.pop(name, None)
                         if held is not None:
                             self._admission.release(*held)
+                        if event["type"] == "DELETED":  # a pod of that name may come again
+                            self._decided.discard(name)
+                            self._stopping.discard(name)
+                        continue
+                    if obj["metadata"].get("deletionTimestamp"):
+                        if name not in self._stopping:
+                            self._stopping.add(name)
+                            self._write(name)
                         continue
                     self.created.setdefault(name, now)
                     if obj["spec"].get("nodeName"):
                         self.bound.setdefault(name, now)
+                        self.bound_pods.add(obj["metadata"]["uid"])
                         if phase == "Pending" and name not in self._decided:
                             self._decided.add(name)
                             self._admit(obj)
 
 
-def api_requests(admin: Admin) -> Counter:
-    """The API server's own request counter (``apiserver_request_total``), by verb+resource."""
+def api_requests(admin: Admin, *, succeeded: bool = False) -> Counter:
+    """The API server's own request counter (``apiserver_request_total``), by verb+resource;
+    ``succeeded``: only the requests answered 2xx."""
     text = admin.http.get(admin.base + "/metrics").text
     counts: Counter = Counter()
     for line in text.splitlines():
@@ -266,6 +292,8 @@ def api_requests(admin: Admin) -> Counter:
         labels = dict(part.split("=", 1) for part in
                       line[line.index("{") + 1:line.index("}")].replace('"', "").split(",")
                       if "=" in part)
+        if succeeded and not labels.get("code", "").startswith("2"):
+            continue
         key = f"{labels.get('verb')} {labels.get('resource')}" + (
             f"/{labels['subresource']}" if labels.get("subresource") else "")
         counts[key] += int(float(line.rsplit(" ", 1)[1]))
@@ -518,70 +546,85 @@ def floor_jobs(templates: list[dict], nodes: list[str]) -> list[tuple[dict, dict
             for i, pod in enumerate(pods)]
 
 
-def floor_once(server, admin: Admin, args, jobs: list, processes: int) -> dict:
-    """(2) at one client count: ``processes`` client processes (``floor_client.py``, each with
-    ``--floor-threads`` keep-alive connections) share the jobs; this process, which does
-    nothing else meanwhile, is the kubelet stand-in marking the pods Running. The time runs
-    from the go given to every ready client to the last pod Running."""
-    config = yaml.safe_load(admin.kubeconfig.read_text())
-    cafile = config["clusters"][0]["cluster"]["certificate-authority"]
-    clients = [subprocess.Popen(
-        [sys.executable, str(ROOT / "benchmarks" / "floor_client.py")], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True, cwd=str(ROOT)) for _ in range(processes)]
-    kubelet = Kubelet(admin, NAMESPACE).start()
+def floor_once(args, targets: list[tuple], processes: int) -> dict:
+    """(2) at one client count, on each target (``(server, admin, jobs)``: one API server and
+    the jobs written to it) at once: ``processes`` client processes per server
+    (``floor_client.py``, each with ``--floor-threads`` keep-alive connections) share its
+    jobs; this process, which does nothing else meanwhile, is each server's kubelet stand-in
+    marking the pods Running. The time runs from the go given to every ready client to the
+    last pod Running on the last server."""
+    clients, kubelets = [], []
     try:
-        for index, client in enumerate(clients):
-            client.stdin.write(json.dumps({
-                "base": admin.base, "token": admin.token, "cafile": cafile,
-                "namespace": NAMESPACE, "threads": args.floor_threads,
-                "jobs": jobs[index::processes]}) + "\n")
-            client.stdin.flush()
+        for _server, admin, jobs in targets:
+            cafile = yaml.safe_load(admin.kubeconfig.read_text())["clusters"][0]["cluster"][
+                "certificate-authority"]
+            for index in range(processes):
+                client = subprocess.Popen(
+                    [sys.executable, str(ROOT / "benchmarks" / "floor_client.py")],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
+                clients.append(client)
+                client.stdin.write(json.dumps({
+                    "base": admin.base, "token": admin.token, "cafile": cafile,
+                    "namespace": NAMESPACE, "threads": args.floor_threads,
+                    "jobs": jobs[index::processes]}) + "\n")
+                client.stdin.flush()
+            kubelets.append(Kubelet(admin, NAMESPACE).start())
         for client in clients:
             if client.stdout.readline().strip() != "ready":
                 raise SystemExit("[floor] FAILED, no time printed: a client did not start")
-        before = api_requests(admin)
-        reading = CpuReading(cluster_trees(server))
+        before = [api_requests(admin) for _, admin, _ in targets]
+        reading = CpuReading([tree for server, _, _ in targets
+                              for tree in cluster_trees(server)])
         start = time.perf_counter()
         for client in clients:
             client.stdin.write("go\n")
             client.stdin.flush()
-        _until(lambda: len(kubelet.running) >= len(jobs), args.limit, "floor",
-               lambda: kubelet.problems() + [
+        _until(lambda: all(len(kubelet.running) >= len(jobs)
+                           for kubelet, (_, _, jobs) in zip(kubelets, targets, strict=True)),
+               args.limit, "floor",
+               lambda: [p for kubelet in kubelets for p in kubelet.problems()] + [
                    f"a floor client ended with {c.returncode}" for c in clients
                    if c.poll() not in (None, 0)])
         took = time.perf_counter() - start
         used = reading.done(*[(c.pid, lambda _command: "floor clients") for c in clients])
-        requests = delta(api_requests(admin), before)
+        requests = [delta(api_requests(admin), earlier)
+                    for (_, admin, _), earlier in zip(targets, before, strict=True)]
         outcomes = [json.loads(c.communicate(timeout=60)[0].strip().splitlines()[-1])
                     for c in clients]
     finally:
-        kubelet.stop()
+        for kubelet in kubelets:
+            kubelet.stop()
         for client in clients:
             if client.poll() is None:
                 client.kill()
                 client.wait()
     problems = [error for outcome in outcomes for error in outcome["errors"]]
-    problems += kubelet.problems() + verify(admin, count=len(jobs), running=True)
-    if sum(outcome["done"] for outcome in outcomes) != len(jobs):
-        problems.append(f"{sum(o['done'] for o in outcomes)} of {len(jobs)} jobs written")
-    if _bindings(requests) != len(jobs):
-        problems.append(f"{_bindings(requests)} bindings for {len(jobs)} pods")
+    total = sum(len(jobs) for _, _, jobs in targets)
+    if sum(outcome["done"] for outcome in outcomes) != total:
+        problems.append(f"{sum(o['done'] for o in outcomes)} of {total} jobs written")
+    for kubelet, (_, admin, jobs), asked in zip(kubelets, targets, requests, strict=True):
+        problems += kubelet.problems() + verify(admin, count=len(jobs), running=True)
+        if _bindings(asked) != len(jobs):
+            problems.append(f"{_bindings(asked)} bindings for {len(jobs)} pods")
     report("floor", problems)
-    return {"time": took, "requests": requests, "cpu": used, "processes": processes}
+    return {"time": took, "requests": sum(requests, Counter()), "cpu": used,
+            "processes": processes}
 
 
-def floor_phase(server, admin: Admin, args, templates: list[dict], nodes: list[str]) -> dict:
-    """(2) The floor given its best: the jobs at each client-process count of
-    ``--floor-processes``, each on an empty cluster, and the best time taken (with every
-    count's time, to show more clients no longer make it faster)."""
-    jobs = floor_jobs(templates, nodes)
+def floor_phase(args, *targets: tuple) -> dict:
+    """(2) The floor given its best: the jobs (each target ``(server, admin, jobs)``, written
+    to all at once) at each client-process count of ``--floor-processes``, each on empty
+    clusters, and the best time taken (with every count's time, to show more clients no
+    longer make it faster)."""
     by_count: dict[int, dict] = {}
     for index, processes in enumerate(args.floor_processes):
         if index:
-            _clean(admin)
-            _settle(server)
-        by_count[processes] = floor_once(server, admin, args, jobs, processes)
-        print(f"[floor] {processes} client processes × {args.floor_threads} threads: "
+            for server, admin, _ in targets:
+                _clean(admin)
+                _settle(server)
+        by_count[processes] = floor_once(args, list(targets), processes)
+        print(f"[floor] {processes} client processes × {args.floor_threads} threads"
+              f"{' per server' if len(targets) > 1 else ''}: "
               f"{by_count[processes]['time']:.1f} s", flush=True)
     best, _ = best_floor({count: figures["time"] for count, figures in by_count.items()})
     return {**by_count[best], "by_count": {c: f["time"] for c, f in by_count.items()}}
@@ -729,7 +772,7 @@ def fill(server, admin: Admin, args, run_dir: Path) -> None:
         elif phase == "kai":
             figures = kai_scheduler_phase(server, admin, args, templates, run_dir)
         elif phase == "floor":
-            figures = floor_phase(server, admin, args, templates, nodes)
+            figures = floor_phase(args, (server, admin, floor_jobs(templates, nodes)))
         elif phase == "kube":
             figures = kube_scheduler_phase(server, admin, args, templates, run_dir)
         else:

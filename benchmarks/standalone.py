@@ -37,6 +37,10 @@ class Standalone:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_ENV)}
+        # This checkout's code, for the server and the agents started with its environment: the
+        # venv's `osmo` script alone imports whichever checkout the venv was installed from.
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(ROOT), self.env.get("PYTHONPATH")]))
         self.env.update(extra_env or {})
         self.process: subprocess.Popen | None = None
 

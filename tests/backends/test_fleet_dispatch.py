@@ -310,6 +310,8 @@ def test_a_moved_gang_is_created_on_its_new_cluster_only_once_the_old_one_delete
     fence = poll(east, "east")
     assert [(w["kind"], w["payload"]["podgroup"]) for w in fence] == [
         ("delete", group(second).podgroup)]
+    # Acked only once nothing of it is left on east: a pod bound meanwhile may terminate.
+    assert fence[0]["payload"]["until_gone"] is True
     poll(east, "east", [{"id": fence[0]["id"]}])  # east deleted them: west may create them
     assert claim_groups(Backend.objects.get(name="west")) == 1
     assert GroupDispatch.objects.get(group=group(second)).applied_at is None
@@ -430,3 +432,29 @@ def test_the_pass_every_agent_poll_runs_releases_a_move_whose_old_cluster_went_s
     assert group(second).backend == "west"
     assert AgentWork.objects.filter(backend="east", kind="delete", acked_at__isnull=True,
                                     group=group(second)).count() == 1  # still first in line
+
+
+def test_a_backends_queue_share_covers_what_it_claims_before_its_creates(admin_client, alice):
+    """The poll that chooses a gang for the second backend of a pool (whose Queue share is
+    only what its work needs) syncs that share ahead of the gang's creates: its placement
+    never meets a Queue that lags the work it was sent."""
+    cluster(admin_client, "east", 8)
+    cluster(admin_client, "west", 8)
+    team()
+    east = make_client("agent-east", "osmo-backend-east")
+    west = make_client("agent-west", "osmo-backend-west")
+    register(east, "east")
+    register(west, "west")
+    submit(alice, "team", spec("first", gpus=8))
+    second = submit(alice, "team", spec("second", gpus=8))
+    work = poll(west, "west")  # its own pass chooses: first → east, second → west
+    assert group(second).backend == "west"
+    creates = [w["id"] for w in work if w["kind"] == "create"]
+    syncs = [w for w in work if w["kind"] == "sync" and w["id"] < min(creates)]
+
+    def team_quota(sync: dict) -> int:
+        queue = next(o for o in sync["payload"]["objects"]
+                     if o["kind"] == "Queue" and o["metadata"]["name"].endswith("team"))
+        return queue["spec"]["resources"]["gpu"]["quota"]
+
+    assert creates and team_quota(syncs[-1]) == 8

@@ -223,9 +223,11 @@ def agent_poll(*, backend: Backend, acks: list[dict], after: int = 0,
     work.ack(backend, acks)
     if arrived:
         Backend.objects.filter(pk=backend.pk).update(last_heartbeat=timezone.now())
-    work.queue_sync(backend)
-    # This backend's share of the waiting gangs, chosen before it claims.
+    # This backend's share of the waiting gangs, chosen before it claims — and before its
+    # Queues are synced, so their share of each pool's quota covers what it claims now
+    # (the sync goes ahead of the creates: a gang never meets a Queue that lags it).
     fleet_pass(moves=False)
+    work.queue_sync(backend)
     work.claim_groups(backend)
     work.queue_reruns(backend)
     work.queue_cleanups(backend)

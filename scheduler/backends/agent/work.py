@@ -206,7 +206,10 @@ def fence_moved(backend_name: str, group_ids: list[int], *, hold: bool = False) 
             backend=backend_name, kind=AgentWorkKind.DELETE, group=group,
             payload={"podgroup": group.podgroup, "fence": True,
                      "selector": group_selector(group.workflow.name, group.name),
-                     **({"releases": held[group.pk]} if group.pk in held else {})})
+                     # Held: acked once nothing of it is left there (a pod bound meanwhile
+                     # may be terminating), only then created on the other cluster.
+                     **({"releases": held[group.pk], "until_gone": True}
+                        if group.pk in held else {})})
             for group in groups])
         GroupDispatch.objects.filter(group_id__in=group_ids).exclude(
             pk__in=list(held.values())).delete()

@@ -122,6 +122,15 @@ def test_two_connections_choosing_for_one_group_exactly_one_wins():
         assert WorkflowGroup.objects.get(pk=target.pk).backend == winners[0]
 
 
+def two_clusters(admin) -> tuple:
+    """east and west of 8 GPUs each, the pool team on both; their agents' clients."""
+    cluster(admin, "east", 8)
+    cluster(admin, "west", 8)
+    team()
+    return (make_client("agent-east", "osmo-backend-east"),
+            make_client("agent-west", "osmo-backend-west"))
+
+
 def poll(agent, name: str, acks=()) -> list[dict]:
     response = agent.post(f"/api/configs/backend/{name}/agent/work",
                           {"acks": list(acks), "wait": 0}, format="json")
@@ -137,11 +146,7 @@ def register(agent, name: str) -> None:
 
 @override_settings(OSMO_BACKEND_LEASE=30)
 def test_a_silent_backend_gives_its_waiting_gangs_back_fenced(admin_client, alice):
-    cluster(admin_client, "east", 8)
-    cluster(admin_client, "west", 8)
-    team()
-    east = make_client("agent-east", "osmo-backend-east")
-    west = make_client("agent-west", "osmo-backend-west")
+    east, west = two_clusters(admin_client)
     register(east, "east")
     name = submit(alice, "team", spec("w", gpus=1))
     assert fleet_pass().chosen == 1  # east: a tie, the pool's order
@@ -379,11 +384,7 @@ def test_a_lost_clusters_running_gang_that_asks_runs_again_on_another_fenced(adm
     its retry, and east, back, deletes every run of it before anything else."""
     from scheduler.backends.lost import backends_lost_pass
 
-    cluster(admin_client, "east", 8)
-    cluster(admin_client, "west", 8)
-    team()
-    east = make_client("agent-east", "osmo-backend-east")
-    west = make_client("agent-west", "osmo-backend-west")
+    east, west = two_clusters(admin_client)
     register(east, "east")
     name = submit(alice, "team", RERUN_ON_BACKEND_ERROR)
     assert fleet_pass().chosen == 1
@@ -438,11 +439,7 @@ def test_a_backends_queue_share_covers_what_it_claims_before_its_creates(admin_c
     """The poll that chooses a gang for the second backend of a pool (whose Queue share is
     only what its work needs) syncs that share ahead of the gang's creates: its placement
     never meets a Queue that lags the work it was sent."""
-    cluster(admin_client, "east", 8)
-    cluster(admin_client, "west", 8)
-    team()
-    east = make_client("agent-east", "osmo-backend-east")
-    west = make_client("agent-west", "osmo-backend-west")
+    east, west = two_clusters(admin_client)
     register(east, "east")
     register(west, "west")
     submit(alice, "team", spec("first", gpus=8))
